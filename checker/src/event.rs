@@ -1,0 +1,410 @@
+//! One line of a history: an operation event, as `../shared/HISTORY.md` defines it.
+//!
+//! Parsing is hand-written rather than derived so that an error names the field
+//! that is wrong, and so that unknown fields are kept (in their order) without
+//! the buffering cost of `#[serde(flatten)]`.
+
+use std::fmt;
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+/// The logical client that issued an operation, or the nemesis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Process {
+    Client(i64),
+    Nemesis,
+}
+
+impl fmt::Display for Process {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Process::Client(id) => write!(f, "{id}"),
+            Process::Nemesis => f.write_str("nemesis"),
+        }
+    }
+}
+
+/// The `type` of an event: an invocation or one of the three completions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventType {
+    Invoke,
+    /// The operation took effect.
+    Ok,
+    /// The operation definitely did not take effect.
+    Fail,
+    /// Unknown: it may or may not have taken effect (timeout, crash).
+    Info,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Invoke => "invoke",
+            EventType::Ok => "ok",
+            EventType::Fail => "fail",
+            EventType::Info => "info",
+        }
+    }
+
+    fn parse(text: &str) -> Option<EventType> {
+        Some(match text {
+            "invoke" => EventType::Invoke,
+            "ok" => EventType::Ok,
+            "fail" => EventType::Fail,
+            "info" => EventType::Info,
+            _ => return None,
+        })
+    }
+}
+
+/// The operation's function. Unknown names are kept, and ignored by the checkers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Function {
+    Acquire,
+    Release,
+    Renew,
+    Write,
+    Read,
+    /// Nemesis: a fault begins.
+    Start,
+    /// Nemesis: a fault ends.
+    Stop,
+    Other(Box<str>),
+}
+
+impl Function {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Function::Acquire => "acquire",
+            Function::Release => "release",
+            Function::Renew => "renew",
+            Function::Write => "write",
+            Function::Read => "read",
+            Function::Start => "start",
+            Function::Stop => "stop",
+            Function::Other(name) => name,
+        }
+    }
+
+    pub fn parse(text: &str) -> Function {
+        match text {
+            "acquire" => Function::Acquire,
+            "release" => Function::Release,
+            "renew" => Function::Renew,
+            "write" => Function::Write,
+            "read" => Function::Read,
+            "start" => Function::Start,
+            "stop" => Function::Stop,
+            other => Function::Other(other.into()),
+        }
+    }
+}
+
+impl fmt::Display for Function {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One event of a history, as read from or written to one JSON line.
+#[derive(Debug, Clone)]
+pub struct Event {
+    /// Unique, ascending from 0.
+    pub index: u64,
+    /// Nanoseconds since the test started, on the test's monotonic clock.
+    pub time_ns: u64,
+    pub process: Process,
+    pub event_type: EventType,
+    pub f: Function,
+    /// The lock name for lock operations, the resource name for `write`/`read`.
+    pub key: Option<String>,
+    /// The `value` field exactly as it was written; `None` stands for `null`.
+    pub value: Option<Box<RawValue>>,
+    pub error: Option<String>,
+    /// Fields this version does not know, kept in order so that they survive a
+    /// read-write round trip.
+    pub extra: Option<Box<Map<String, Value>>>,
+}
+
+/// The fields of `value` that the checkers read. Other fields are ignored here
+/// (and kept by [`Event::value`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ValueFields {
+    pub fence: Option<u64>,
+    pub ttl_ms: Option<u64>,
+    pub data: Option<String>,
+    pub fault: Option<String>,
+    pub targets: Option<Vec<String>>,
+}
+
+impl Event {
+    /// Parses the known fields of `value`. A `value` that is not an object (or
+    /// is null) has none of them; a known field of the wrong type is an error.
+    pub fn value_fields(&self) -> Result<ValueFields, String> {
+        let Some(raw) = &self.value else {
+            return Ok(ValueFields::default());
+        };
+        let text = raw.get();
+        if !text.trim_start().starts_with('{') {
+            return Ok(ValueFields::default());
+        }
+        serde_json::from_str::<ValueFields>(text).map_err(|error| error.to_string())
+    }
+
+    /// A short description for reports, e.g. `process 3 ok acquire "report"`.
+    pub fn describe(&self) -> String {
+        match &self.key {
+            Some(key) => format!(
+                "{} {} {} {key:?}",
+                self.process,
+                self.event_type.as_str(),
+                self.f
+            ),
+            None => format!("{} {} {}", self.process, self.event_type.as_str(), self.f),
+        }
+    }
+}
+
+impl Serialize for Event {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let known = 6 + usize::from(self.error.is_some());
+        let extra = self.extra.as_ref().map_or(0, |extra| extra.len());
+        let mut map = serializer.serialize_map(Some(known + extra + 1))?;
+        map.serialize_entry("index", &self.index)?;
+        map.serialize_entry("time", &self.time_ns)?;
+        match self.process {
+            Process::Client(id) => map.serialize_entry("process", &id)?,
+            Process::Nemesis => map.serialize_entry("process", "nemesis")?,
+        }
+        map.serialize_entry("type", self.event_type.as_str())?;
+        map.serialize_entry("f", self.f.as_str())?;
+        map.serialize_entry("key", &self.key)?;
+        map.serialize_entry("value", &self.value)?;
+        if let Some(error) = &self.error {
+            map.serialize_entry("error", error)?;
+        }
+        if let Some(extra) = &self.extra {
+            for (name, value) in extra.iter() {
+                map.serialize_entry(name, value)?;
+            }
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(EventVisitor)
+    }
+}
+
+struct EventVisitor;
+
+impl<'de> Deserialize<'de> for ValueFields {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(ValueFieldsVisitor)
+    }
+}
+
+struct ValueFieldsVisitor;
+
+impl<'de> Visitor<'de> for ValueFieldsVisitor {
+    type Value = ValueFields;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ValueFields, A::Error> {
+        let mut fields = ValueFields::default();
+        while let Some(name) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            let name = name.as_ref();
+            let error = |e: A::Error| field_error::<A::Error>(&format!("value.{name}"), e);
+            match name {
+                "fence" => fields.fence = map.next_value().map_err(error)?,
+                "ttl_ms" => fields.ttl_ms = map.next_value().map_err(error)?,
+                "data" => fields.data = map.next_value().map_err(error)?,
+                "fault" => fields.fault = map.next_value().map_err(error)?,
+                "targets" => fields.targets = map.next_value().map_err(error)?,
+                _ => {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(fields)
+    }
+}
+
+/// `process` is an integer or the string "nemesis".
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawProcess<'a> {
+    Client(i64),
+    Name(&'a str),
+}
+
+fn field_error<E: de::Error>(field: &str, error: impl fmt::Display) -> E {
+    E::custom(format!("field `{field}`: {error}"))
+}
+
+impl<'de> Visitor<'de> for EventVisitor {
+    type Value = Event;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("a JSON object with index, time, process, type, f, key and value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Event, A::Error> {
+        let mut index = None;
+        let mut time_ns = None;
+        let mut process = None;
+        let mut event_type = None;
+        let mut f = None;
+        let mut key: Option<Option<String>> = None;
+        let mut value: Option<Option<Box<RawValue>>> = None;
+        let mut error = None;
+        let mut extra: Option<Box<Map<String, Value>>> = None;
+        while let Some(name) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match name.as_ref() {
+                "index" => {
+                    index = Some(
+                        map.next_value::<u64>()
+                            .map_err(|e| field_error("index", e))?,
+                    )
+                }
+                "time" => {
+                    time_ns = Some(
+                        map.next_value::<u64>()
+                            .map_err(|e| field_error("time", e))?,
+                    )
+                }
+                "process" => {
+                    let raw = map.next_value::<RawProcess<'_>>().map_err(|_| {
+                        field_error("process", "expected an integer or \"nemesis\"")
+                    })?;
+                    process = Some(match raw {
+                        RawProcess::Client(id) => Process::Client(id),
+                        RawProcess::Name("nemesis") => Process::Nemesis,
+                        RawProcess::Name(other) => {
+                            return Err(field_error(
+                                "process",
+                                format!("expected an integer or \"nemesis\", found {other:?}"),
+                            ))
+                        }
+                    });
+                }
+                "type" => {
+                    let text = map
+                        .next_value::<std::borrow::Cow<'_, str>>()
+                        .map_err(|e| field_error("type", e))?;
+                    event_type = Some(EventType::parse(&text).ok_or_else(|| {
+                        field_error(
+                            "type",
+                            format!("expected invoke, ok, fail or info, found {text:?}"),
+                        )
+                    })?);
+                }
+                "f" => {
+                    let text = map
+                        .next_value::<std::borrow::Cow<'_, str>>()
+                        .map_err(|e| field_error("f", e))?;
+                    f = Some(Function::parse(&text));
+                }
+                "key" => key = Some(map.next_value().map_err(|e| field_error("key", e))?),
+                "value" => {
+                    let raw = map
+                        .next_value::<Box<RawValue>>()
+                        .map_err(|e| field_error("value", e))?;
+                    value = Some(if raw.get() == "null" { None } else { Some(raw) });
+                }
+                "error" => error = map.next_value().map_err(|e| field_error("error", e))?,
+                _ => {
+                    let field_value = map.next_value::<Value>()?;
+                    extra
+                        .get_or_insert_with(Default::default)
+                        .insert(name.into_owned(), field_value);
+                }
+            }
+        }
+        Ok(Event {
+            index: index.ok_or_else(|| de::Error::missing_field("index"))?,
+            time_ns: time_ns.ok_or_else(|| de::Error::missing_field("time"))?,
+            process: process.ok_or_else(|| de::Error::missing_field("process"))?,
+            event_type: event_type.ok_or_else(|| de::Error::missing_field("type"))?,
+            f: f.ok_or_else(|| de::Error::missing_field("f"))?,
+            key: key.unwrap_or(None),
+            value: value.unwrap_or(None),
+            error,
+            extra,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_keeps_unknown_fields_in_order() {
+        let line = r#"{"index":3,"time":13000000000,"process":2,"type":"ok","f":"acquire","key":"report","value":{"fence":34,"lease":"abc"},"node":"n1","latency":{"p":1}}"#;
+        let event: Event = serde_json::from_str(line).unwrap();
+        assert_eq!(event.value_fields().unwrap().fence, Some(34));
+        assert_eq!(serde_json::to_string(&event).unwrap(), line);
+    }
+
+    #[test]
+    fn nemesis_event_with_null_key() {
+        let line = r#"{"index":2,"time":5,"process":"nemesis","type":"info","f":"start","key":null,"value":{"fault":"pause","targets":["client-1"]}}"#;
+        let event: Event = serde_json::from_str(line).unwrap();
+        assert_eq!(event.process, Process::Nemesis);
+        assert_eq!(event.f, Function::Start);
+        let fields = event.value_fields().unwrap();
+        assert_eq!(fields.fault.as_deref(), Some("pause"));
+        assert_eq!(serde_json::to_string(&event).unwrap(), line);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases = [
+            (
+                r#"{"index":"x","time":1,"process":1,"type":"ok","f":"read","key":"a","value":null}"#,
+                "`index`",
+            ),
+            (
+                r#"{"index":1,"time":-1,"process":1,"type":"ok","f":"read","key":"a","value":null}"#,
+                "`time`",
+            ),
+            (
+                r#"{"index":1,"time":1,"process":"bob","type":"ok","f":"read","key":"a","value":null}"#,
+                "`process`",
+            ),
+            (
+                r#"{"index":1,"time":1,"process":1,"type":"done","f":"read","key":"a","value":null}"#,
+                "`type`",
+            ),
+            (
+                r#"{"time":1,"process":1,"type":"ok","f":"read","key":"a","value":null}"#,
+                "`index`",
+            ),
+            (
+                r#"{"index":1,"time":1,"process":1,"type":"ok","f":"read","key":7,"value":null}"#,
+                "`key`",
+            ),
+        ];
+        for (line, field) in cases {
+            let error = serde_json::from_str::<Event>(line).unwrap_err().to_string();
+            assert!(error.contains(field), "{error} should name {field}");
+        }
+    }
+
+    #[test]
+    fn value_field_of_wrong_type_is_an_error() {
+        let line = r#"{"index":1,"time":1,"process":1,"type":"ok","f":"acquire","key":"a","value":{"fence":"x"}}"#;
+        let event: Event = serde_json::from_str(line).unwrap();
+        assert!(event.value_fields().unwrap_err().contains("fence"));
+    }
+}

@@ -1,0 +1,523 @@
+//! The paired, compact form of a history that every checker reads.
+//!
+//! Each client operation is one [`Op`]: its invoke and its completion joined,
+//! with only the fields the checkers use (token, TTL, data). The order in which
+//! the events happened is kept as one `u32` per event, so checkers can sweep the
+//! history in real-time order without holding the events themselves.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+
+use thiserror::Error;
+
+use crate::event::{Event, EventType, Function, Process};
+
+/// Index of a key (lock name or resource name) in [`History::keys`].
+pub type KeyId = u32;
+/// Index of an operation in [`History::ops`].
+pub type OpId = u32;
+
+/// How an operation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// It took effect.
+    Ok,
+    /// It definitely did not take effect.
+    Fail,
+    /// Unknown: it completed as `info`, or never completed.
+    Info,
+}
+
+/// A point of the history: an event's `index` and `time`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Moment {
+    pub index: u64,
+    pub time_ns: u64,
+}
+
+/// One client operation: an invoke joined with its completion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Op {
+    pub process: i64,
+    pub f: Function,
+    pub key: KeyId,
+    pub invoke: Moment,
+    /// `None` when the invoke never completed (it counts as `info`).
+    pub completion: Option<Moment>,
+    pub outcome: Outcome,
+    /// acquire: the token granted (from `ok`); release, write: the token sent
+    /// (from `invoke`); read: the token read (from `ok`).
+    pub fence: Option<u64>,
+    /// acquire, renew: the TTL asked for (from `invoke`).
+    pub ttl_ms: Option<u64>,
+    /// write: the data sent; read: the data read.
+    pub data: Option<Box<str>>,
+    pub error: Option<Box<str>>,
+}
+
+impl Op {
+    pub fn is_ok(&self) -> bool {
+        self.outcome == Outcome::Ok
+    }
+}
+
+/// A nemesis event: a fault starting or stopping. Kept for reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NemesisEvent {
+    pub at: Moment,
+    pub event_type: EventType,
+    pub f: Function,
+    pub fault: Option<String>,
+    pub targets: Vec<String>,
+}
+
+/// One step of the history in real-time order: an operation's invoke or its
+/// completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    pub op: OpId,
+    pub is_completion: bool,
+}
+
+const COMPLETION_BIT: u32 = 1 << 31;
+
+/// A whole history, paired and validated.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    keys: Vec<Box<str>>,
+    ops: Vec<Op>,
+    /// Every client event in the order it happened: an op id, with the high bit
+    /// set for a completion.
+    order: Vec<u32>,
+    nemesis: Vec<NemesisEvent>,
+    first: Option<Moment>,
+    last: Option<Moment>,
+    event_count: u64,
+    warnings: Vec<String>,
+}
+
+impl History {
+    pub fn ops(&self) -> &[Op] {
+        &self.ops
+    }
+
+    pub fn op(&self, id: OpId) -> &Op {
+        &self.ops[id as usize]
+    }
+
+    pub fn key_name(&self, key: KeyId) -> &str {
+        &self.keys[key as usize]
+    }
+
+    pub fn key_count(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn nemesis_events(&self) -> &[NemesisEvent] {
+        &self.nemesis
+    }
+
+    /// Events read, client and nemesis.
+    pub fn event_count(&self) -> u64 {
+        self.event_count
+    }
+
+    /// Problems in the history that did not stop it from being checked.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// The first event of the history, if any.
+    pub fn start(&self) -> Option<Moment> {
+        self.first
+    }
+
+    /// The moment just after the last event: where beliefs that were never
+    /// given up end. Its index is one past the last event's.
+    pub fn end(&self) -> Moment {
+        self.last
+            .map(|last| Moment {
+                index: last.index + 1,
+                time_ns: last.time_ns,
+            })
+            .unwrap_or(Moment {
+                index: 0,
+                time_ns: 0,
+            })
+    }
+
+    /// Client events in the order they happened.
+    pub fn steps(&self) -> impl ExactSizeIterator<Item = Step> + '_ {
+        self.order.iter().map(|&raw| Step {
+            op: raw & !COMPLETION_BIT,
+            is_completion: raw & COMPLETION_BIT != 0,
+        })
+    }
+
+    /// Distinct client processes, ascending.
+    pub fn clients(&self) -> BTreeSet<i64> {
+        self.ops.iter().map(|op| op.process).collect()
+    }
+
+    /// Where an operation's effect is certainly over: its completion, or the
+    /// end of the history for one that never completed.
+    pub fn completion_or_end(&self, op: &Op) -> Moment {
+        op.completion.unwrap_or_else(|| self.end())
+    }
+}
+
+/// An event that cannot be paired or breaks the format's rules.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum HistoryError {
+    #[error(
+        "index {index} does not follow index {previous}: indices must be unique and ascending"
+    )]
+    IndexNotAscending { index: u64, previous: u64 },
+    #[error("time {time_ns} ns at index {index} is earlier than the previous event's {previous_ns} ns: events must be in the order they happened")]
+    TimeBackwards {
+        index: u64,
+        time_ns: u64,
+        previous_ns: u64,
+    },
+    #[error("{event_type} of {f} by process {process} at index {index}, but the process has no open invoke")]
+    NoOpenInvoke {
+        index: u64,
+        process: i64,
+        event_type: &'static str,
+        f: String,
+    },
+    #[error("process {process} invokes {f} at index {index} while its {open_f} invoked at index {open_index} is still open")]
+    AlreadyOpen {
+        index: u64,
+        process: i64,
+        f: String,
+        open_f: String,
+        open_index: u64,
+    },
+    #[error("completion at index {index} is {f} {key:?}, but process {process} invoked {open_f} {open_key:?} at index {open_index}")]
+    Mismatch {
+        index: u64,
+        process: i64,
+        f: String,
+        key: Option<String>,
+        open_f: String,
+        open_key: String,
+        open_index: u64,
+    },
+    #[error("field `key`: {f} needs a key (the lock or resource name) at index {index}")]
+    MissingKey { index: u64, f: String },
+    #[error("{message} at index {index}")]
+    BadValue { index: u64, message: String },
+    #[error("more than {max} operations: this build keeps operation ids in 31 bits")]
+    TooManyOps { max: u32 },
+}
+
+/// Builds a [`History`] from events pushed in file order.
+#[derive(Debug, Default)]
+pub struct HistoryBuilder {
+    history: History,
+    key_ids: HashMap<Box<str>, KeyId>,
+    open: HashMap<i64, OpId>,
+    crashed: HashMap<i64, u64>,
+}
+
+impl HistoryBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn push(&mut self, event: &Event) -> Result<(), HistoryError> {
+        let at = Moment {
+            index: event.index,
+            time_ns: event.time_ns,
+        };
+        if let Some(previous) = self.history.last {
+            if at.index <= previous.index {
+                return Err(HistoryError::IndexNotAscending {
+                    index: at.index,
+                    previous: previous.index,
+                });
+            }
+            if at.time_ns < previous.time_ns {
+                return Err(HistoryError::TimeBackwards {
+                    index: at.index,
+                    time_ns: at.time_ns,
+                    previous_ns: previous.time_ns,
+                });
+            }
+        }
+        let fields = event
+            .value_fields()
+            .map_err(|message| HistoryError::BadValue {
+                index: at.index,
+                message,
+            })?;
+        match event.process {
+            Process::Nemesis => self.history.nemesis.push(NemesisEvent {
+                at,
+                event_type: event.event_type,
+                f: event.f.clone(),
+                fault: fields.fault,
+                targets: fields.targets.unwrap_or_default(),
+            }),
+            Process::Client(process) => match event.event_type {
+                EventType::Invoke => self.invoke(process, event, at, fields)?,
+                completion => self.complete(process, completion, event, at, fields)?,
+            },
+        }
+        self.history.first.get_or_insert(at);
+        self.history.last = Some(at);
+        self.history.event_count += 1;
+        Ok(())
+    }
+
+    fn key_id(&mut self, key: &str) -> KeyId {
+        if let Some(&id) = self.key_ids.get(key) {
+            return id;
+        }
+        let id = self.history.keys.len() as KeyId;
+        self.history.keys.push(key.into());
+        self.key_ids.insert(key.into(), id);
+        id
+    }
+
+    fn invoke(
+        &mut self,
+        process: i64,
+        event: &Event,
+        at: Moment,
+        fields: crate::event::ValueFields,
+    ) -> Result<(), HistoryError> {
+        if let Some(&open) = self.open.get(&process) {
+            let open = &self.history.ops[open as usize];
+            return Err(HistoryError::AlreadyOpen {
+                index: at.index,
+                process,
+                f: event.f.to_string(),
+                open_f: open.f.to_string(),
+                open_index: open.invoke.index,
+            });
+        }
+        let key = match (&event.key, &event.f) {
+            (Some(key), _) => self.key_id(key),
+            (None, Function::Other(_)) => self.key_id(""),
+            (None, f) => {
+                return Err(HistoryError::MissingKey {
+                    index: at.index,
+                    f: f.to_string(),
+                })
+            }
+        };
+        if let Some(crashed_at) = self.crashed.remove(&process) {
+            self.history.warnings.push(format!(
+                "process {process} invokes again at index {} after its operation ended in info at index {crashed_at}; \
+                 it is treated as a new client that holds nothing",
+                at.index
+            ));
+        }
+        let id = self.history.ops.len();
+        if id >= COMPLETION_BIT as usize {
+            return Err(HistoryError::TooManyOps {
+                max: COMPLETION_BIT - 1,
+            });
+        }
+        let id = id as OpId;
+        let (fence, data) = match event.f {
+            Function::Release | Function::Write => (fields.fence, fields.data),
+            _ => (None, None),
+        };
+        self.history.ops.push(Op {
+            process,
+            f: event.f.clone(),
+            key,
+            invoke: at,
+            completion: None,
+            outcome: Outcome::Info,
+            fence,
+            ttl_ms: fields.ttl_ms,
+            data: data.map(String::into_boxed_str),
+            error: None,
+        });
+        self.open.insert(process, id);
+        self.history.order.push(id);
+        Ok(())
+    }
+
+    fn complete(
+        &mut self,
+        process: i64,
+        event_type: EventType,
+        event: &Event,
+        at: Moment,
+        fields: crate::event::ValueFields,
+    ) -> Result<(), HistoryError> {
+        let Some(id) = self.open.remove(&process) else {
+            return Err(HistoryError::NoOpenInvoke {
+                index: at.index,
+                process,
+                event_type: event_type.as_str(),
+                f: event.f.to_string(),
+            });
+        };
+        let open_key = self.history.keys[self.history.ops[id as usize].key as usize].clone();
+        let op = &mut self.history.ops[id as usize];
+        let key_matches = match &event.key {
+            Some(key) => **key == *open_key,
+            None => true,
+        };
+        if op.f != event.f || !key_matches {
+            return Err(HistoryError::Mismatch {
+                index: at.index,
+                process,
+                f: event.f.to_string(),
+                key: event.key.clone(),
+                open_f: op.f.to_string(),
+                open_key: open_key.into(),
+                open_index: op.invoke.index,
+            });
+        }
+        op.completion = Some(at);
+        op.outcome = match event_type {
+            EventType::Ok => Outcome::Ok,
+            EventType::Fail => Outcome::Fail,
+            EventType::Info | EventType::Invoke => Outcome::Info,
+        };
+        op.error = event.error.as_deref().map(Into::into);
+        if event_type == EventType::Ok {
+            match op.f {
+                Function::Acquire => op.fence = fields.fence,
+                Function::Read => {
+                    op.fence = fields.fence;
+                    op.data = fields.data.map(String::into_boxed_str);
+                }
+                _ => {}
+            }
+        }
+        if op.outcome == Outcome::Info {
+            self.crashed.insert(process, at.index);
+        }
+        self.history.order.push(id | COMPLETION_BIT);
+        Ok(())
+    }
+
+    pub fn finish(self) -> History {
+        self.history
+    }
+}
+
+impl fmt::Display for Moment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "index {} (t={})",
+            self.index,
+            crate::format_seconds(self.time_ns)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(line: &str) -> Event {
+        serde_json::from_str(line).unwrap()
+    }
+
+    fn build(lines: &[&str]) -> Result<History, HistoryError> {
+        let mut builder = HistoryBuilder::new();
+        for line in lines {
+            builder.push(&event(line))?;
+        }
+        Ok(builder.finish())
+    }
+
+    #[test]
+    fn pairs_invokes_with_completions_and_unfinished_ones_are_info() {
+        let history = build(&[
+            r#"{"index":0,"time":10,"process":1,"type":"invoke","f":"acquire","key":"l","value":{"ttl_ms":500}}"#,
+            r#"{"index":1,"time":11,"process":2,"type":"invoke","f":"acquire","key":"l","value":null}"#,
+            r#"{"index":2,"time":12,"process":1,"type":"ok","f":"acquire","key":"l","value":{"fence":7}}"#,
+            r#"{"index":3,"time":13,"process":1,"type":"invoke","f":"write","key":"doc","value":{"fence":7,"data":"x"}}"#,
+            r#"{"index":4,"time":14,"process":1,"type":"fail","f":"write","key":"doc","value":null,"error":"stale-fence"}"#,
+        ])
+        .unwrap();
+        let ops = history.ops();
+        assert_eq!(ops.len(), 3);
+        assert_eq!(
+            (ops[0].outcome, ops[0].fence, ops[0].ttl_ms),
+            (Outcome::Ok, Some(7), Some(500))
+        );
+        assert_eq!((ops[1].outcome, ops[1].completion), (Outcome::Info, None));
+        assert_eq!(
+            (ops[2].outcome, ops[2].error.as_deref()),
+            (Outcome::Fail, Some("stale-fence"))
+        );
+        assert_eq!(ops[2].data.as_deref(), Some("x"));
+        let steps: Vec<_> = history.steps().map(|s| (s.op, s.is_completion)).collect();
+        assert_eq!(
+            steps,
+            [(0, false), (1, false), (0, true), (2, false), (2, true)]
+        );
+        assert_eq!(
+            history.end(),
+            Moment {
+                index: 5,
+                time_ns: 14
+            }
+        );
+    }
+
+    #[test]
+    fn rejects_histories_that_break_the_format() {
+        let invoke = r#"{"index":0,"time":10,"process":1,"type":"invoke","f":"acquire","key":"l","value":null}"#;
+        let cases: [(&[&str], &str); 5] = [
+            (&[invoke, invoke], "does not follow"),
+            (
+                &[
+                    invoke,
+                    r#"{"index":1,"time":11,"process":1,"type":"invoke","f":"read","key":"l","value":null}"#,
+                ],
+                "still open",
+            ),
+            (
+                &[
+                    invoke,
+                    r#"{"index":1,"time":11,"process":1,"type":"ok","f":"release","key":"l","value":null}"#,
+                ],
+                "invoked acquire",
+            ),
+            (
+                &[
+                    invoke,
+                    r#"{"index":1,"time":9,"process":1,"type":"ok","f":"acquire","key":"l","value":null}"#,
+                ],
+                "earlier",
+            ),
+            (
+                &[
+                    r#"{"index":0,"time":10,"process":1,"type":"invoke","f":"acquire","key":null,"value":null}"#,
+                ],
+                "needs a key",
+            ),
+        ];
+        for (lines, expected) in cases {
+            let error = build(lines).unwrap_err().to_string();
+            assert!(
+                error.contains(expected),
+                "{error} should contain {expected}"
+            );
+        }
+    }
+
+    #[test]
+    fn invoking_after_info_is_a_warning() {
+        let history = build(&[
+            r#"{"index":0,"time":10,"process":1,"type":"invoke","f":"acquire","key":"l","value":null}"#,
+            r#"{"index":1,"time":11,"process":1,"type":"info","f":"acquire","key":"l","value":null,"error":"timeout"}"#,
+            r#"{"index":2,"time":12,"process":1,"type":"invoke","f":"acquire","key":"l","value":null}"#,
+        ])
+        .unwrap();
+        assert_eq!(history.warnings().len(), 1);
+    }
+}

@@ -1,0 +1,80 @@
+//! History types and checkers for lockcheck.
+//!
+//! A history (JSON Lines, see `histories/README.md`) is read by [`read_history`]
+//! into a [`History`]: each client operation's invoke paired with its
+//! completion. Every checker implements [`Checker`] and returns a
+//! [`CheckResult`] with a [`Verdict`] per key and the violations that prove an
+//! `Invalid`. [`analyze`] runs them all. Start reading at `beliefs.rs`: the
+//! notion of who believed they held which lock, when, is what most checkers
+//! judge by.
+
+mod analysis;
+mod beliefs;
+mod event;
+mod fence;
+mod history;
+mod liveness;
+mod mutex;
+mod reader;
+mod realtime;
+mod resource;
+pub mod synth;
+mod verdict;
+
+pub use analysis::{analyze, default_checkers, summarize, Analysis, Summary};
+pub use beliefs::{Belief, BeliefEnd, Beliefs};
+pub use event::{Event, EventType, Function, Process, ValueFields};
+pub use fence::FenceMonotonicity;
+pub use history::{
+    History, HistoryBuilder, HistoryError, KeyId, Moment, NemesisEvent, Op, OpId, Outcome, Step,
+};
+pub use liveness::Liveness;
+pub use mutex::MutualExclusion;
+pub use reader::{read_history, write_events, EventReader, ReadError};
+pub use resource::ResourceSafety;
+pub use verdict::{
+    CheckOptions, CheckResult, Checker, KeyVerdict, Verdict, Violation, ViolationKind, Window,
+};
+
+/// Nanoseconds as seconds for people: `12.500 s`, or `3.2 ms` below a second.
+pub fn format_seconds(ns: u64) -> String {
+    if ns >= 1_000_000_000 || ns == 0 {
+        format!("{:.3} s", ns as f64 / 1e9)
+    } else if ns >= 1_000_000 {
+        format!("{:.1} ms", ns as f64 / 1e6)
+    } else {
+        format!("{:.1} µs", ns as f64 / 1e3)
+    }
+}
+
+/// Keys that some acquire names, in first-seen order, with their count of
+/// lock operations (acquire, release, renew).
+pub(crate) fn lock_keys(history: &History) -> Vec<(KeyId, u64)> {
+    let mut counts = vec![0u64; history.key_count()];
+    let mut acquired = vec![false; history.key_count()];
+    for op in history.ops() {
+        match op.f {
+            Function::Acquire => {
+                acquired[op.key as usize] = true;
+                counts[op.key as usize] += 1;
+            }
+            Function::Release | Function::Renew => counts[op.key as usize] += 1,
+            _ => {}
+        }
+    }
+    (0..history.key_count())
+        .filter(|&key| acquired[key])
+        .map(|key| (key as KeyId, counts[key]))
+        .collect()
+}
+
+/// How many keys are written or read.
+pub(crate) fn resource_keys(history: &History) -> usize {
+    let mut seen = vec![false; history.key_count()];
+    for op in history.ops() {
+        if matches!(op.f, Function::Write | Function::Read) {
+            seen[op.key as usize] = true;
+        }
+    }
+    seen.into_iter().filter(|&seen| seen).count()
+}

@@ -1,0 +1,222 @@
+//! Liveness: a lock must not stay unobtainable long after every holder is gone.
+//!
+//! The classic case is `SETNX` then `EXPIRE` as two commands with a crash in
+//! between: the key never expires, and every later acquire fails forever.
+
+use crate::beliefs::Beliefs;
+use crate::event::Function;
+use crate::history::{History, KeyId, Moment, Op, OpId, Outcome};
+use crate::verdict::{
+    CheckOptions, CheckResult, Checker, Findings, Violation, ViolationKind, Window,
+};
+use crate::{format_seconds, lock_keys};
+
+/// Per lock: a stretch of time in which no client believed it held the lock,
+/// no acquire of unknown outcome might have taken it, and clients kept asking
+/// and failing, longer than the bound (by default 3 × the largest TTL seen:
+/// one TTL for a crashed holder's lease to run out, and room to spare).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Liveness;
+
+impl Checker for Liveness {
+    fn name(&self) -> &'static str {
+        "liveness"
+    }
+
+    fn check(&self, history: &History, options: &CheckOptions) -> CheckResult {
+        let keys = lock_keys(history);
+        if keys.is_empty() {
+            return CheckResult::not_applicable(self.name(), "no acquire operations");
+        }
+        let largest_ttl_ms = history
+            .ops()
+            .iter()
+            .filter(|op| matches!(op.f, Function::Acquire | Function::Renew))
+            .filter_map(|op| op.ttl_ms)
+            .max();
+        let bound_ns = match (options.liveness_bound_ns, largest_ttl_ms) {
+            (Some(bound_ns), _) => bound_ns,
+            (None, Some(ttl_ms)) => ttl_ms.saturating_mul(3_000_000),
+            (None, None) => {
+                return CheckResult::not_applicable(
+                    self.name(),
+                    "no acquire carries ttl_ms, so there is no default bound; give one with --liveness-bound",
+                )
+            }
+        };
+        let beliefs = Beliefs::compute(history);
+        let mut attempts: Vec<Vec<OpId>> = vec![Vec::new(); history.key_count()];
+        for (id, op) in history.ops().iter().enumerate() {
+            if op.f == Function::Acquire {
+                attempts[op.key as usize].push(id as OpId);
+            }
+        }
+        let mut findings = Findings::new(self.name(), options);
+        for (key, _) in keys {
+            let held = held_spans(history, &beliefs, key, &attempts[key as usize]);
+            let violations = stuck_stretches(history, &held, &attempts[key as usize], bound_ns);
+            findings.key(
+                history.key_name(key),
+                attempts[key as usize].len() as u64,
+                violations,
+            );
+        }
+        findings.note(format!(
+            "bound: {} without a holder",
+            format_seconds(bound_ns)
+        ));
+        findings.finish()
+    }
+}
+
+/// Spans in which someone held or may have held the lock, merged and sorted:
+/// beliefs, and acquires of unknown outcome from invoke to completion (such a
+/// grant may then last one TTL, which the bound allows for).
+fn held_spans(
+    history: &History,
+    beliefs: &Beliefs,
+    key: KeyId,
+    attempts: &[OpId],
+) -> Vec<(Moment, Moment)> {
+    let mut spans: Vec<(Moment, Moment)> = beliefs
+        .of_key(key)
+        .iter()
+        .map(|belief| (belief.start, belief.end))
+        .collect();
+    spans.extend(
+        attempts
+            .iter()
+            .map(|&id| history.op(id))
+            .filter(|op| op.outcome == Outcome::Info)
+            .map(|op| (op.invoke, history.completion_or_end(op))),
+    );
+    spans.sort_unstable_by_key(|&(start, _)| start.index);
+    let mut merged: Vec<(Moment, Moment)> = Vec::with_capacity(spans.len());
+    for (start, end) in spans {
+        match merged.last_mut() {
+            Some(last) if start.index <= last.1.index => {
+                if end.index > last.1.index {
+                    last.1 = end;
+                }
+            }
+            _ => merged.push((start, end)),
+        }
+    }
+    merged
+}
+
+/// One free stretch: from `free_since` (a holder's end, or the first attempt)
+/// until the next span in which the lock was held.
+struct Stretch<'h> {
+    free_since: Option<Moment>,
+    failed: Vec<&'h Op>,
+    last_failure_end: Moment,
+}
+
+fn stuck_stretches(
+    history: &History,
+    held: &[(Moment, Moment)],
+    attempts: &[OpId],
+    bound_ns: u64,
+) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    let mut current: Option<(usize, Stretch)> = None;
+    for op in attempts
+        .iter()
+        .map(|&id| history.op(id))
+        .filter(|op| op.outcome == Outcome::Fail)
+    {
+        // The held spans that started before this attempt was invoked.
+        let before = held.partition_point(|&(start, _)| start.index < op.invoke.index);
+        if before > 0 && held[before - 1].1.index > op.invoke.index {
+            continue; // invoked while someone held (or may have held) the lock
+        }
+        let free_since = before.checked_sub(1).map(|last| held[last].1);
+        let next_held = held.get(before).map(|&(start, _)| start);
+        let mut end = history.completion_or_end(op);
+        if let Some(next) = next_held.filter(|next| next.index < end.index) {
+            end = next;
+        }
+        match &mut current {
+            Some((stretch_id, stretch)) if *stretch_id == before => {
+                stretch.failed.push(op);
+                if end.index > stretch.last_failure_end.index {
+                    stretch.last_failure_end = end;
+                }
+            }
+            _ => {
+                if let Some((_, done)) = current.take() {
+                    violations.extend(judge(history, done, bound_ns));
+                }
+                current = Some((
+                    before,
+                    Stretch {
+                        free_since,
+                        failed: vec![op],
+                        last_failure_end: end,
+                    },
+                ));
+            }
+        }
+    }
+    if let Some((_, done)) = current {
+        violations.extend(judge(history, done, bound_ns));
+    }
+    violations
+}
+
+fn judge(history: &History, stretch: Stretch, bound_ns: u64) -> Option<Violation> {
+    let first = stretch.failed[0];
+    let start = stretch.free_since.unwrap_or(first.invoke);
+    let end = stretch.last_failure_end;
+    let window = Window {
+        start_index: start.index,
+        start_ns: start.time_ns,
+        end_index: end.index,
+        end_ns: end.time_ns,
+    };
+    if window.duration_ns() <= bound_ns {
+        return None;
+    }
+    let last = stretch.failed[stretch.failed.len() - 1];
+    let key = history.key_name(first.key);
+    let since = match stretch.free_since {
+        Some(free) => format!(
+            "since the last holder let go at index {} (t={})",
+            free.index,
+            format_seconds(free.time_ns)
+        ),
+        None => format!(
+            "since the first attempt at index {} (t={}); nobody ever held it",
+            first.invoke.index,
+            format_seconds(first.invoke.time_ns)
+        ),
+    };
+    let mut events = vec![
+        start.index,
+        first.invoke.index,
+        last.invoke.index,
+        history.completion_or_end(last).index,
+    ];
+    events.sort_unstable();
+    events.dedup();
+    let mut processes: Vec<i64> = stretch.failed.iter().map(|op| op.process).collect();
+    processes.sort_unstable();
+    processes.dedup();
+    Some(Violation {
+        kind: ViolationKind::Stuck,
+        key: key.to_string(),
+        processes,
+        window: Some(window),
+        events,
+        explanation: format!(
+            "{key:?} could not be obtained for {length} {since}, while no client believed it held it: \
+             {count} acquire attempts failed, the last at index {last_index} (t={last_time}). The bound is {bound}.",
+            length = format_seconds(window.duration_ns()),
+            count = stretch.failed.len(),
+            last_index = history.completion_or_end(last).index,
+            last_time = format_seconds(end.time_ns),
+            bound = format_seconds(bound_ns),
+        ),
+    })
+}

@@ -1,0 +1,218 @@
+//! Reading and writing histories as JSON Lines.
+//!
+//! The reader streams: it holds one chunk of lines at a time, never the whole
+//! text, so a history of millions of lines costs memory only for the compact
+//! operations the checkers keep. Chunks are parsed in parallel and fed to the
+//! [`HistoryBuilder`] in order, so the result does not depend on the thread count.
+
+use std::io::{self, BufRead, Write};
+
+use rayon::prelude::*;
+use thiserror::Error;
+
+use crate::event::Event;
+use crate::history::{History, HistoryBuilder};
+
+/// Lines parsed per parallel chunk: large enough to amortise the fork/join,
+/// small enough that a chunk's text is a few megabytes at most.
+const CHUNK_LINES: usize = 16 * 1024;
+
+/// A history that could not be read. Each variant names where the problem is.
+#[derive(Debug, Error)]
+pub enum ReadError {
+    #[error("{source_name}: cannot read: {error}")]
+    Io {
+        source_name: String,
+        #[source]
+        error: io::Error,
+    },
+    #[error("{source_name}:{line}: {message}")]
+    Malformed {
+        source_name: String,
+        line: u64,
+        message: String,
+    },
+}
+
+/// Reads events one at a time from JSON Lines. Blank lines are skipped.
+#[derive(Debug)]
+pub struct EventReader<R> {
+    input: R,
+    source_name: String,
+    line_number: u64,
+    buffer: String,
+}
+
+impl<R: BufRead> EventReader<R> {
+    pub fn new(input: R, source_name: impl Into<String>) -> Self {
+        EventReader {
+            input,
+            source_name: source_name.into(),
+            line_number: 0,
+            buffer: String::new(),
+        }
+    }
+
+    fn malformed(&self, line: u64, message: String) -> ReadError {
+        ReadError::Malformed {
+            source_name: self.source_name.clone(),
+            line,
+            message,
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for EventReader<R> {
+    /// The event and the line it came from.
+    type Item = Result<(u64, Event), ReadError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            self.buffer.clear();
+            match self.input.read_line(&mut self.buffer) {
+                Ok(0) => return None,
+                Ok(_) => {}
+                Err(error) => {
+                    let source_name = self.source_name.clone();
+                    return Some(Err(ReadError::Io { source_name, error }));
+                }
+            }
+            self.line_number += 1;
+            if self.buffer.trim().is_empty() {
+                continue;
+            }
+            let line = self.line_number;
+            return Some(
+                parse_line(&self.buffer)
+                    .map(|event| (line, event))
+                    .map_err(|message| self.malformed(line, message)),
+            );
+        }
+    }
+}
+
+fn parse_line(text: &str) -> Result<Event, String> {
+    serde_json::from_str::<Event>(text).map_err(|error| error.to_string())
+}
+
+/// Reads a whole history into its compact, paired form, validating as it goes.
+pub fn read_history<R: BufRead>(mut input: R, source_name: &str) -> Result<History, ReadError> {
+    let mut builder = HistoryBuilder::new();
+    let mut text = String::new();
+    let mut line_starts: Vec<(u64, usize)> = Vec::with_capacity(CHUNK_LINES);
+    let mut line_number = 0u64;
+    let io_error = |error| ReadError::Io {
+        source_name: source_name.to_string(),
+        error,
+    };
+    loop {
+        text.clear();
+        line_starts.clear();
+        // Gather one chunk of non-blank lines, remembering where each starts.
+        while line_starts.len() < CHUNK_LINES {
+            let start = text.len();
+            let read = input.read_line(&mut text).map_err(io_error)?;
+            if read == 0 {
+                break;
+            }
+            line_number += 1;
+            if text[start..].trim().is_empty() {
+                text.truncate(start);
+            } else {
+                line_starts.push((line_number, start));
+            }
+        }
+        if line_starts.is_empty() {
+            break;
+        }
+        let parsed: Vec<Result<Event, String>> = line_starts
+            .par_iter()
+            .enumerate()
+            .map(|(position, &(_, start))| {
+                let end = line_starts
+                    .get(position + 1)
+                    .map_or(text.len(), |next| next.1);
+                parse_line(&text[start..end])
+            })
+            .collect();
+        for ((line, _), event) in line_starts.iter().zip(parsed) {
+            let malformed = |message| ReadError::Malformed {
+                source_name: source_name.to_string(),
+                line: *line,
+                message,
+            };
+            let event = event.map_err(malformed)?;
+            builder
+                .push(&event)
+                .map_err(|error| malformed(error.to_string()))?;
+        }
+    }
+    Ok(builder.finish())
+}
+
+/// Writes events as JSON Lines, one per line.
+pub fn write_events<'a, W: Write>(
+    mut output: W,
+    events: impl IntoIterator<Item = &'a Event>,
+) -> io::Result<()> {
+    for event in events {
+        serde_json::to_writer(&mut output, event)?;
+        output.write_all(b"\n")?;
+    }
+    output.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"{"index":0,"time":1000000000,"process":1,"type":"invoke","f":"acquire","key":"report","value":{"ttl_ms":10000}}
+{"index":1,"time":1003000000,"process":1,"type":"ok","f":"acquire","key":"report","value":{"fence":33},"trace":"x"}
+
+{"index":2,"time":2000000000,"process":"nemesis","type":"info","f":"start","key":null,"value":{"fault":"pause","targets":["client-1"]}}
+"#;
+
+    #[test]
+    fn streaming_reader_round_trips_and_skips_blank_lines() {
+        let events: Vec<(u64, Event)> = EventReader::new(EXAMPLE.as_bytes(), "example")
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            events.iter().map(|(line, _)| *line).collect::<Vec<_>>(),
+            [1, 2, 4]
+        );
+        let mut written = Vec::new();
+        write_events(&mut written, events.iter().map(|(_, event)| event)).unwrap();
+        let expected: String = EXAMPLE
+            .lines()
+            .filter(|line| !line.is_empty())
+            .map(|line| format!("{line}\n"))
+            .collect();
+        assert_eq!(String::from_utf8(written).unwrap(), expected);
+    }
+
+    #[test]
+    fn malformed_line_names_file_line_and_field() {
+        let text = format!("{EXAMPLE}{{\"index\":3,\"time\":\"soon\"}}\n");
+        let error = read_history(text.as_bytes(), "run.jsonl")
+            .unwrap_err()
+            .to_string();
+        assert!(error.starts_with("run.jsonl:5: field `time`"), "{error}");
+        let error = EventReader::new("not json\n".as_bytes(), "x")
+            .next()
+            .unwrap()
+            .unwrap_err();
+        assert!(error.to_string().starts_with("x:1: "), "{error}");
+    }
+
+    #[test]
+    fn pairing_errors_carry_the_line() {
+        let text =
+            r#"{"index":0,"time":1,"process":1,"type":"ok","f":"acquire","key":"a","value":null}"#;
+        let error = read_history(text.as_bytes(), "h.jsonl")
+            .unwrap_err()
+            .to_string();
+        assert!(error.starts_with("h.jsonl:1: "), "{error}");
+        assert!(error.contains("no open invoke"), "{error}");
+    }
+}

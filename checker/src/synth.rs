@@ -1,0 +1,1 @@
+//! Synthetic histories from a reference lock, for benchmarks and tests.

@@ -1,0 +1,219 @@
+//! What a checker concludes, and the evidence it gives.
+
+use serde::Serialize;
+
+use crate::history::History;
+
+/// A checker's conclusion. `Unknown` means it could not decide (a bound was
+/// hit, the history lacks what it needs); a checker that could not decide never
+/// says `Valid`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Valid,
+    Unknown,
+    Invalid,
+}
+
+impl Verdict {
+    /// The verdict of several checks together: any invalid makes the whole
+    /// invalid, else any unknown makes it unknown.
+    pub fn combine(self, other: Verdict) -> Verdict {
+        self.max(other)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Valid => "valid",
+            Verdict::Invalid => "invalid",
+            Verdict::Unknown => "unknown",
+        }
+    }
+}
+
+/// The kinds of violation the checkers find.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ViolationKind {
+    /// Two clients believed they held the same lock at the same time.
+    Overlap,
+    /// Two grants carried the same fencing token.
+    DuplicateToken,
+    /// A grant carried a token not above one granted before it was asked for.
+    BackwardsToken,
+    /// Some grants of a lock carried a token and some did not.
+    MixedFencing,
+    /// The resource accepted a write with a token below one it had accepted.
+    StaleWrite,
+    /// An unfenced write landed from a client whose lock had been granted to another.
+    DoubleCharge,
+    /// A read returned something other than the latest accepted write.
+    StaleRead,
+    /// A lock stayed unobtainable long after every holder was gone.
+    Stuck,
+}
+
+/// A span of the history, as event indices and test times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Window {
+    pub start_index: u64,
+    pub start_ns: u64,
+    /// The first event at which the condition no longer held (one past the
+    /// last event when it held to the end).
+    pub end_index: u64,
+    pub end_ns: u64,
+}
+
+impl Window {
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// One violation, with the smallest set of events that proves it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    pub kind: ViolationKind,
+    /// The lock or resource it concerns.
+    pub key: String,
+    /// The clients involved, the one in the wrong last where that is clear.
+    pub processes: Vec<i64>,
+    pub window: Option<Window>,
+    /// Indices of the events that prove it, ascending.
+    pub events: Vec<u64>,
+    /// One short paragraph for a person.
+    pub explanation: String,
+}
+
+/// The verdict for one key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeyVerdict {
+    pub key: String,
+    pub verdict: Verdict,
+    /// Operations on this key the checker looked at.
+    pub ops: u64,
+    pub violations: u64,
+}
+
+/// What one checker found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CheckResult {
+    pub checker: &'static str,
+    /// `None` when the checker did not apply to this history (see `reason`).
+    pub verdict: Option<Verdict>,
+    /// Why it did not apply, or why it could not decide.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Per key, in first-seen order.
+    pub keys: Vec<KeyVerdict>,
+    /// Violations found in all, which may exceed `violations.len()`.
+    pub violation_count: u64,
+    /// The first violations, bounded by [`CheckOptions::max_violations`].
+    pub violations: Vec<Violation>,
+    /// Things a person should know that are not violations.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl CheckResult {
+    pub fn not_applicable(checker: &'static str, reason: impl Into<String>) -> Self {
+        CheckResult {
+            checker,
+            verdict: None,
+            reason: Some(reason.into()),
+            keys: Vec::new(),
+            violation_count: 0,
+            violations: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// Options shared by the checkers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckOptions {
+    /// How long a lock may stay unobtainable with no believed holder before the
+    /// liveness checker calls it stuck. `None`: 3 × the largest TTL seen.
+    pub liveness_bound_ns: Option<u64>,
+    /// How many violations each checker keeps as evidence; all are counted.
+    pub max_violations: usize,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        CheckOptions {
+            liveness_bound_ns: None,
+            max_violations: 100,
+        }
+    }
+}
+
+/// A property of histories. The linearizability checker implements this too.
+pub trait Checker: Sync {
+    /// A short kebab-case name, e.g. `mutual-exclusion`.
+    fn name(&self) -> &'static str;
+    fn check(&self, history: &History, options: &CheckOptions) -> CheckResult;
+}
+
+/// Collects a checker's per-key verdicts and its bounded list of violations.
+#[derive(Debug)]
+pub(crate) struct Findings {
+    checker: &'static str,
+    max_violations: usize,
+    keys: Vec<KeyVerdict>,
+    violation_count: u64,
+    violations: Vec<Violation>,
+    notes: Vec<String>,
+}
+
+impl Findings {
+    pub(crate) fn new(checker: &'static str, options: &CheckOptions) -> Self {
+        Findings {
+            checker,
+            max_violations: options.max_violations,
+            keys: Vec::new(),
+            violation_count: 0,
+            violations: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// Records the verdict for one key, with the violations found on it.
+    pub(crate) fn key(&mut self, key: &str, ops: u64, violations: Vec<Violation>) {
+        let count = violations.len() as u64;
+        let verdict = if count == 0 {
+            Verdict::Valid
+        } else {
+            Verdict::Invalid
+        };
+        self.keys.push(KeyVerdict {
+            key: key.to_string(),
+            verdict,
+            ops,
+            violations: count,
+        });
+        self.violation_count += count;
+        let room = self.max_violations.saturating_sub(self.violations.len());
+        self.violations.extend(violations.into_iter().take(room));
+    }
+
+    pub(crate) fn note(&mut self, note: String) {
+        self.notes.push(note);
+    }
+
+    pub(crate) fn finish(self) -> CheckResult {
+        let verdict = self
+            .keys
+            .iter()
+            .fold(Verdict::Valid, |all, key| all.combine(key.verdict));
+        CheckResult {
+            checker: self.checker,
+            verdict: Some(verdict),
+            reason: None,
+            keys: self.keys,
+            violation_count: self.violation_count,
+            violations: self.violations,
+            notes: self.notes,
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Renderers for lockcheck results.
