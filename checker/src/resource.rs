@@ -7,7 +7,7 @@
 //!   client (the double charge).
 //! * Reads must return the latest accepted write.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::beliefs::{Belief, Beliefs};
 use crate::event::Function;
@@ -36,16 +36,12 @@ impl Checker for ResourceSafety {
         if per_key.iter().all(Vec::is_empty) {
             return CheckResult::not_applicable(self.name(), "no write or read operations");
         }
-        let beliefs = Beliefs::compute(history);
+        let beliefs = history.beliefs();
         let mut findings = Findings::new(self.name(), options);
         let mut unguarded = 0u64;
-        for (key, ops) in per_key
-            .iter()
-            .enumerate()
-            .filter(|(_, ops)| !ops.is_empty())
-        {
+        for (key, ops) in per_key.iter().enumerate().filter(|(_, ops)| !ops.is_empty()) {
             let mut violations = stale_writes(history, ops);
-            let (double_charges, unguarded_here) = double_charges(history, &beliefs, ops);
+            let (double_charges, unguarded_here) = double_charges(history, beliefs, ops);
             violations.extend(double_charges);
             unguarded += unguarded_here;
             violations.extend(ReadCheck::new(history, ops).stale_reads(ops));
@@ -113,7 +109,7 @@ fn stale_writes(history: &History, ops: &[OpId]) -> Vec<Violation> {
 }
 
 /// Unfenced accepted writes whose writer's lock had been granted to another
-/// client after the writer's own grant, before the write landed.
+/// client after the writer's own grant and before the write was invoked.
 fn double_charges(history: &History, beliefs: &Beliefs, ops: &[OpId]) -> (Vec<Violation>, u64) {
     let mut violations = Vec::new();
     let mut unguarded = 0;
@@ -126,7 +122,7 @@ fn double_charges(history: &History, beliefs: &Beliefs, ops: &[OpId]) -> (Vec<Vi
         let mut usurper = None;
         for held in beliefs.held_at_write(id) {
             held_any = true;
-            if let Some(other) = granted_to_another(history, beliefs, held, write) {
+            if let Some(other) = granted_to_another(beliefs, held, write) {
                 usurper = Some((held, other));
                 break;
             }
@@ -141,18 +137,15 @@ fn double_charges(history: &History, beliefs: &Beliefs, ops: &[OpId]) -> (Vec<Vi
     (violations, unguarded)
 }
 
-fn granted_to_another<'a>(
-    history: &History,
-    beliefs: &'a Beliefs,
-    held: &Belief,
-    write: &Op,
-) -> Option<&'a Belief> {
-    let landed = history.completion_or_end(write).index;
+fn granted_to_another<'a>(beliefs: &'a Beliefs, held: &Belief, write: &Op) -> Option<&'a Belief> {
+    // Only a grant that completed before the write was invoked proves the
+    // write landed after it; one that fell while the write was in flight may
+    // have come after the write had already landed.
     let lock = beliefs.of_key(held.key);
     let after = lock.partition_point(|belief| belief.start.index <= held.start.index);
     lock[after..]
         .iter()
-        .take_while(|belief| belief.start.index < landed)
+        .take_while(|belief| belief.start.index < write.invoke.index)
         .find(|belief| belief.process != held.process)
 }
 
@@ -160,11 +153,7 @@ fn double_charge(history: &History, write: &Op, held: &Belief, other: &Belief) -
     let resource = history.key_name(write.key);
     let lock = history.key_name(held.key);
     let landed = history.completion_or_end(write);
-    let data = write
-        .data
-        .as_deref()
-        .map(|data| format!(" {data:?}"))
-        .unwrap_or_default();
+    let data = write.data.as_deref().map(|data| format!(" {data:?}")).unwrap_or_default();
     Violation {
         kind: ViolationKind::DoubleCharge,
         key: resource.to_string(),
@@ -179,7 +168,7 @@ fn double_charge(history: &History, write: &Op, held: &Belief, other: &Belief) -
         explanation: format!(
             "an unfenced write{data} to {resource:?} by process {w} landed at index {li} (t={lt}) from a stale holder: \
              {w} was granted {lock:?} at index {wg}, but {lock:?} was granted to process {o} at index {og} (t={ot}), \
-             before the write landed. Nothing let the storage refuse it.",
+             before the write was sent. Nothing let the storage refuse it.",
             w = write.process,
             li = landed.index,
             lt = format_seconds(landed.time_ns),
@@ -206,8 +195,8 @@ struct ReadCheck<'h> {
 
 impl<'h> ReadCheck<'h> {
     fn new(history: &'h History, ops: &[OpId]) -> Self {
-        let mut by_data: HashMap<&str, Vec<OpId>> = HashMap::new();
-        let mut by_fence: HashMap<u64, Vec<OpId>> = HashMap::new();
+        let mut by_data: HashMap<&str, Vec<OpId>> = HashMap::default();
+        let mut by_fence: HashMap<u64, Vec<OpId>> = HashMap::default();
         let mut completed = Vec::new();
         for &id in ops {
             let op = history.op(id);
@@ -232,20 +221,13 @@ impl<'h> ReadCheck<'h> {
             }
             (entry.1, entry.2) = latest.expect("just set");
         }
-        ReadCheck {
-            history,
-            by_data,
-            by_fence,
-            completed,
-        }
+        ReadCheck { history, by_data, by_fence, completed }
     }
 
     /// The accepted write invoked latest among those completed before `index`.
     fn latest_before(&self, index: u64) -> Option<(u64, OpId)> {
         let count = self.completed.partition_point(|&(done, _, _)| done < index);
-        count
-            .checked_sub(1)
-            .map(|last| (self.completed[last].1, self.completed[last].2))
+        count.checked_sub(1).map(|last| (self.completed[last].1, self.completed[last].2))
     }
 
     fn stale_reads(&self, ops: &[OpId]) -> Vec<Violation> {
@@ -305,16 +287,13 @@ impl<'h> ReadCheck<'h> {
         let newer = self.history.op(overwriting);
         let newer_done = self.history.completion_or_end(newer).index;
         let what = match returned {
-            Some(write) => format!(
-                "the write invoked at index {}",
-                self.history.op(write).invoke.index
-            ),
+            Some(write) => {
+                format!("the write invoked at index {}", self.history.op(write).invoke.index)
+            }
             None => "the initial, empty state".to_string(),
         };
-        let mut events: Vec<u64> = returned
-            .map(|w| self.history.op(w).invoke.index)
-            .into_iter()
-            .collect();
+        let mut events: Vec<u64> =
+            returned.map(|w| self.history.op(w).invoke.index).into_iter().collect();
         events.extend([
             newer.invoke.index,
             newer_done,
