@@ -6,7 +6,7 @@
 //! end of the history. A belief is what the client would act on, so it is what
 //! mutual exclusion is judged by, whatever the server thought.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::event::Function;
 use crate::history::{History, KeyId, Moment, OpId, Outcome};
@@ -35,7 +35,7 @@ pub struct Belief {
 }
 
 /// The beliefs of a history, per lock, and which beliefs each writer held.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Beliefs {
     /// Indexed by key; each list is sorted by start.
     by_key: Vec<Vec<Belief>>,
@@ -49,7 +49,7 @@ impl Beliefs {
         let mut by_key: Vec<Vec<Belief>> = vec![Vec::new(); history.key_count()];
         let mut held_at_write = Vec::new();
         // The beliefs each client holds now: (key, position in by_key[key]).
-        let mut active: HashMap<i64, Vec<(KeyId, u32)>> = HashMap::new();
+        let mut active: HashMap<i64, Vec<(KeyId, u32)>> = HashMap::default();
         let end = history.end();
         for step in history.steps() {
             let op = history.op(step.op);
@@ -104,10 +104,7 @@ impl Beliefs {
             }
         }
         held_at_write.sort_unstable_by_key(|&(op, _, _)| op);
-        Beliefs {
-            by_key,
-            held_at_write,
-        }
+        Beliefs { by_key, held_at_write }
     }
 
     /// The beliefs about one lock, sorted by start.

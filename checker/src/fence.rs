@@ -1,7 +1,7 @@
 //! Fence monotonicity: every grant carries a token, and tokens strictly
 //! increase in real-time order.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::event::Function;
 use crate::history::{History, KeyId, Op, OpId};
@@ -29,11 +29,7 @@ impl Checker for FenceMonotonicity {
                 grants[op.key as usize].push(id as OpId);
             }
         }
-        if !grants
-            .iter()
-            .flatten()
-            .any(|&id| history.op(id).fence.is_some())
-        {
+        if !grants.iter().flatten().any(|&id| history.op(id).fence.is_some()) {
             return CheckResult::not_applicable(self.name(), "no grant carries a fencing token");
         }
         let mut findings = Findings::new(self.name(), options);
@@ -48,9 +44,8 @@ impl Checker for FenceMonotonicity {
 
 fn check_key(history: &History, key: KeyId, grants: &[OpId]) -> Vec<Violation> {
     let name = history.key_name(key);
-    let (fenced, unfenced): (Vec<OpId>, Vec<OpId>) = grants
-        .iter()
-        .partition(|&&id| history.op(id).fence.is_some());
+    let (fenced, unfenced): (Vec<OpId>, Vec<OpId>) =
+        grants.iter().partition(|&&id| history.op(id).fence.is_some());
     let mut violations = Vec::new();
     if !fenced.is_empty() && !unfenced.is_empty() {
         let first = history.op(unfenced[0]);
@@ -70,16 +65,11 @@ fn check_key(history: &History, key: KeyId, grants: &[OpId]) -> Vec<Violation> {
             ),
         });
     }
-    let mut first_with_token: HashMap<u64, OpId> = HashMap::new();
+    let mut first_with_token: HashMap<u64, OpId> = HashMap::default();
     for &id in &fenced {
         let fence = history.op(id).fence.expect("partitioned on fence");
         if let Some(&earlier) = first_with_token.get(&fence) {
-            violations.push(duplicate(
-                history,
-                history.op(earlier),
-                history.op(id),
-                fence,
-            ));
+            violations.push(duplicate(history, history.op(earlier), history.op(id), fence));
         } else {
             first_with_token.insert(fence, id);
         }
@@ -110,20 +100,13 @@ fn check_key(history: &History, key: KeyId, grants: &[OpId]) -> Vec<Violation> {
 
 fn grant_at(history: &History, op: &Op) -> String {
     let ok = history.completion_or_end(op);
-    format!(
-        "process {} at index {} (t={})",
-        op.process,
-        ok.index,
-        format_seconds(ok.time_ns)
-    )
+    format!("process {} at index {} (t={})", op.process, ok.index, format_seconds(ok.time_ns))
 }
 
 fn duplicate(history: &History, first: &Op, second: &Op, fence: u64) -> Violation {
     let key = history.key_name(first.key);
-    let mut events = vec![
-        history.completion_or_end(first).index,
-        history.completion_or_end(second).index,
-    ];
+    let mut events =
+        vec![history.completion_or_end(first).index, history.completion_or_end(second).index];
     events.sort_unstable();
     Violation {
         kind: ViolationKind::DuplicateToken,

@@ -5,11 +5,15 @@
 //! the events happened is kept as one `u32` per event, so checkers can sweep the
 //! history in real-time order without holding the events themselves.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap as HashMap;
 use std::fmt;
+use std::sync::OnceLock;
 
 use thiserror::Error;
 
+use crate::beliefs::Beliefs;
 use crate::event::{Event, EventType, Function, Process};
 
 /// Index of a key (lock name or resource name) in [`History::keys`].
@@ -81,6 +85,9 @@ pub struct Step {
 
 const COMPLETION_BIT: u32 = 1 << 31;
 
+/// Indices stay below this, so that one past the last event is still an index.
+const MAX_INDEX: u64 = i64::MAX as u64;
+
 /// A whole history, paired and validated.
 #[derive(Debug, Clone, Default)]
 pub struct History {
@@ -94,6 +101,8 @@ pub struct History {
     last: Option<Moment>,
     event_count: u64,
     warnings: Vec<String>,
+    /// Computed on first use and shared by the checkers that judge beliefs.
+    beliefs: OnceLock<Beliefs>,
 }
 
 impl History {
@@ -136,14 +145,13 @@ impl History {
     /// given up end. Its index is one past the last event's.
     pub fn end(&self) -> Moment {
         self.last
-            .map(|last| Moment {
-                index: last.index + 1,
-                time_ns: last.time_ns,
-            })
-            .unwrap_or(Moment {
-                index: 0,
-                time_ns: 0,
-            })
+            .map(|last| Moment { index: last.index + 1, time_ns: last.time_ns })
+            .unwrap_or(Moment { index: 0, time_ns: 0 })
+    }
+
+    /// Who believed they held which lock, when (computed once, then shared).
+    pub fn beliefs(&self) -> &Beliefs {
+        self.beliefs.get_or_init(|| Beliefs::compute(self))
     }
 
     /// Client events in the order they happened.
@@ -174,26 +182,11 @@ pub enum HistoryError {
     )]
     IndexNotAscending { index: u64, previous: u64 },
     #[error("time {time_ns} ns at index {index} is earlier than the previous event's {previous_ns} ns: events must be in the order they happened")]
-    TimeBackwards {
-        index: u64,
-        time_ns: u64,
-        previous_ns: u64,
-    },
+    TimeBackwards { index: u64, time_ns: u64, previous_ns: u64 },
     #[error("{event_type} of {f} by process {process} at index {index}, but the process has no open invoke")]
-    NoOpenInvoke {
-        index: u64,
-        process: i64,
-        event_type: &'static str,
-        f: String,
-    },
+    NoOpenInvoke { index: u64, process: i64, event_type: &'static str, f: String },
     #[error("process {process} invokes {f} at index {index} while its {open_f} invoked at index {open_index} is still open")]
-    AlreadyOpen {
-        index: u64,
-        process: i64,
-        f: String,
-        open_f: String,
-        open_index: u64,
-    },
+    AlreadyOpen { index: u64, process: i64, f: String, open_f: String, open_index: u64 },
     #[error("completion at index {index} is {f} {key:?}, but process {process} invoked {open_f} {open_key:?} at index {open_index}")]
     Mismatch {
         index: u64,
@@ -208,6 +201,8 @@ pub enum HistoryError {
     MissingKey { index: u64, f: String },
     #[error("{message} at index {index}")]
     BadValue { index: u64, message: String },
+    #[error("index {index} is too large: indices count events from 0 (at most 2^63 - 1)")]
+    IndexTooLarge { index: u64 },
     #[error("more than {max} operations: this build keeps operation ids in 31 bits")]
     TooManyOps { max: u32 },
 }
@@ -227,10 +222,10 @@ impl HistoryBuilder {
     }
 
     pub fn push(&mut self, event: &Event) -> Result<(), HistoryError> {
-        let at = Moment {
-            index: event.index,
-            time_ns: event.time_ns,
-        };
+        let at = Moment { index: event.index, time_ns: event.time_ns };
+        if at.index > MAX_INDEX {
+            return Err(HistoryError::IndexTooLarge { index: at.index });
+        }
         if let Some(previous) = self.history.last {
             if at.index <= previous.index {
                 return Err(HistoryError::IndexNotAscending {
@@ -248,10 +243,7 @@ impl HistoryBuilder {
         }
         let fields = event
             .value_fields()
-            .map_err(|message| HistoryError::BadValue {
-                index: at.index,
-                message,
-            })?;
+            .map_err(|message| HistoryError::BadValue { index: at.index, message })?;
         match event.process {
             Process::Nemesis => self.history.nemesis.push(NemesisEvent {
                 at,
@@ -302,10 +294,7 @@ impl HistoryBuilder {
             (Some(key), _) => self.key_id(key),
             (None, Function::Other(_)) => self.key_id(""),
             (None, f) => {
-                return Err(HistoryError::MissingKey {
-                    index: at.index,
-                    f: f.to_string(),
-                })
+                return Err(HistoryError::MissingKey { index: at.index, f: f.to_string() })
             }
         };
         if let Some(crashed_at) = self.crashed.remove(&process) {
@@ -317,9 +306,7 @@ impl HistoryBuilder {
         }
         let id = self.history.ops.len();
         if id >= COMPLETION_BIT as usize {
-            return Err(HistoryError::TooManyOps {
-                max: COMPLETION_BIT - 1,
-            });
+            return Err(HistoryError::TooManyOps { max: COMPLETION_BIT - 1 });
         }
         let id = id as OpId;
         let (fence, data) = match event.f {
@@ -407,12 +394,7 @@ impl HistoryBuilder {
 
 impl fmt::Display for Moment {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "index {} (t={})",
-            self.index,
-            crate::format_seconds(self.time_ns)
-        )
+        write!(f, "index {} (t={})", self.index, crate::format_seconds(self.time_ns))
     }
 }
 
@@ -449,23 +431,11 @@ mod tests {
             (Outcome::Ok, Some(7), Some(500))
         );
         assert_eq!((ops[1].outcome, ops[1].completion), (Outcome::Info, None));
-        assert_eq!(
-            (ops[2].outcome, ops[2].error.as_deref()),
-            (Outcome::Fail, Some("stale-fence"))
-        );
+        assert_eq!((ops[2].outcome, ops[2].error.as_deref()), (Outcome::Fail, Some("stale-fence")));
         assert_eq!(ops[2].data.as_deref(), Some("x"));
         let steps: Vec<_> = history.steps().map(|s| (s.op, s.is_completion)).collect();
-        assert_eq!(
-            steps,
-            [(0, false), (1, false), (0, true), (2, false), (2, true)]
-        );
-        assert_eq!(
-            history.end(),
-            Moment {
-                index: 5,
-                time_ns: 14
-            }
-        );
+        assert_eq!(steps, [(0, false), (1, false), (0, true), (2, false), (2, true)]);
+        assert_eq!(history.end(), Moment { index: 5, time_ns: 14 });
     }
 
     #[test]
@@ -503,10 +473,7 @@ mod tests {
         ];
         for (lines, expected) in cases {
             let error = build(lines).unwrap_err().to_string();
-            assert!(
-                error.contains(expected),
-                "{error} should contain {expected}"
-            );
+            assert!(error.contains(expected), "{error} should contain {expected}");
         }
     }
 

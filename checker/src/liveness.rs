@@ -3,7 +3,7 @@
 //! The classic case is `SETNX` then `EXPIRE` as two commands with a crash in
 //! between: the key never expires, and every later acquire fails forever.
 
-use crate::beliefs::Beliefs;
+use crate::beliefs::{BeliefEnd, Beliefs};
 use crate::event::Function;
 use crate::history::{History, KeyId, Moment, Op, OpId, Outcome};
 use crate::verdict::{
@@ -44,7 +44,7 @@ impl Checker for Liveness {
                 )
             }
         };
-        let beliefs = Beliefs::compute(history);
+        let beliefs = history.beliefs();
         let mut attempts: Vec<Vec<OpId>> = vec![Vec::new(); history.key_count()];
         for (id, op) in history.ops().iter().enumerate() {
             if op.f == Function::Acquire {
@@ -53,25 +53,21 @@ impl Checker for Liveness {
         }
         let mut findings = Findings::new(self.name(), options);
         for (key, _) in keys {
-            let held = held_spans(history, &beliefs, key, &attempts[key as usize]);
+            let held = held_spans(history, beliefs, key, &attempts[key as usize]);
             let violations = stuck_stretches(history, &held, &attempts[key as usize], bound_ns);
-            findings.key(
-                history.key_name(key),
-                attempts[key as usize].len() as u64,
-                violations,
-            );
+            findings.key(history.key_name(key), attempts[key as usize].len() as u64, violations);
         }
-        findings.note(format!(
-            "bound: {} without a holder",
-            format_seconds(bound_ns)
-        ));
+        findings.note(format!("bound: {} without a holder", format_seconds(bound_ns)));
         findings.finish()
     }
 }
 
-/// Spans in which someone held or may have held the lock, merged and sorted:
-/// beliefs, and acquires of unknown outcome from invoke to completion (such a
-/// grant may then last one TTL, which the bound allows for).
+/// Spans in which someone held, or may have held, the lock, merged and sorted.
+/// They are drawn wide on purpose, so that no failure they could explain is
+/// counted: a grant may take effect anywhere from its acquire's invoke, a
+/// release anywhere up to its completion, and an acquire of unknown outcome
+/// may have been granted (that grant may then last one TTL, which the bound
+/// allows for).
 fn held_spans(
     history: &History,
     beliefs: &Beliefs,
@@ -81,7 +77,13 @@ fn held_spans(
     let mut spans: Vec<(Moment, Moment)> = beliefs
         .of_key(key)
         .iter()
-        .map(|belief| (belief.start, belief.end))
+        .map(|belief| {
+            let end = match belief.end_reason {
+                BeliefEnd::Released(release) => history.completion_or_end(history.op(release)),
+                BeliefEnd::Crashed(_) | BeliefEnd::EndOfHistory => belief.end,
+            };
+            (history.op(belief.grant).invoke, end)
+        })
         .collect();
     spans.extend(
         attempts
@@ -105,14 +107,17 @@ fn held_spans(
     merged
 }
 
-/// One free stretch: from `free_since` (a holder's end, or the first attempt)
-/// until the next span in which the lock was held.
+/// The failed attempts of one free stretch: from `free_since` (where the last
+/// held span ended; `None` before the lock was ever held) to the next span.
 struct Stretch<'h> {
     free_since: Option<Moment>,
     failed: Vec<&'h Op>,
     last_failure_end: Moment,
 }
 
+/// Groups the failed attempts that lie wholly inside a free stretch (an
+/// attempt that overlaps a held span may have failed because of it) and
+/// judges each stretch.
 fn stuck_stretches(
     history: &History,
     held: &[(Moment, Moment)],
@@ -121,21 +126,13 @@ fn stuck_stretches(
 ) -> Vec<Violation> {
     let mut violations = Vec::new();
     let mut current: Option<(usize, Stretch)> = None;
-    for op in attempts
-        .iter()
-        .map(|&id| history.op(id))
-        .filter(|op| op.outcome == Outcome::Fail)
-    {
-        // The held spans that started before this attempt was invoked.
+    for op in attempts.iter().map(|&id| history.op(id)).filter(|op| op.outcome == Outcome::Fail) {
         let before = held.partition_point(|&(start, _)| start.index < op.invoke.index);
-        if before > 0 && held[before - 1].1.index > op.invoke.index {
-            continue; // invoked while someone held (or may have held) the lock
-        }
-        let free_since = before.checked_sub(1).map(|last| held[last].1);
-        let next_held = held.get(before).map(|&(start, _)| start);
-        let mut end = history.completion_or_end(op);
-        if let Some(next) = next_held.filter(|next| next.index < end.index) {
-            end = next;
+        let end = history.completion_or_end(op);
+        let after_previous = before == 0 || held[before - 1].1.index < op.invoke.index;
+        let before_next = held.get(before).is_none_or(|&(next, _)| end.index < next.index);
+        if !(after_previous && before_next) {
+            continue;
         }
         match &mut current {
             Some((stretch_id, stretch)) if *stretch_id == before => {
@@ -148,14 +145,9 @@ fn stuck_stretches(
                 if let Some((_, done)) = current.take() {
                     violations.extend(judge(history, done, bound_ns));
                 }
-                current = Some((
-                    before,
-                    Stretch {
-                        free_since,
-                        failed: vec![op],
-                        last_failure_end: end,
-                    },
-                ));
+                let free_since = before.checked_sub(1).map(|last| held[last].1);
+                current =
+                    Some((before, Stretch { free_since, failed: vec![op], last_failure_end: end }));
             }
         }
     }

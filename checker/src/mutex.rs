@@ -1,6 +1,6 @@
 //! Mutual exclusion: no two clients may believe they hold the same lock at once.
 
-use crate::beliefs::{Belief, Beliefs};
+use crate::beliefs::Belief;
 use crate::history::History;
 use crate::verdict::{
     CheckOptions, CheckResult, Checker, Findings, Violation, ViolationKind, Window,
@@ -23,7 +23,7 @@ impl Checker for MutualExclusion {
         if keys.is_empty() {
             return CheckResult::not_applicable(self.name(), "no acquire operations");
         }
-        let beliefs = Beliefs::compute(history);
+        let beliefs = history.beliefs();
         let mut findings = Findings::new(self.name(), options);
         for (key, ops) in keys {
             let violations = overlaps(history, beliefs.of_key(key));
@@ -48,11 +48,7 @@ fn overlaps(history: &History, beliefs: &[Belief]) -> Vec<Violation> {
 }
 
 fn overlap(history: &History, earlier: &Belief, later: &Belief) -> Violation {
-    let end = if earlier.end.index <= later.end.index {
-        earlier.end
-    } else {
-        later.end
-    };
+    let end = if earlier.end.index <= later.end.index { earlier.end } else { later.end };
     let window = Window {
         start_index: later.start.index,
         start_ns: later.start.time_ns,
@@ -61,12 +57,8 @@ fn overlap(history: &History, earlier: &Belief, later: &Belief) -> Violation {
     };
     let key = history.key_name(later.key);
     let (first, second) = (history.op(earlier.grant), history.op(later.grant));
-    let mut events = vec![
-        first.invoke.index,
-        earlier.start.index,
-        second.invoke.index,
-        later.start.index,
-    ];
+    let mut events =
+        vec![first.invoke.index, earlier.start.index, second.invoke.index, later.start.index];
     events.extend(earlier.end_event().filter(|&index| index <= end.index));
     events.extend(later.end_event().filter(|&index| index <= end.index));
     events.sort_unstable();
