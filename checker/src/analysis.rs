@@ -65,10 +65,8 @@ pub fn analyze(
     checkers: &[Box<dyn Checker>],
     options: &CheckOptions,
 ) -> Analysis {
-    let results: Vec<CheckResult> = checkers
-        .par_iter()
-        .map(|checker| checker.check(history, options))
-        .collect();
+    let results: Vec<CheckResult> =
+        checkers.par_iter().map(|checker| checker.check(history, options)).collect();
     let verdict = results
         .iter()
         .filter_map(|result| result.verdict)

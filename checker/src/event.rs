@@ -158,12 +158,9 @@ impl Event {
     /// A short description for reports, e.g. `process 3 ok acquire "report"`.
     pub fn describe(&self) -> String {
         match &self.key {
-            Some(key) => format!(
-                "{} {} {} {key:?}",
-                self.process,
-                self.event_type.as_str(),
-                self.f
-            ),
+            Some(key) => {
+                format!("{} {} {} {key:?}", self.process, self.event_type.as_str(), self.f)
+            }
             None => format!("{} {} {}", self.process, self.event_type.as_str(), self.f),
         }
     }
@@ -271,16 +268,10 @@ impl<'de> Visitor<'de> for EventVisitor {
         while let Some(name) = map.next_key::<std::borrow::Cow<'de, str>>()? {
             match name.as_ref() {
                 "index" => {
-                    index = Some(
-                        map.next_value::<u64>()
-                            .map_err(|e| field_error("index", e))?,
-                    )
+                    index = Some(map.next_value::<u64>().map_err(|e| field_error("index", e))?)
                 }
                 "time" => {
-                    time_ns = Some(
-                        map.next_value::<u64>()
-                            .map_err(|e| field_error("time", e))?,
-                    )
+                    time_ns = Some(map.next_value::<u64>().map_err(|e| field_error("time", e))?)
                 }
                 "process" => {
                     let raw = map.next_value::<RawProcess<'_>>().map_err(|_| {
@@ -316,9 +307,8 @@ impl<'de> Visitor<'de> for EventVisitor {
                 }
                 "key" => key = Some(map.next_value().map_err(|e| field_error("key", e))?),
                 "value" => {
-                    let raw = map
-                        .next_value::<Box<RawValue>>()
-                        .map_err(|e| field_error("value", e))?;
+                    let raw =
+                        map.next_value::<Box<RawValue>>().map_err(|e| field_error("value", e))?;
                     value = Some(if raw.get() == "null" { None } else { Some(raw) });
                 }
                 "error" => error = map.next_value().map_err(|e| field_error("error", e))?,
@@ -386,10 +376,7 @@ mod tests {
                 r#"{"index":1,"time":1,"process":1,"type":"done","f":"read","key":"a","value":null}"#,
                 "`type`",
             ),
-            (
-                r#"{"time":1,"process":1,"type":"ok","f":"read","key":"a","value":null}"#,
-                "`index`",
-            ),
+            (r#"{"time":1,"process":1,"type":"ok","f":"read","key":"a","value":null}"#, "`index`"),
             (
                 r#"{"index":1,"time":1,"process":1,"type":"ok","f":"read","key":7,"value":null}"#,
                 "`key`",

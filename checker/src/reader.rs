@@ -27,11 +27,7 @@ pub enum ReadError {
         error: io::Error,
     },
     #[error("{source_name}:{line}: {message}")]
-    Malformed {
-        source_name: String,
-        line: u64,
-        message: String,
-    },
+    Malformed { source_name: String, line: u64, message: String },
 }
 
 /// Reads events one at a time from JSON Lines. Blank lines are skipped.
@@ -54,11 +50,7 @@ impl<R: BufRead> EventReader<R> {
     }
 
     fn malformed(&self, line: u64, message: String) -> ReadError {
-        ReadError::Malformed {
-            source_name: self.source_name.clone(),
-            line,
-            message,
-        }
+        ReadError::Malformed { source_name: self.source_name.clone(), line, message }
     }
 }
 
@@ -101,10 +93,7 @@ pub fn read_history<R: BufRead>(mut input: R, source_name: &str) -> Result<Histo
     let mut text = String::new();
     let mut line_starts: Vec<(u64, usize)> = Vec::with_capacity(CHUNK_LINES);
     let mut line_number = 0u64;
-    let io_error = |error| ReadError::Io {
-        source_name: source_name.to_string(),
-        error,
-    };
+    let io_error = |error| ReadError::Io { source_name: source_name.to_string(), error };
     loop {
         text.clear();
         line_starts.clear();
@@ -129,9 +118,7 @@ pub fn read_history<R: BufRead>(mut input: R, source_name: &str) -> Result<Histo
             .par_iter()
             .enumerate()
             .map(|(position, &(_, start))| {
-                let end = line_starts
-                    .get(position + 1)
-                    .map_or(text.len(), |next| next.1);
+                let end = line_starts.get(position + 1).map_or(text.len(), |next| next.1);
                 parse_line(&text[start..end])
             })
             .collect();
@@ -142,9 +129,7 @@ pub fn read_history<R: BufRead>(mut input: R, source_name: &str) -> Result<Histo
                 message,
             };
             let event = event.map_err(malformed)?;
-            builder
-                .push(&event)
-                .map_err(|error| malformed(error.to_string()))?;
+            builder.push(&event).map_err(|error| malformed(error.to_string()))?;
         }
     }
     Ok(builder.finish())
@@ -174,13 +159,9 @@ mod tests {
 
     #[test]
     fn streaming_reader_round_trips_and_skips_blank_lines() {
-        let events: Vec<(u64, Event)> = EventReader::new(EXAMPLE.as_bytes(), "example")
-            .collect::<Result<_, _>>()
-            .unwrap();
-        assert_eq!(
-            events.iter().map(|(line, _)| *line).collect::<Vec<_>>(),
-            [1, 2, 4]
-        );
+        let events: Vec<(u64, Event)> =
+            EventReader::new(EXAMPLE.as_bytes(), "example").collect::<Result<_, _>>().unwrap();
+        assert_eq!(events.iter().map(|(line, _)| *line).collect::<Vec<_>>(), [1, 2, 4]);
         let mut written = Vec::new();
         write_events(&mut written, events.iter().map(|(_, event)| event)).unwrap();
         let expected: String = EXAMPLE
@@ -194,14 +175,9 @@ mod tests {
     #[test]
     fn malformed_line_names_file_line_and_field() {
         let text = format!("{EXAMPLE}{{\"index\":3,\"time\":\"soon\"}}\n");
-        let error = read_history(text.as_bytes(), "run.jsonl")
-            .unwrap_err()
-            .to_string();
+        let error = read_history(text.as_bytes(), "run.jsonl").unwrap_err().to_string();
         assert!(error.starts_with("run.jsonl:5: field `time`"), "{error}");
-        let error = EventReader::new("not json\n".as_bytes(), "x")
-            .next()
-            .unwrap()
-            .unwrap_err();
+        let error = EventReader::new("not json\n".as_bytes(), "x").next().unwrap().unwrap_err();
         assert!(error.to_string().starts_with("x:1: "), "{error}");
     }
 
@@ -209,9 +185,7 @@ mod tests {
     fn pairing_errors_carry_the_line() {
         let text =
             r#"{"index":0,"time":1,"process":1,"type":"ok","f":"acquire","key":"a","value":null}"#;
-        let error = read_history(text.as_bytes(), "h.jsonl")
-            .unwrap_err()
-            .to_string();
+        let error = read_history(text.as_bytes(), "h.jsonl").unwrap_err().to_string();
         assert!(error.starts_with("h.jsonl:1: "), "{error}");
         assert!(error.contains("no open invoke"), "{error}");
     }

@@ -43,26 +43,10 @@ mod tests {
     #[test]
     fn only_items_completed_before_the_invoke_count() {
         let items = [
-            Timed {
-                invoke: 0,
-                completion: 2,
-                value: 5,
-            },
-            Timed {
-                invoke: 1,
-                completion: 4,
-                value: 9,
-            }, // concurrent with the first
-            Timed {
-                invoke: 3,
-                completion: 6,
-                value: 1,
-            }, // after the first only
-            Timed {
-                invoke: 7,
-                completion: 8,
-                value: 2,
-            }, // after all
+            Timed { invoke: 0, completion: 2, value: 5 },
+            Timed { invoke: 1, completion: 4, value: 9 }, // concurrent with the first
+            Timed { invoke: 3, completion: 6, value: 1 }, // after the first only
+            Timed { invoke: 7, completion: 8, value: 2 }, // after all
         ];
         assert_eq!(largest_preceding(&items), [None, None, Some(0), Some(1)]);
     }

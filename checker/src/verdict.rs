@@ -141,10 +141,7 @@ pub struct CheckOptions {
 
 impl Default for CheckOptions {
     fn default() -> Self {
-        CheckOptions {
-            liveness_bound_ns: None,
-            max_violations: 100,
-        }
+        CheckOptions { liveness_bound_ns: None, max_violations: 100 }
     }
 }
 
@@ -181,17 +178,8 @@ impl Findings {
     /// Records the verdict for one key, with the violations found on it.
     pub(crate) fn key(&mut self, key: &str, ops: u64, violations: Vec<Violation>) {
         let count = violations.len() as u64;
-        let verdict = if count == 0 {
-            Verdict::Valid
-        } else {
-            Verdict::Invalid
-        };
-        self.keys.push(KeyVerdict {
-            key: key.to_string(),
-            verdict,
-            ops,
-            violations: count,
-        });
+        let verdict = if count == 0 { Verdict::Valid } else { Verdict::Invalid };
+        self.keys.push(KeyVerdict { key: key.to_string(), verdict, ops, violations: count });
         self.violation_count += count;
         let room = self.max_violations.saturating_sub(self.violations.len());
         self.violations.extend(violations.into_iter().take(room));
@@ -202,10 +190,7 @@ impl Findings {
     }
 
     pub(crate) fn finish(self) -> CheckResult {
-        let verdict = self
-            .keys
-            .iter()
-            .fold(Verdict::Valid, |all, key| all.combine(key.verdict));
+        let verdict = self.keys.iter().fold(Verdict::Valid, |all, key| all.combine(key.verdict));
         CheckResult {
             checker: self.checker,
             verdict: Some(verdict),

@@ -1,0 +1,115 @@
+//! `lockcheck analyze FILE…`
+
+use std::fs::File;
+use std::io::{self, BufReader, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use lockcheck_checker::{
+    analyze, default_checkers, read_history, Analysis, CheckOptions, History, ReadError, Verdict,
+};
+use lockcheck_reports::{render_json, render_text, Analyzed, TextOptions};
+
+use crate::args::{AnalyzeArgs, Format};
+use crate::exit;
+
+pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
+    let options = CheckOptions {
+        liveness_bound_ns: args
+            .liveness_bound
+            .map(|bound| bound.as_nanos().min(u64::MAX as u128) as u64),
+        max_violations: args.max_violations,
+    };
+    let checkers = default_checkers();
+    let mut analyses: Vec<(String, Analysis)> = Vec::new();
+    let mut errors: Vec<(String, String)> = Vec::new();
+    for path in &args.files {
+        let source = path.display().to_string();
+        let started = Instant::now();
+        let history = match load(path, &source) {
+            Ok(history) => history,
+            Err(error) => {
+                eprintln!("lockcheck: {error}");
+                errors.push((source, error.to_string()));
+                continue;
+            }
+        };
+        let read_s = started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        let analysis = analyze(&history, &checkers, &options);
+        let check_s = started.elapsed().as_secs_f64();
+        if args.stats {
+            eprintln!(
+                "stats: source={source} events={} ops={} read_s={read_s:.3} check_s={check_s:.3} peak_rss_bytes={}",
+                history.event_count(),
+                history.ops().len(),
+                peak_rss_bytes().unwrap_or(0)
+            );
+        }
+        drop(history);
+        analyses.push((source, analysis));
+    }
+    let verdict = analyses
+        .iter()
+        .map(|(_, analysis)| analysis.verdict)
+        .reduce(Verdict::combine)
+        .unwrap_or(Verdict::Unknown);
+    let analyzed: Vec<Analyzed<'_>> =
+        analyses.iter().map(|(source, analysis)| Analyzed { source, analysis }).collect();
+    let text = match args.format {
+        Format::Json => {
+            let errors: Vec<(&str, &str)> =
+                errors.iter().map(|(s, e)| (s.as_str(), e.as_str())).collect();
+            render_json(verdict, &analyzed, &errors)
+        }
+        Format::Text => text_report(&analyzed, errors.len()),
+    };
+    print(&text)?;
+    // Unreadable input outranks any verdict: the verdict did not cover it.
+    let code = if errors.is_empty() { exit::for_verdict(verdict) } else { exit::BAD_INPUT };
+    Ok(code.into())
+}
+
+fn load(path: &Path, source: &str) -> Result<History, ReadError> {
+    if path.as_os_str() == "-" {
+        return read_history(io::stdin().lock(), source);
+    }
+    let file = File::open(path)
+        .map_err(|error| ReadError::Io { source_name: source.to_string(), error })?;
+    read_history(BufReader::with_capacity(1 << 20, file), source)
+}
+
+fn text_report(analyzed: &[Analyzed<'_>], unreadable: usize) -> String {
+    let options = TextOptions::default();
+    let mut text: Vec<String> = analyzed.iter().map(|one| render_text(one, &options)).collect();
+    if analyzed.len() + unreadable > 1 {
+        let count =
+            |wanted: Verdict| analyzed.iter().filter(|one| one.analysis.verdict == wanted).count();
+        text.push(format!(
+            "all: {} valid, {} invalid, {} unknown, {} unreadable\n",
+            count(Verdict::Valid),
+            count(Verdict::Invalid),
+            count(Verdict::Unknown),
+            unreadable
+        ));
+    }
+    text.join("\n")
+}
+
+/// Writes to standard output; a closed pipe (`| head`) is not an error.
+fn print(text: &str) -> anyhow::Result<()> {
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(error) if error.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}
+
+/// The process's peak resident set size (Linux `VmHWM`).
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}

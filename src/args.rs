@@ -1,0 +1,149 @@
+//! Command-line arguments. Libraries never see clap; this file turns words into
+//! the options the libraries take.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0   valid: every checker that applies found the history safe
+  1   invalid: a checker found a violation
+  2   unknown: a checker could not decide, or nothing could be checked
+  64  usage error (bad arguments)
+  65  bad input data (a history that cannot be read; the message names file, line and field)
+  70  internal error (a bug in lockcheck: please report it)";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "lockcheck",
+    version,
+    about = "Find out whether a distributed lock really gives mutual exclusion, and whether storage is fenced against a stalled holder.",
+    after_help = EXIT_CODES
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check recorded histories (JSON Lines, see histories/README.md) and explain every violation.
+    #[command(after_help = EXIT_CODES)]
+    Analyze(AnalyzeArgs),
+    /// Write a synthetic history from a correct reference lock (for trying lockcheck out and benchmarks).
+    Synth(SynthArgs),
+    /// Measure how fast `analyze` checks a large synthetic history, and its peak memory.
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// A report for people.
+    Text,
+    /// One JSON document with every verdict and violation.
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct AnalyzeArgs {
+    /// History files to check; `-` reads standard input.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// How long a lock may stay unobtainable with no holder before liveness
+    /// fails (e.g. 30s, 500ms, 2m) [default: 3 × the largest ttl_ms in the history]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub liveness_bound: Option<Duration>,
+    /// Violations kept as evidence per checker (all are counted).
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub max_violations: usize,
+    /// Print reading and checking times and peak memory to standard error.
+    #[arg(long)]
+    pub stats: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SynthArgs {
+    /// Client operations (each an invoke and a completion).
+    #[arg(long, default_value_t = 10_000)]
+    pub ops: usize,
+    #[arg(long, default_value_t = 8)]
+    pub clients: u32,
+    /// Lock names; each protects one resource.
+    #[arg(long, default_value_t = 4)]
+    pub keys: u32,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[arg(long, default_value_t = 10_000)]
+    pub ttl_ms: u64,
+    /// Grants and writes carry no fencing token.
+    #[arg(long)]
+    pub unfenced: bool,
+    /// Where to write the history [default: standard output]
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// History sizes to measure, in client operations (comma list).
+    #[arg(long, value_delimiter = ',', default_value = "250000,500000,1000000")]
+    pub ops: Vec<usize>,
+    #[arg(long, default_value_t = 64)]
+    pub clients: u32,
+    #[arg(long, default_value_t = 1000)]
+    pub keys: u32,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Runs per size; the fastest is reported.
+    #[arg(long, default_value_t = 3)]
+    pub runs: u32,
+    /// Folder for the generated histories [default: a temporary folder]
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+/// `30s`, `1500ms`, `2m`, `1h`, or a plain number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration: write e.g. 30s, 500ms or 2m"))?;
+    let seconds = match unit.trim() {
+        "" | "s" => number,
+        "ms" => number / 1e3,
+        "us" | "µs" => number / 1e6,
+        "ns" => number / 1e9,
+        "m" | "min" => number * 60.0,
+        "h" => number * 3600.0,
+        other => {
+            return Err(format!("unknown unit {other:?} in {text:?}: use ns, us, ms, s, m or h"))
+        }
+    };
+    if !seconds.is_finite() || !(0.0..=1e9).contains(&seconds) {
+        return Err(format!("{text:?} is out of range"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("2.5"), Ok(Duration::from_millis(2500)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("3 parsecs").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+}

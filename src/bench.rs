@@ -1,0 +1,141 @@
+//! `lockcheck bench`: how fast `analyze` checks large synthetic histories, and
+//! how much memory it needs. Each measurement runs `lockcheck analyze --stats`
+//! in a child process, so the peak memory is that of the analysis alone, not
+//! of generating the history.
+
+use std::fs::{self, File};
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use lockcheck_checker::synth::{generate, SynthOptions};
+use lockcheck_checker::write_events;
+
+use crate::args::BenchArgs;
+use crate::exit;
+
+/// What one `analyze --stats` run reported.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    events: u64,
+    read_s: f64,
+    check_s: f64,
+    peak_rss_bytes: u64,
+}
+
+pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    if args.ops.is_empty() || args.runs == 0 || args.clients == 0 || args.keys == 0 {
+        eprintln!("lockcheck: --ops, --runs, --clients and --keys must each be at least 1");
+        return Ok(exit::USAGE.into());
+    }
+    let dir = match &args.dir {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join(format!("lockcheck-bench-{}", std::process::id())),
+    };
+    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    println!(
+        "analyze on synthetic fenced histories: {} clients, {} keys, seed {}, best of {} runs",
+        args.clients, args.keys, args.seed, args.runs
+    );
+    println!(
+        "{:>10} {:>10} {:>9} {:>8} {:>8} {:>8} {:>10} {:>9} {:>12}",
+        "ops",
+        "events",
+        "file MB",
+        "read s",
+        "check s",
+        "total s",
+        "peak MB",
+        "bytes/op",
+        "check ops/s"
+    );
+    for &ops in &args.ops {
+        let path = write_history(&dir, args, ops)?;
+        let file_mb = fs::metadata(&path)?.len() as f64 / 1e6;
+        let mut best: Option<Run> = None;
+        for _ in 0..args.runs {
+            let run = analyze_in_child(&path)?;
+            if best.is_none_or(|best| run.read_s + run.check_s < best.read_s + best.check_s) {
+                best = Some(run);
+            }
+        }
+        let best = best.expect("at least one run");
+        println!(
+            "{:>10} {:>10} {:>9.1} {:>8.3} {:>8.3} {:>8.3} {:>10.1} {:>9.0} {:>12.0}",
+            ops,
+            best.events,
+            file_mb,
+            best.read_s,
+            best.check_s,
+            best.read_s + best.check_s,
+            best.peak_rss_bytes as f64 / 1e6,
+            best.peak_rss_bytes as f64 / ops as f64,
+            ops as f64 / best.check_s
+        );
+        if args.dir.is_none() {
+            let _ = fs::remove_file(&path);
+        }
+    }
+    if args.dir.is_none() {
+        let _ = fs::remove_dir(&dir);
+    }
+    Ok(exit::VALID.into())
+}
+
+fn write_history(dir: &Path, args: &BenchArgs, ops: usize) -> anyhow::Result<PathBuf> {
+    let path =
+        dir.join(format!("synth-{ops}-c{}-k{}-s{}.jsonl", args.clients, args.keys, args.seed));
+    let started = Instant::now();
+    let events = generate(&SynthOptions {
+        ops,
+        clients: args.clients,
+        keys: args.keys,
+        seed: args.seed,
+        ..SynthOptions::default()
+    });
+    let file = File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+    write_events(BufWriter::with_capacity(1 << 20, file), &events)?;
+    eprintln!(
+        "generated {} ({} events) in {:.2} s",
+        path.display(),
+        events.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(path)
+}
+
+fn analyze_in_child(path: &Path) -> anyhow::Result<Run> {
+    let exe = std::env::current_exe().context("cannot find the lockcheck executable")?;
+    let output = Command::new(exe)
+        .arg("analyze")
+        .arg("--stats")
+        .arg("--format=json")
+        .arg(path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .context("cannot run lockcheck analyze")?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if output.status.code() != Some(exit::VALID.into()) {
+        bail!("the synthetic history was not found valid ({}): {stderr}", output.status);
+    }
+    let line = stderr
+        .lines()
+        .find(|line| line.starts_with("stats: "))
+        .with_context(|| format!("analyze printed no stats: {stderr}"))?;
+    let field = |name: &str| -> anyhow::Result<f64> {
+        line.split_whitespace()
+            .find_map(|pair| pair.strip_prefix(name).and_then(|rest| rest.strip_prefix('=')))
+            .with_context(|| format!("no {name} in {line:?}"))?
+            .parse::<f64>()
+            .with_context(|| format!("bad {name} in {line:?}"))
+    };
+    Ok(Run {
+        events: field("events")? as u64,
+        read_s: field("read_s")?,
+        check_s: field("check_s")?,
+        peak_rss_bytes: field("peak_rss_bytes")? as u64,
+    })
+}

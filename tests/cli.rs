@@ -1,0 +1,169 @@
+//! The command line as a user meets it: output, and exit codes (which are part
+//! of the interface).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+fn lockcheck(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lockcheck"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("lockcheck runs")
+}
+
+fn data(name: &str) -> String {
+    PathBuf::from("tests/data").join(name).display().to_string()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn stalled_holder_is_a_mutual_exclusion_violation_with_both_clients_and_window() {
+    let output = lockcheck(&["analyze", &data("stalled-holder-fenced.jsonl")]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.contains("mutual-exclusion     INVALID"), "{text}");
+    assert!(
+        text.contains("processes 1 and 2 both believed they held \"report\" for 2.999 s, from t=13.002 s to t=16.001 s"),
+        "{text}"
+    );
+    assert!(text.contains("events: 0, 1, 3, 4"), "{text}");
+    // The fencing token saved the resource.
+    assert!(text.contains("resource-safety      valid"), "{text}");
+    assert!(text.contains("verdict: INVALID (mutual-exclusion)"), "{text}");
+}
+
+#[test]
+fn json_format_is_one_document_with_the_same_findings() {
+    let output = lockcheck(&["analyze", "--format", "json", &data("stalled-holder-fenced.jsonl")]);
+    assert_eq!(output.status.code(), Some(1));
+    let document: serde_json::Value = serde_json::from_slice(&output.stdout).expect("valid JSON");
+    assert_eq!(document["verdict"], "invalid");
+    let history = &document["histories"][0];
+    assert_eq!(history["summary"]["clients"], 2);
+    let mutex = &history["results"][0];
+    assert_eq!(mutex["checker"], "mutual-exclusion");
+    assert_eq!(mutex["verdict"], "invalid");
+    let violation = &mutex["violations"][0];
+    assert_eq!(violation["kind"], "overlap");
+    assert_eq!(violation["processes"], serde_json::json!([1, 2]));
+    assert_eq!(violation["window"]["start_ns"], 13_002_000_000u64);
+    assert_eq!(violation["window"]["end_ns"], 16_001_000_000u64);
+}
+
+#[test]
+fn clean_history_is_valid_and_exits_zero() {
+    let output = lockcheck(&["analyze", &data("clean.jsonl")]);
+    assert_eq!(output.status.code(), Some(0), "{}{}", stdout(&output), stderr(&output));
+    assert!(stdout(&output).contains("verdict: valid"));
+}
+
+#[test]
+fn reads_standard_input() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockcheck"))
+        .args(["analyze", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let text =
+        std::fs::read(format!("{}/tests/data/clean.jsonl", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    child.stdin.take().unwrap().write_all(&text).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    assert!(stdout(&output).starts_with("-\n"));
+}
+
+#[test]
+fn malformed_input_exits_65_naming_file_line_and_field() {
+    let path = data("bad-time.jsonl");
+    let output = lockcheck(&["analyze", &path]);
+    assert_eq!(output.status.code(), Some(65));
+    let message = stderr(&output);
+    assert!(message.contains(&format!("{path}:2: field `time`")), "{message}");
+    assert!(!message.contains("panicked"), "{message}");
+}
+
+#[test]
+fn unreadable_file_exits_65_even_beside_a_valid_one() {
+    let output = lockcheck(&["analyze", &data("clean.jsonl"), "no/such/file.jsonl"]);
+    assert_eq!(output.status.code(), Some(65));
+    assert!(stderr(&output).contains("no/such/file.jsonl: cannot read"), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("1 valid, 0 invalid, 0 unknown, 1 unreadable"),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
+fn garbage_never_panics() {
+    let dir = std::env::temp_dir().join(format!("lockcheck-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let inputs: [&[u8]; 6] = [
+        b"\xff\xfe not utf8\n",
+        b"[1,2,3]\n",
+        b"{\"index\":0}\n",
+        b"{\"index\":0,\"time\":0,\"process\":1,\"type\":\"ok\",\"f\":\"acquire\",\"key\":\"a\",\"value\":null}\n",
+        b"{\"index\":18446744073709551615,\"time\":0,\"process\":-9223372036854775808,\"type\":\"invoke\",\"f\":\"x\",\"key\":null,\"value\":[]}\n",
+        b"{\"index\":0,\"time\":0,\"process\":1,\"type\":\"invoke\",\"f\":\"acquire\",\"key\":\"a\",\"value\":{\"ttl_ms\":1e400}}\n",
+    ];
+    for (n, input) in inputs.iter().enumerate() {
+        let path = dir.join(format!("garbage-{n}.jsonl"));
+        std::fs::write(&path, input).unwrap();
+        let output = lockcheck(&["analyze", path.to_str().unwrap()]);
+        let code = output.status.code();
+        assert!(matches!(code, Some(2) | Some(65)), "input {n}: {code:?} {}", stderr(&output));
+        assert!(!stderr(&output).contains("panicked"), "input {n}: {}", stderr(&output));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn empty_history_is_unknown() {
+    let output = lockcheck(&["analyze", "-"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stdout(&output).contains("verdict: UNKNOWN"), "{}", stdout(&output));
+}
+
+#[test]
+fn usage_errors_exit_64_and_help_documents_exit_codes() {
+    assert_eq!(lockcheck(&["analyze"]).status.code(), Some(64));
+    assert_eq!(lockcheck(&["analyze", "--format", "yaml", "x"]).status.code(), Some(64));
+    assert_eq!(lockcheck(&["analyze", "--liveness-bound", "soon", "x"]).status.code(), Some(64));
+    assert_eq!(lockcheck(&["frobnicate"]).status.code(), Some(64));
+    let help = lockcheck(&["analyze", "--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    for line in
+        ["0   valid", "1   invalid", "2   unknown", "64  usage", "65  bad input", "70  internal"]
+    {
+        assert!(stdout(&help).contains(line), "help lacks {line:?}");
+    }
+}
+
+#[test]
+fn synthetic_history_round_trips_through_analyze_as_valid() {
+    let synth =
+        lockcheck(&["synth", "--ops", "2000", "--clients", "5", "--keys", "3", "--seed", "7"]);
+    assert_eq!(synth.status.code(), Some(0), "{}", stderr(&synth));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockcheck"))
+        .args(["analyze", "--format", "json", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&synth.stdout).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let document: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(document["verdict"], "valid", "{document:#}");
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(document["histories"][0]["summary"]["ops"], 2000);
+}
