@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use lockcheck_checker::{
-    analyze, default_checkers, read_history, Analysis, CheckOptions, History, ReadError, Verdict,
+    analyze, default_checkers, read_history, read_history_sized, Analysis, CheckOptions, History,
+    ReadError, Verdict,
 };
 use lockcheck_reports::{render_json, render_text, Analyzed, TextOptions};
 
@@ -77,7 +78,8 @@ fn load(path: &Path, source: &str) -> Result<History, ReadError> {
     }
     let file = File::open(path)
         .map_err(|error| ReadError::Io { source_name: source.to_string(), error })?;
-    read_history(BufReader::with_capacity(1 << 20, file), source)
+    let size_bytes = file.metadata().map(|metadata| metadata.len()).unwrap_or(0);
+    read_history_sized(BufReader::with_capacity(1 << 20, file), source, size_bytes)
 }
 
 fn text_report(analyzed: &[Analyzed<'_>], unreadable: usize) -> String {

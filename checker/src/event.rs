@@ -4,6 +4,7 @@
 //! that is wrong, and so that unknown fields are kept (in their order) without
 //! the buffering cost of `#[serde(flatten)]`.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, Deserializer, MapAccess, Visitor};
@@ -145,14 +146,7 @@ impl Event {
     /// Parses the known fields of `value`. A `value` that is not an object (or
     /// is null) has none of them; a known field of the wrong type is an error.
     pub fn value_fields(&self) -> Result<ValueFields, String> {
-        let Some(raw) = &self.value else {
-            return Ok(ValueFields::default());
-        };
-        let text = raw.get();
-        if !text.trim_start().starts_with('{') {
-            return Ok(ValueFields::default());
-        }
-        serde_json::from_str::<ValueFields>(text).map_err(|error| error.to_string())
+        value_fields(self.value.as_deref())
     }
 
     /// A short description for reports, e.g. `process 3 ok acquire "report"`.
@@ -164,6 +158,17 @@ impl Event {
             None => format!("{} {} {}", self.process, self.event_type.as_str(), self.f),
         }
     }
+}
+
+fn value_fields(value: Option<&RawValue>) -> Result<ValueFields, String> {
+    let Some(raw) = value else {
+        return Ok(ValueFields::default());
+    };
+    let text = raw.get();
+    if !text.trim_start().starts_with('{') {
+        return Ok(ValueFields::default());
+    }
+    serde_json::from_str::<ValueFields>(text).map_err(|error| error.to_string())
 }
 
 impl Serialize for Event {
@@ -193,13 +198,79 @@ impl Serialize for Event {
     }
 }
 
+/// Deserializes from borrowed input (`serde_json::from_str`, `from_slice`):
+/// `value` is kept as raw JSON text, which serde_json borrows.
 impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        EventRef::deserialize(deserializer).map(EventRef::into_owned)
+    }
+}
+
+/// An event borrowed from the line it was parsed from: the reader's fast
+/// path, which allocates nothing for a typical line.
+#[derive(Debug)]
+pub(crate) struct EventRef<'a> {
+    pub index: u64,
+    pub time_ns: u64,
+    pub process: Process,
+    pub event_type: EventType,
+    pub f: Function,
+    pub key: Option<Cow<'a, str>>,
+    pub value: Option<&'a RawValue>,
+    pub error: Option<Cow<'a, str>>,
+    pub extra: Option<Box<Map<String, Value>>>,
+}
+
+impl EventRef<'_> {
+    pub fn into_owned(self) -> Event {
+        Event {
+            index: self.index,
+            time_ns: self.time_ns,
+            process: self.process,
+            event_type: self.event_type,
+            f: self.f,
+            key: self.key.map(Cow::into_owned),
+            value: self.value.map(ToOwned::to_owned),
+            error: self.error.map(Cow::into_owned),
+            extra: self.extra,
+        }
+    }
+
+    pub fn value_fields(&self) -> Result<ValueFields, String> {
+        value_fields(self.value)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for EventRef<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_map(EventVisitor)
     }
 }
 
 struct EventVisitor;
+
+/// A string that borrows from the input when it has no escapes. (serde's own
+/// `Cow<str>` always allocates.)
+struct CowStr<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for CowStr<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct CowStrVisitor;
+        impl<'de> Visitor<'de> for CowStrVisitor {
+            type Value = CowStr<'de>;
+            fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+                formatter.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<CowStr<'de>, E> {
+                Ok(CowStr(Cow::Borrowed(text)))
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<CowStr<'de>, E> {
+                Ok(CowStr(Cow::Owned(text.to_owned())))
+            }
+        }
+        deserializer.deserialize_str(CowStrVisitor)
+    }
+}
 
 impl<'de> Deserialize<'de> for ValueFields {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -218,7 +289,7 @@ impl<'de> Visitor<'de> for ValueFieldsVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ValueFields, A::Error> {
         let mut fields = ValueFields::default();
-        while let Some(name) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+        while let Some(CowStr(name)) = map.next_key::<CowStr<'de>>()? {
             let name = name.as_ref();
             let error = |e: A::Error| field_error::<A::Error>(&format!("value.{name}"), e);
             match name {
@@ -249,23 +320,23 @@ fn field_error<E: de::Error>(field: &str, error: impl fmt::Display) -> E {
 }
 
 impl<'de> Visitor<'de> for EventVisitor {
-    type Value = Event;
+    type Value = EventRef<'de>;
 
     fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
         formatter.write_str("a JSON object with index, time, process, type, f, key and value")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Event, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<EventRef<'de>, A::Error> {
         let mut index = None;
         let mut time_ns = None;
         let mut process = None;
         let mut event_type = None;
         let mut f = None;
-        let mut key: Option<Option<String>> = None;
-        let mut value: Option<Option<Box<RawValue>>> = None;
+        let mut key: Option<Option<Cow<'de, str>>> = None;
+        let mut value: Option<Option<&'de RawValue>> = None;
         let mut error = None;
         let mut extra: Option<Box<Map<String, Value>>> = None;
-        while let Some(name) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+        while let Some(CowStr(name)) = map.next_key::<CowStr<'de>>()? {
             match name.as_ref() {
                 "index" => {
                     index = Some(map.next_value::<u64>().map_err(|e| field_error("index", e))?)
@@ -289,9 +360,8 @@ impl<'de> Visitor<'de> for EventVisitor {
                     });
                 }
                 "type" => {
-                    let text = map
-                        .next_value::<std::borrow::Cow<'_, str>>()
-                        .map_err(|e| field_error("type", e))?;
+                    let CowStr(text) =
+                        map.next_value::<CowStr<'de>>().map_err(|e| field_error("type", e))?;
                     event_type = Some(EventType::parse(&text).ok_or_else(|| {
                         field_error(
                             "type",
@@ -300,18 +370,27 @@ impl<'de> Visitor<'de> for EventVisitor {
                     })?);
                 }
                 "f" => {
-                    let text = map
-                        .next_value::<std::borrow::Cow<'_, str>>()
-                        .map_err(|e| field_error("f", e))?;
+                    let CowStr(text) =
+                        map.next_value::<CowStr<'de>>().map_err(|e| field_error("f", e))?;
                     f = Some(Function::parse(&text));
                 }
-                "key" => key = Some(map.next_value().map_err(|e| field_error("key", e))?),
+                "key" => {
+                    let text = map
+                        .next_value::<Option<CowStr<'de>>>()
+                        .map_err(|e| field_error("key", e))?;
+                    key = Some(text.map(|CowStr(text)| text));
+                }
                 "value" => {
                     let raw =
-                        map.next_value::<Box<RawValue>>().map_err(|e| field_error("value", e))?;
+                        map.next_value::<&'de RawValue>().map_err(|e| field_error("value", e))?;
                     value = Some(if raw.get() == "null" { None } else { Some(raw) });
                 }
-                "error" => error = map.next_value().map_err(|e| field_error("error", e))?,
+                "error" => {
+                    let text = map
+                        .next_value::<Option<CowStr<'de>>>()
+                        .map_err(|e| field_error("error", e))?;
+                    error = text.map(|CowStr(text)| text);
+                }
                 _ => {
                     let field_value = map.next_value::<Value>()?;
                     extra
@@ -320,7 +399,7 @@ impl<'de> Visitor<'de> for EventVisitor {
                 }
             }
         }
-        Ok(Event {
+        Ok(EventRef {
             index: index.ok_or_else(|| de::Error::missing_field("index"))?,
             time_ns: time_ns.ok_or_else(|| de::Error::missing_field("time"))?,
             process: process.ok_or_else(|| de::Error::missing_field("process"))?,

@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use thiserror::Error;
 
 use crate::beliefs::Beliefs;
-use crate::event::{Event, EventType, Function, Process};
+use crate::event::{Event, EventRef, EventType, Function, Process, ValueFields};
 
 /// Index of a key (lock name or resource name) in [`History::keys`].
 pub type KeyId = u32;
@@ -207,6 +207,16 @@ pub enum HistoryError {
     TooManyOps { max: u32 },
 }
 
+/// What the builder reads of one event, however it was parsed.
+struct EventParts<'e> {
+    at: Moment,
+    process: Process,
+    event_type: EventType,
+    f: &'e Function,
+    key: Option<&'e str>,
+    error: Option<&'e str>,
+}
+
 /// Builds a [`History`] from events pushed in file order.
 #[derive(Debug, Default)]
 pub struct HistoryBuilder {
@@ -221,8 +231,50 @@ impl HistoryBuilder {
         Self::default()
     }
 
+    /// A builder with room for about this many events.
+    pub fn with_capacity(events: usize) -> Self {
+        let mut builder = Self::default();
+        builder.history.ops.reserve(events / 2);
+        builder.history.order.reserve(events);
+        builder
+    }
+
     pub fn push(&mut self, event: &Event) -> Result<(), HistoryError> {
-        let at = Moment { index: event.index, time_ns: event.time_ns };
+        let parts = EventParts {
+            at: Moment { index: event.index, time_ns: event.time_ns },
+            process: event.process,
+            event_type: event.event_type,
+            f: &event.f,
+            key: event.key.as_deref(),
+            error: event.error.as_deref(),
+        };
+        self.push_parts(parts, event.value_fields())
+    }
+
+    /// The reader's path: the event borrowed from its line, and its value's
+    /// fields already parsed (in parallel).
+    pub(crate) fn push_borrowed(
+        &mut self,
+        event: &EventRef<'_>,
+        fields: Result<ValueFields, String>,
+    ) -> Result<(), HistoryError> {
+        let parts = EventParts {
+            at: Moment { index: event.index, time_ns: event.time_ns },
+            process: event.process,
+            event_type: event.event_type,
+            f: &event.f,
+            key: event.key.as_deref(),
+            error: event.error.as_deref(),
+        };
+        self.push_parts(parts, fields)
+    }
+
+    fn push_parts(
+        &mut self,
+        event: EventParts<'_>,
+        fields: Result<ValueFields, String>,
+    ) -> Result<(), HistoryError> {
+        let at = event.at;
         if at.index > MAX_INDEX {
             return Err(HistoryError::IndexTooLarge { index: at.index });
         }
@@ -241,9 +293,8 @@ impl HistoryBuilder {
                 });
             }
         }
-        let fields = event
-            .value_fields()
-            .map_err(|message| HistoryError::BadValue { index: at.index, message })?;
+        let fields =
+            fields.map_err(|message| HistoryError::BadValue { index: at.index, message })?;
         match event.process {
             Process::Nemesis => self.history.nemesis.push(NemesisEvent {
                 at,
@@ -253,8 +304,8 @@ impl HistoryBuilder {
                 targets: fields.targets.unwrap_or_default(),
             }),
             Process::Client(process) => match event.event_type {
-                EventType::Invoke => self.invoke(process, event, at, fields)?,
-                completion => self.complete(process, completion, event, at, fields)?,
+                EventType::Invoke => self.invoke(process, &event, fields)?,
+                completion => self.complete(process, completion, &event, fields)?,
             },
         }
         self.history.first.get_or_insert(at);
@@ -276,10 +327,10 @@ impl HistoryBuilder {
     fn invoke(
         &mut self,
         process: i64,
-        event: &Event,
-        at: Moment,
-        fields: crate::event::ValueFields,
+        event: &EventParts<'_>,
+        fields: ValueFields,
     ) -> Result<(), HistoryError> {
+        let at = event.at;
         if let Some(&open) = self.open.get(&process) {
             let open = &self.history.ops[open as usize];
             return Err(HistoryError::AlreadyOpen {
@@ -290,7 +341,7 @@ impl HistoryBuilder {
                 open_index: open.invoke.index,
             });
         }
-        let key = match (&event.key, &event.f) {
+        let key = match (event.key, event.f) {
             (Some(key), _) => self.key_id(key),
             (None, Function::Other(_)) => self.key_id(""),
             (None, f) => {
@@ -334,10 +385,10 @@ impl HistoryBuilder {
         &mut self,
         process: i64,
         event_type: EventType,
-        event: &Event,
-        at: Moment,
-        fields: crate::event::ValueFields,
+        event: &EventParts<'_>,
+        fields: ValueFields,
     ) -> Result<(), HistoryError> {
+        let at = event.at;
         let Some(id) = self.open.remove(&process) else {
             return Err(HistoryError::NoOpenInvoke {
                 index: at.index,
@@ -346,20 +397,20 @@ impl HistoryBuilder {
                 f: event.f.to_string(),
             });
         };
-        let open_key = self.history.keys[self.history.ops[id as usize].key as usize].clone();
-        let op = &mut self.history.ops[id as usize];
-        let key_matches = match &event.key {
-            Some(key) => **key == *open_key,
+        let open_key = self.history.ops[id as usize].key;
+        let key_matches = match event.key {
+            Some(key) => *self.history.keys[open_key as usize] == *key,
             None => true,
         };
-        if op.f != event.f || !key_matches {
+        let op = &mut self.history.ops[id as usize];
+        if op.f != *event.f || !key_matches {
             return Err(HistoryError::Mismatch {
                 index: at.index,
                 process,
                 f: event.f.to_string(),
-                key: event.key.clone(),
+                key: event.key.map(str::to_string),
                 open_f: op.f.to_string(),
-                open_key: open_key.into(),
+                open_key: self.history.keys[open_key as usize].to_string(),
                 open_index: op.invoke.index,
             });
         }
@@ -369,7 +420,7 @@ impl HistoryBuilder {
             EventType::Fail => Outcome::Fail,
             EventType::Info | EventType::Invoke => Outcome::Info,
         };
-        op.error = event.error.as_deref().map(Into::into);
+        op.error = event.error.map(Into::into);
         if event_type == EventType::Ok {
             match op.f {
                 Function::Acquire => op.fence = fields.fence,
@@ -475,6 +526,12 @@ mod tests {
             let error = build(lines).unwrap_err().to_string();
             assert!(error.contains(expected), "{error} should contain {expected}");
         }
+    }
+
+    #[test]
+    fn an_op_stays_small() {
+        // Memory per operation is what bounds the history size we can check.
+        assert!(std::mem::size_of::<Op>() <= 160, "{}", std::mem::size_of::<Op>());
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub use history::{
 };
 pub use liveness::Liveness;
 pub use mutex::MutualExclusion;
-pub use reader::{read_history, write_events, EventReader, ReadError};
+pub use reader::{read_history, read_history_sized, write_events, EventReader, ReadError};
 pub use resource::ResourceSafety;
 pub use verdict::{
     CheckOptions, CheckResult, Checker, KeyVerdict, Verdict, Violation, ViolationKind, Window,
