@@ -129,13 +129,13 @@ impl Belief {
             BeliefEnd::Released(_) => format!(
                 "until it invoked release at index {} (t={})",
                 self.end.index,
-                crate::format_seconds(self.end.time_ns)
+                crate::format_time(self.end.time_ns)
             ),
             BeliefEnd::Crashed(op) => format!(
                 "until its {} ended in info at index {} (t={})",
                 history.op(op).f,
                 self.end.index,
-                crate::format_seconds(self.end.time_ns)
+                crate::format_time(self.end.time_ns)
             ),
             BeliefEnd::EndOfHistory => "to the end of the history".to_string(),
         }

@@ -7,7 +7,7 @@ use crate::event::Function;
 use crate::history::{History, KeyId, Op, OpId};
 use crate::realtime::{largest_preceding, Timed};
 use crate::verdict::{CheckOptions, CheckResult, Checker, Findings, Violation, ViolationKind};
-use crate::{format_seconds, lock_keys};
+use crate::{format_time, lock_keys};
 
 /// Per lock: a grant that completed before another was invoked must carry a
 /// strictly smaller token; no two grants may share a token; a lock whose
@@ -100,7 +100,7 @@ fn check_key(history: &History, key: KeyId, grants: &[OpId]) -> Vec<Violation> {
 
 fn grant_at(history: &History, op: &Op) -> String {
     let ok = history.completion_or_end(op);
-    format!("process {} at index {} (t={})", op.process, ok.index, format_seconds(ok.time_ns))
+    format!("process {} at index {} (t={})", op.process, ok.index, format_time(ok.time_ns))
 }
 
 fn duplicate(history: &History, first: &Op, second: &Op, fence: u64) -> Violation {

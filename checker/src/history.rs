@@ -445,7 +445,7 @@ impl HistoryBuilder {
 
 impl fmt::Display for Moment {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "index {} (t={})", self.index, crate::format_seconds(self.time_ns))
+        write!(f, "index {} (t={})", self.index, crate::format_time(self.time_ns))
     }
 }
 

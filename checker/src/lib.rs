@@ -36,7 +36,12 @@ pub use verdict::{
     CheckOptions, CheckResult, Checker, KeyVerdict, Verdict, Violation, ViolationKind, Window,
 };
 
-/// Nanoseconds as seconds for people: `12.500 s`, or `3.2 ms` below a second.
+/// A moment of the test (nanoseconds since it started) for people: `12.500 s`.
+pub fn format_time(ns: u64) -> String {
+    format!("{:.3} s", ns as f64 / 1e9)
+}
+
+/// A duration for people: `12.500 s`, or `3.2 ms` below a second.
 pub fn format_seconds(ns: u64) -> String {
     if ns >= 1_000_000_000 || ns == 0 {
         format!("{:.3} s", ns as f64 / 1e9)
@@ -77,4 +82,23 @@ pub(crate) fn resource_keys(history: &History) -> usize {
         }
     }
     seen.into_iter().filter(|&seen| seen).count()
+}
+
+/// Builds a history from compact lines `time process type f key [value]`
+/// (indices are assigned in order), for the checkers' unit tests.
+#[cfg(test)]
+pub(crate) fn history_from(lines: &str) -> History {
+    let mut builder = HistoryBuilder::new();
+    for (index, line) in lines.lines().map(str::trim).filter(|line| !line.is_empty()).enumerate() {
+        let mut words = line.splitn(6, ' ');
+        let mut word = || words.next().expect("time process type f key [value]");
+        let (time, process, event_type, f, key) = (word(), word(), word(), word(), word());
+        let value = words.next().unwrap_or("null");
+        let json = format!(
+            r#"{{"index":{index},"time":{time},"process":{process},"type":"{event_type}","f":"{f}","key":"{key}","value":{value}}}"#
+        );
+        let event: Event = serde_json::from_str(&json).expect("test event parses");
+        builder.push(&event).expect("test history is well formed");
+    }
+    builder.finish()
 }

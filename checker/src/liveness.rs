@@ -9,7 +9,7 @@ use crate::history::{History, KeyId, Moment, Op, OpId, Outcome};
 use crate::verdict::{
     CheckOptions, CheckResult, Checker, Findings, Violation, ViolationKind, Window,
 };
-use crate::{format_seconds, lock_keys};
+use crate::{format_seconds, format_time, lock_keys};
 
 /// Per lock: a stretch of time in which no client believed it held the lock,
 /// no acquire of unknown outcome might have taken it, and clients kept asking
@@ -176,12 +176,12 @@ fn judge(history: &History, stretch: Stretch, bound_ns: u64) -> Option<Violation
         Some(free) => format!(
             "since the last holder let go at index {} (t={})",
             free.index,
-            format_seconds(free.time_ns)
+            format_time(free.time_ns)
         ),
         None => format!(
             "since the first attempt at index {} (t={}); nobody ever held it",
             first.invoke.index,
-            format_seconds(first.invoke.time_ns)
+            format_time(first.invoke.time_ns)
         ),
     };
     let mut events = vec![
@@ -207,8 +207,57 @@ fn judge(history: &History, stretch: Stretch, bound_ns: u64) -> Option<Violation
             length = format_seconds(window.duration_ns()),
             count = stretch.failed.len(),
             last_index = history.completion_or_end(last).index,
-            last_time = format_seconds(end.time_ns),
+            last_time = format_time(end.time_ns),
             bound = format_seconds(bound_ns),
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history_from;
+
+    fn verdict(lines: &str) -> Option<crate::Verdict> {
+        Liveness.check(&history_from(lines), &CheckOptions::default()).verdict
+    }
+
+    #[test]
+    fn lock_never_freed_after_holder_crash_is_stuck() {
+        // ttl 1 s, so the bound is 3 s; attempts fail for 10 s after the crash.
+        let lines = "
+            0 1 invoke acquire l {\"ttl_ms\":1000}
+            1 1 ok acquire l
+            2 1 invoke renew l
+            3 1 info renew l
+            5000000000 2 invoke acquire l {\"ttl_ms\":1000}
+            5000000001 2 fail acquire l
+            10000000000 2 invoke acquire l {\"ttl_ms\":1000}
+            10000000001 2 fail acquire l";
+        assert_eq!(verdict(lines), Some(crate::Verdict::Invalid));
+    }
+
+    #[test]
+    fn busy_answer_racing_a_grant_after_a_long_idle_stretch_is_not_stuck() {
+        // Nobody asks for 100 s; then 3's attempt fails because 2's grant
+        // landed on the server before 2 heard of it.
+        let lines = "
+            0 1 invoke acquire l {\"ttl_ms\":1000}
+            1 1 ok acquire l
+            2 1 invoke release l
+            3 1 ok release l
+            100000000000 2 invoke acquire l {\"ttl_ms\":1000}
+            100000000001 3 invoke acquire l {\"ttl_ms\":1000}
+            100000000002 3 fail acquire l
+            100000000003 2 ok acquire l";
+        assert_eq!(verdict(lines), Some(crate::Verdict::Valid));
+    }
+
+    #[test]
+    fn without_ttl_or_bound_it_does_not_apply() {
+        let lines = "
+            0 1 invoke acquire l
+            1 1 ok acquire l";
+        assert_eq!(verdict(lines), None);
+    }
 }

@@ -5,7 +5,7 @@ use crate::history::History;
 use crate::verdict::{
     CheckOptions, CheckResult, Checker, Findings, Violation, ViolationKind, Window,
 };
-use crate::{format_seconds, lock_keys};
+use crate::{format_seconds, format_time, lock_keys};
 
 /// Finds pairs of clients whose beliefs (see [`crate::beliefs`]) definitely
 /// overlap. Only an acquire's `ok` starts a belief, so an `info` acquire (which
@@ -70,10 +70,10 @@ fn overlap(history: &History, earlier: &Belief, later: &Belief) -> Violation {
         a = earlier.process,
         b = later.process,
         length = format_seconds(window.duration_ns()),
-        from = format_seconds(window.start_ns),
-        to = format_seconds(window.end_ns),
+        from = format_time(window.start_ns),
+        to = format_time(window.end_ns),
         a_ok = earlier.start.index,
-        a_time = format_seconds(earlier.start.time_ns),
+        a_time = format_time(earlier.start.time_ns),
         a_end = earlier.describe_end(history),
         b_ok = later.start.index,
     );
@@ -84,5 +84,58 @@ fn overlap(history: &History, earlier: &Belief, later: &Belief) -> Violation {
         window: Some(window),
         events,
         explanation,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{history_from, Verdict};
+
+    fn check(lines: &str) -> CheckResult {
+        MutualExclusion.check(&history_from(lines), &CheckOptions::default())
+    }
+
+    #[test]
+    fn an_info_acquire_never_counts_as_a_hold() {
+        let result = check(
+            "0 1 invoke acquire l
+             1 2 invoke acquire l
+             2 1 info acquire l
+             3 2 ok acquire l",
+        );
+        assert_eq!(result.verdict, Some(Verdict::Valid));
+    }
+
+    #[test]
+    fn a_crash_ends_the_belief_but_not_before_it_happened() {
+        // 1 holds, 2 is granted while 1 still believes, then 1's write times out.
+        let result = check(
+            "0 1 invoke acquire l
+             1 1 ok acquire l
+             2 1 invoke write r
+             3 2 invoke acquire l
+             4 2 ok acquire l
+             5 1 info write r",
+        );
+        assert_eq!(result.verdict, Some(Verdict::Invalid));
+        let violation = &result.violations[0];
+        assert_eq!(violation.processes, [1, 2]);
+        let window = violation.window.unwrap();
+        assert_eq!((window.start_index, window.end_index), (4, 5));
+        assert_eq!(violation.events, [0, 1, 3, 4, 5]);
+    }
+
+    #[test]
+    fn release_invoke_ends_the_belief_before_the_next_grant() {
+        let result = check(
+            "0 1 invoke acquire l
+             1 1 ok acquire l
+             2 1 invoke release l
+             3 2 invoke acquire l
+             4 2 ok acquire l
+             5 1 ok release l",
+        );
+        assert_eq!(result.verdict, Some(Verdict::Valid));
     }
 }

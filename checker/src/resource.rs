@@ -11,7 +11,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::beliefs::{Belief, Beliefs};
 use crate::event::Function;
-use crate::format_seconds;
+use crate::format_time;
 use crate::history::{History, KeyId, Op, OpId, Outcome};
 use crate::realtime::{largest_preceding, Timed};
 use crate::verdict::{
@@ -98,7 +98,7 @@ fn stale_writes(history: &History, ops: &[OpId]) -> Vec<Violation> {
                 stale.process,
                 stale.fence.unwrap_or_default(),
                 landed.index,
-                format_seconds(landed.time_ns),
+                format_time(landed.time_ns),
                 newer.fence.unwrap_or_default(),
                 newer.process,
                 history.completion_or_end(newer).index,
@@ -171,11 +171,11 @@ fn double_charge(history: &History, write: &Op, held: &Belief, other: &Belief) -
              before the write was sent. Nothing let the storage refuse it.",
             w = write.process,
             li = landed.index,
-            lt = format_seconds(landed.time_ns),
+            lt = format_time(landed.time_ns),
             wg = held.start.index,
             o = other.process,
             og = other.start.index,
-            ot = format_seconds(other.start.time_ns),
+            ot = format_time(other.start.time_ns),
         ),
     }
 }
@@ -279,7 +279,7 @@ impl<'h> ReadCheck<'h> {
             read.process,
             self.history.key_name(read.key),
             done.index,
-            format_seconds(done.time_ns)
+            format_time(done.time_ns)
         )
     }
 

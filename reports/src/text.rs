@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use lockcheck_checker::{format_seconds, Analysis, CheckResult, Verdict};
+use lockcheck_checker::{format_seconds, format_time, Analysis, CheckResult, Verdict};
 
 use crate::Analyzed;
 
@@ -74,8 +74,8 @@ fn summary(out: &mut String, analysis: &Analysis) {
         plural(s.lock_keys, "lock", "locks"),
         plural(s.resource_keys, "resource", "resources"),
         plural(s.clients, "client", "clients"),
-        format_seconds(s.start_ns),
-        format_seconds(s.end_ns),
+        format_time(s.start_ns),
+        format_time(s.end_ns),
         format_seconds(s.end_ns - s.start_ns.min(s.end_ns)),
         if s.nemesis_events > 0 {
             format!(", {}", plural(s.nemesis_events, "nemesis event", "nemesis events"))
