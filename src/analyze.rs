@@ -6,8 +6,10 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use clap::ValueEnum;
+use lockcheck_checker::import::{import, Imported, InputFormat, ModelChoice};
 use lockcheck_checker::{
-    analyze, default_checkers, read_history, read_history_sized, Analysis, CheckOptions, History,
+    analyze_imported, default_checkers, read_history, read_history_sized, Analysis, CheckOptions,
     ReadError, Verdict,
 };
 use lockcheck_reports::{render_json, render_text, Analyzed, TextOptions};
@@ -16,20 +18,39 @@ use crate::args::{AnalyzeArgs, Format};
 use crate::exit;
 
 pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
+    let format = InputFormat::from(args.input_format);
+    let model = ModelChoice::from(args.model);
+    if !model.fits(format) {
+        eprintln!(
+            "lockcheck: the {model} model does not fit --input-format {}",
+            args.input_format
+                .to_possible_value()
+                .map(|value| value.get_name().to_string())
+                .unwrap_or_default()
+        );
+        return Ok(exit::USAGE.into());
+    }
     let options = CheckOptions {
         liveness_bound_ns: args
             .liveness_bound
             .map(|bound| bound.as_nanos().min(u64::MAX as u128) as u64),
         max_violations: args.max_violations,
+        linearizability_time_limit: Some(args.linearizability_timeout),
+        linearizability_memory_bytes: args.linearizability_memory.saturating_mul(1 << 20),
+        linearizability_all_keys: args.all_keys,
+        lock_model: model,
     };
-    let checkers = default_checkers();
+    let mut checkers = default_checkers();
+    if args.no_linearizability {
+        checkers.retain(|checker| checker.name() != "linearizability");
+    }
     let mut analyses: Vec<(String, Analysis)> = Vec::new();
     let mut errors: Vec<(String, String)> = Vec::new();
     for path in &args.files {
         let source = path.display().to_string();
         let started = Instant::now();
-        let history = match load(path, &source) {
-            Ok(history) => history,
+        let imported = match load(path, &source, format, model) {
+            Ok(imported) => imported,
             Err(error) => {
                 eprintln!("lockcheck: {error}");
                 errors.push((source, error.to_string()));
@@ -38,17 +59,17 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
         };
         let read_s = started.elapsed().as_secs_f64();
         let started = Instant::now();
-        let analysis = analyze(&history, &checkers, &options);
+        let analysis = analyze_imported(&imported, &checkers, &options);
         let check_s = started.elapsed().as_secs_f64();
         if args.stats {
             eprintln!(
                 "stats: source={source} events={} ops={} read_s={read_s:.3} check_s={check_s:.3} peak_rss_bytes={}",
-                history.event_count(),
-                history.ops().len(),
+                analysis.summary.events,
+                analysis.summary.ops,
                 peak_rss_bytes().unwrap_or(0)
             );
         }
-        drop(history);
+        drop(imported);
         analyses.push((source, analysis));
     }
     let verdict = analyses
@@ -72,14 +93,29 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     Ok(code.into())
 }
 
-fn load(path: &Path, source: &str) -> Result<History, ReadError> {
-    if path.as_os_str() == "-" {
-        return read_history(io::stdin().lock(), source);
+fn load(
+    path: &Path,
+    source: &str,
+    format: InputFormat,
+    model: ModelChoice,
+) -> Result<Imported, ReadError> {
+    let io_error = |error| ReadError::Io { source_name: source.to_string(), error };
+    let stdin = path.as_os_str() == "-";
+    if format != InputFormat::Jsonl {
+        let text = if stdin {
+            io::read_to_string(io::stdin().lock())
+        } else {
+            std::fs::read_to_string(path)
+        };
+        return import(format, &text.map_err(io_error)?, source, model);
     }
-    let file = File::open(path)
-        .map_err(|error| ReadError::Io { source_name: source.to_string(), error })?;
+    if stdin {
+        return read_history(io::stdin().lock(), source).map(Imported::Locks);
+    }
+    let file = File::open(path).map_err(io_error)?;
     let size_bytes = file.metadata().map(|metadata| metadata.len()).unwrap_or(0);
     read_history_sized(BufReader::with_capacity(1 << 20, file), source, size_bytes)
+        .map(Imported::Locks)
 }
 
 fn text_report(analyzed: &[Analyzed<'_>], unreadable: usize) -> String {

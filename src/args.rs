@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use lockcheck_checker::import::{InputFormat, ModelChoice};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -46,6 +47,60 @@ pub enum Format {
     Json,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InputFormatArg {
+    /// lockcheck's JSON Lines (histories/README.md).
+    Jsonl,
+    /// Jepsen/Knossos history.edn: mutex, register or cas-register operations.
+    JepsenEdn,
+    /// `INFO jepsen.util - …` log lines of a CAS register (porcupine's etcd corpus).
+    JepsenLog,
+    /// porcupine's key-value files (get, put, append).
+    PorcupineKv,
+}
+
+impl From<InputFormatArg> for InputFormat {
+    fn from(format: InputFormatArg) -> InputFormat {
+        match format {
+            InputFormatArg::Jsonl => InputFormat::Jsonl,
+            InputFormatArg::JepsenEdn => InputFormat::JepsenEdn,
+            InputFormatArg::JepsenLog => InputFormat::JepsenLog,
+            InputFormatArg::PorcupineKv => InputFormat::PorcupineKv,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModelArg {
+    /// Per format: fenced-lease or mutex per lock (jsonl, edn mutex), cas-register
+    /// (jepsen-log, edn with cas), register (edn without cas), kv (porcupine-kv).
+    Auto,
+    /// A lock without TTL: held until its holder releases it.
+    Mutex,
+    /// A lease: grants may lapse, tokens strictly increase.
+    FencedLease,
+    Register,
+    CasRegister,
+    /// Key-value, checked per key.
+    Kv,
+    /// Key-value, checked as one whole (far harder).
+    KvUnpartitioned,
+}
+
+impl From<ModelArg> for ModelChoice {
+    fn from(model: ModelArg) -> ModelChoice {
+        match model {
+            ModelArg::Auto => ModelChoice::Auto,
+            ModelArg::Mutex => ModelChoice::Mutex,
+            ModelArg::FencedLease => ModelChoice::FencedLease,
+            ModelArg::Register => ModelChoice::Register,
+            ModelArg::CasRegister => ModelChoice::CasRegister,
+            ModelArg::Kv => ModelChoice::Kv,
+            ModelArg::KvUnpartitioned => ModelChoice::KvUnpartitioned,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct AnalyzeArgs {
     /// History files to check; `-` reads standard input.
@@ -54,10 +109,31 @@ pub struct AnalyzeArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Format of the history files.
+    #[arg(long, value_enum, default_value_t = InputFormatArg::Jsonl)]
+    pub input_format: InputFormatArg,
+    /// Model for the linearizability checker [default: the format's usual one]
+    #[arg(long, value_enum, default_value_t = ModelArg::Auto)]
+    pub model: ModelArg,
     /// How long a lock may stay unobtainable with no holder before liveness
     /// fails (e.g. 30s, 500ms, 2m) [default: 3 × the largest ttl_ms in the history]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub liveness_bound: Option<Duration>,
+    /// Skip the linearizability search (the other checkers still run).
+    #[arg(long)]
+    pub no_linearizability: bool,
+    /// Time the linearizability search may take per history before it gives
+    /// up with an unknown verdict (e.g. 60s, 10m).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s")]
+    pub linearizability_timeout: Duration,
+    /// Keep searching every key after one is found not linearizable (by
+    /// default the rest stop, and are reported unknown).
+    #[arg(long)]
+    pub all_keys: bool,
+    /// Memory each linearizability search may use, in MiB, before it gives up
+    /// with an unknown verdict.
+    #[arg(long, value_name = "MIB", default_value_t = 2048)]
+    pub linearizability_memory: usize,
     /// Violations kept as evidence per checker (all are counted).
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub max_violations: usize,
@@ -90,7 +166,19 @@ pub struct SynthArgs {
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// History sizes to measure, in client operations (comma list).
+    /// What to measure: `analyze` (reading and every checker on large
+    /// synthetic histories), `porcupine` (the linearizability checker on
+    /// porcupine's own test histories, per file), `lease` (the linearizability
+    /// checker on a large fenced-lease history). Comma list.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "analyze,porcupine,lease")]
+    pub only: Vec<BenchPart>,
+    /// porcupine's histories (folders jepsen/ and kv/ with VERDICTS.txt).
+    #[arg(long, default_value = "../shared/anchors/porcupine")]
+    pub anchors: PathBuf,
+    /// Size of the `lease` history, in client operations.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub lease_ops: usize,
+    /// History sizes for `analyze`, in client operations (comma list).
     #[arg(long, value_delimiter = ',', default_value = "250000,500000,1000000")]
     pub ops: Vec<usize>,
     #[arg(long, default_value_t = 64)]
@@ -105,6 +193,13 @@ pub struct BenchArgs {
     /// Folder for the generated histories [default: a temporary folder]
     #[arg(long)]
     pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BenchPart {
+    Analyze,
+    Porcupine,
+    Lease,
 }
 
 /// `30s`, `1500ms`, `2m`, `1h`, or a plain number of seconds.

@@ -13,7 +13,7 @@ use anyhow::{bail, Context};
 use lockcheck_checker::synth::{generate, SynthOptions};
 use lockcheck_checker::write_events;
 
-use crate::args::BenchArgs;
+use crate::args::{BenchArgs, BenchPart};
 use crate::exit;
 
 /// What one `analyze --stats` run reported.
@@ -30,6 +30,20 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         eprintln!("lockcheck: --ops, --runs, --clients and --keys must each be at least 1");
         return Ok(exit::USAGE.into());
     }
+    let mut code = exit::VALID;
+    for part in &args.only {
+        let part_code = match part {
+            BenchPart::Analyze => bench_analyze(args)?,
+            BenchPart::Porcupine => crate::bench_linear::porcupine(args)?,
+            BenchPart::Lease => crate::bench_linear::lease(args)?,
+        };
+        code = code.max(part_code);
+        println!();
+    }
+    Ok(code.into())
+}
+
+fn bench_analyze(args: &BenchArgs) -> anyhow::Result<u8> {
     let dir = match &args.dir {
         Some(dir) => dir.clone(),
         None => std::env::temp_dir().join(format!("lockcheck-bench-{}", std::process::id())),
@@ -81,7 +95,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     if args.dir.is_none() {
         let _ = fs::remove_dir(&dir);
     }
-    Ok(exit::VALID.into())
+    Ok(exit::VALID)
 }
 
 fn write_history(dir: &Path, args: &BenchArgs, ops: usize) -> anyhow::Result<PathBuf> {

@@ -4,6 +4,7 @@
 mod analyze;
 mod args;
 mod bench;
+mod bench_linear;
 mod exit;
 mod synth;
 

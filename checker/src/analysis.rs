@@ -4,7 +4,13 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::fence::FenceMonotonicity;
+use std::collections::BTreeSet;
+
 use crate::history::History;
+use crate::import::Imported;
+use crate::linear::models::{CasRegister, Register};
+use crate::linear::Linearizability;
+use crate::linear::{check_parts, check_result, Model, Operation};
 use crate::liveness::Liveness;
 use crate::mutex::MutualExclusion;
 use crate::resource::ResourceSafety;
@@ -42,6 +48,7 @@ pub fn default_checkers() -> Vec<Box<dyn Checker>> {
         Box::new(FenceMonotonicity),
         Box::new(ResourceSafety),
         Box::new(Liveness),
+        Box::new(Linearizability),
     ]
 }
 
@@ -56,6 +63,52 @@ pub fn summarize(history: &History) -> Summary {
         start_ns: history.start().map_or(0, |start| start.time_ns),
         end_ns: history.end().time_ns,
     }
+}
+
+/// Checks an imported history: a lock history with the checkers, register
+/// and key-value histories for linearizability against their model.
+pub fn analyze_imported(
+    imported: &Imported,
+    checkers: &[Box<dyn Checker>],
+    options: &CheckOptions,
+) -> Analysis {
+    match imported {
+        Imported::Locks(history) => analyze(history, checkers, options),
+        Imported::Register { cas: true, operations, events } => {
+            analyze_operations(&CasRegister, operations, *events, options)
+        }
+        Imported::Register { cas: false, operations, events } => {
+            analyze_operations(&Register, operations, *events, options)
+        }
+        Imported::Kv { model, operations, events } => {
+            analyze_operations(model, operations, *events, options)
+        }
+    }
+}
+
+/// Checks operations for linearizability against a model, part by part.
+pub fn analyze_operations<M: Model>(
+    model: &M,
+    operations: &[Operation<M::Input, M::Output>],
+    events: u64,
+    options: &CheckOptions,
+) -> Analysis {
+    let limits = options.search_limits();
+    let parts = check_parts(model, operations, &limits);
+    let result = check_result(model, operations, &parts, options);
+    let clients: BTreeSet<i64> = operations.iter().map(|operation| operation.client).collect();
+    let summary = Summary {
+        events,
+        ops: operations.len() as u64,
+        lock_keys: 0,
+        resource_keys: parts.len() as u64,
+        clients: clients.len() as u64,
+        nemesis_events: 0,
+        start_ns: 0,
+        end_ns: 0,
+    };
+    let verdict = result.verdict.unwrap_or(Verdict::Unknown);
+    Analysis { verdict, summary, results: vec![result], warnings: Vec::new() }
 }
 
 /// Runs the checkers (in parallel) and combines their verdicts. A history no

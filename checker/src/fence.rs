@@ -50,6 +50,7 @@ fn check_key(history: &History, key: KeyId, grants: &[OpId]) -> Vec<Violation> {
     if !fenced.is_empty() && !unfenced.is_empty() {
         let first = history.op(unfenced[0]);
         violations.push(Violation {
+            linearization: None,
             kind: ViolationKind::MixedFencing,
             key: name.to_string(),
             processes: vec![first.process],
@@ -109,6 +110,7 @@ fn duplicate(history: &History, first: &Op, second: &Op, fence: u64) -> Violatio
         vec![history.completion_or_end(first).index, history.completion_or_end(second).index];
     events.sort_unstable();
     Violation {
+        linearization: None,
         kind: ViolationKind::DuplicateToken,
         key: key.to_string(),
         processes: vec![first.process, second.process],
@@ -126,6 +128,7 @@ fn duplicate(history: &History, first: &Op, second: &Op, fence: u64) -> Violatio
 fn backwards(history: &History, earlier: &Op, later: &Op) -> Violation {
     let key = history.key_name(later.key);
     Violation {
+        linearization: None,
         kind: ViolationKind::BackwardsToken,
         key: key.to_string(),
         processes: vec![earlier.process, later.process],

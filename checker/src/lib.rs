@@ -13,6 +13,8 @@ mod beliefs;
 mod event;
 mod fence;
 mod history;
+pub mod import;
+pub mod linear;
 mod liveness;
 mod mutex;
 mod reader;
@@ -21,19 +23,23 @@ mod resource;
 pub mod synth;
 mod verdict;
 
-pub use analysis::{analyze, default_checkers, summarize, Analysis, Summary};
+pub use analysis::{
+    analyze, analyze_imported, analyze_operations, default_checkers, summarize, Analysis, Summary,
+};
 pub use beliefs::{Belief, BeliefEnd, Beliefs};
 pub use event::{Event, EventType, Function, Process, ValueFields};
 pub use fence::FenceMonotonicity;
 pub use history::{
     History, HistoryBuilder, HistoryError, KeyId, Moment, NemesisEvent, Op, OpId, Outcome, Step,
 };
+pub use linear::Linearizability;
 pub use liveness::Liveness;
 pub use mutex::MutualExclusion;
 pub use reader::{read_history, read_history_sized, write_events, EventReader, ReadError};
 pub use resource::ResourceSafety;
 pub use verdict::{
-    CheckOptions, CheckResult, Checker, KeyVerdict, Verdict, Violation, ViolationKind, Window,
+    CheckOptions, CheckResult, Checker, KeyVerdict, LinearizationEvidence, Verdict, Violation,
+    ViolationKind, Window,
 };
 
 /// A moment of the test (nanoseconds since it started) for people: `12.500 s`.

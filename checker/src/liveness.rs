@@ -196,6 +196,7 @@ fn judge(history: &History, stretch: Stretch, bound_ns: u64) -> Option<Violation
     processes.sort_unstable();
     processes.dedup();
     Some(Violation {
+        linearization: None,
         kind: ViolationKind::Stuck,
         key: key.to_string(),
         processes,

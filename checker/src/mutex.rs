@@ -78,6 +78,7 @@ fn overlap(history: &History, earlier: &Belief, later: &Belief) -> Violation {
         b_ok = later.start.index,
     );
     Violation {
+        linearization: None,
         kind: ViolationKind::Overlap,
         key: key.to_string(),
         processes: vec![earlier.process, later.process],

@@ -87,6 +87,7 @@ fn stale_writes(history: &History, ops: &[OpId]) -> Vec<Violation> {
         let key = history.key_name(stale.key);
         let landed = history.completion_or_end(stale);
         violations.push(Violation {
+            linearization: None,
             kind: ViolationKind::StaleWrite,
             key: key.to_string(),
             processes: vec![newer.process, stale.process],
@@ -155,6 +156,7 @@ fn double_charge(history: &History, write: &Op, held: &Belief, other: &Belief) -
     let landed = history.completion_or_end(write);
     let data = write.data.as_deref().map(|data| format!(" {data:?}")).unwrap_or_default();
     Violation {
+        linearization: None,
         kind: ViolationKind::DoubleCharge,
         key: resource.to_string(),
         processes: vec![other.process, write.process],
@@ -302,6 +304,7 @@ impl<'h> ReadCheck<'h> {
         ]);
         events.sort_unstable();
         Violation {
+            linearization: None,
             kind: ViolationKind::StaleRead,
             key: self.history.key_name(read.key).to_string(),
             processes: vec![newer.process, read.process],
@@ -324,6 +327,7 @@ impl<'h> ReadCheck<'h> {
             (None, fence) => format!("token {}", fence.unwrap_or_default()),
         };
         Violation {
+            linearization: None,
             kind: ViolationKind::StaleRead,
             key: self.history.key_name(read.key).to_string(),
             processes: vec![read.process],

@@ -51,6 +51,8 @@ pub enum ViolationKind {
     StaleRead,
     /// A lock stayed unobtainable long after every holder was gone.
     Stuck,
+    /// No order of the operations is legal for the model.
+    NotLinearizable,
 }
 
 /// A span of the history, as event indices and test times.
@@ -83,6 +85,22 @@ pub struct Violation {
     pub events: Vec<u64>,
     /// One short paragraph for a person.
     pub explanation: String,
+    /// For `NotLinearizable`: how far the search got.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub linearization: Option<LinearizationEvidence>,
+}
+
+/// Where the search for a linearization got stuck, for reports and timelines.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LinearizationEvidence {
+    pub model: &'static str,
+    /// The longest linearizable prefix: each operation's invoke index, in
+    /// the order they were linearized.
+    pub prefix: Vec<u64>,
+    /// The invoke index of the operation that could not be placed after it.
+    pub blocked: u64,
+    /// The model states possible there.
+    pub states: Vec<String>,
 }
 
 /// The verdict for one key.
@@ -93,6 +111,9 @@ pub struct KeyVerdict {
     /// Operations on this key the checker looked at.
     pub ops: u64,
     pub violations: u64,
+    /// Why the verdict is unknown, when it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// What one checker found.
@@ -137,11 +158,42 @@ pub struct CheckOptions {
     pub liveness_bound_ns: Option<u64>,
     /// How many violations each checker keeps as evidence; all are counted.
     pub max_violations: usize,
+    /// How long the linearizability search may run in all, per history.
+    pub linearizability_time_limit: Option<std::time::Duration>,
+    /// Memory each linearizability search may use for its cache.
+    pub linearizability_memory_bytes: usize,
+    /// Keep checking every key for linearizability after one is found not
+    /// linearizable (by default the others stop, as unknown: the verdict is
+    /// settled).
+    pub linearizability_all_keys: bool,
+    /// The model for lock histories: `Auto` picks per lock (fenced-lease
+    /// when grants carry a TTL or a token, else mutex).
+    pub lock_model: crate::import::ModelChoice,
+}
+
+impl CheckOptions {
+    /// The bounds of one linearizability check, starting now.
+    pub fn search_limits(&self) -> crate::linear::SearchLimits {
+        crate::linear::SearchLimits {
+            deadline: self
+                .linearizability_time_limit
+                .map(|limit| std::time::Instant::now() + limit),
+            max_memory_bytes: self.linearizability_memory_bytes,
+            stop_at_first_violation: !self.linearizability_all_keys,
+        }
+    }
 }
 
 impl Default for CheckOptions {
     fn default() -> Self {
-        CheckOptions { liveness_bound_ns: None, max_violations: 100 }
+        CheckOptions {
+            liveness_bound_ns: None,
+            max_violations: 100,
+            linearizability_time_limit: Some(std::time::Duration::from_secs(60)),
+            linearizability_memory_bytes: 2 << 30,
+            linearizability_all_keys: false,
+            lock_model: crate::import::ModelChoice::Auto,
+        }
     }
 }
 
@@ -179,10 +231,28 @@ impl Findings {
     pub(crate) fn key(&mut self, key: &str, ops: u64, violations: Vec<Violation>) {
         let count = violations.len() as u64;
         let verdict = if count == 0 { Verdict::Valid } else { Verdict::Invalid };
-        self.keys.push(KeyVerdict { key: key.to_string(), verdict, ops, violations: count });
+        self.keys.push(KeyVerdict {
+            key: key.to_string(),
+            verdict,
+            ops,
+            violations: count,
+            reason: None,
+        });
         self.violation_count += count;
         let room = self.max_violations.saturating_sub(self.violations.len());
         self.violations.extend(violations.into_iter().take(room));
+    }
+
+    /// Records a key the checker could not decide.
+    pub(crate) fn key_unknown(&mut self, key: &str, ops: u64, reason: String) {
+        let verdict = Verdict::Unknown;
+        self.keys.push(KeyVerdict {
+            key: key.to_string(),
+            verdict,
+            ops,
+            violations: 0,
+            reason: Some(reason),
+        });
     }
 
     pub(crate) fn note(&mut self, note: String) {

@@ -123,6 +123,16 @@ fn checker(out: &mut String, result: &CheckResult, options: &TextOptions) {
             plural(key.ops, "op", "ops")
         );
     }
+    let mut reasons: Vec<(&str, u64)> = Vec::new();
+    for reason in result.keys.iter().filter_map(|key| key.reason.as_deref()) {
+        match reasons.iter_mut().find(|(seen, _)| *seen == reason) {
+            Some((_, count)) => *count += 1,
+            None => reasons.push((reason, 1)),
+        }
+    }
+    for (reason, count) in reasons {
+        let _ = writeln!(out, "  unknown on {}: {reason}", plural(count, "key", "keys"));
+    }
     if bad > options.max_keys_listed as u64 {
         let _ = writeln!(
             out,

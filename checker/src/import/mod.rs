@@ -1,0 +1,158 @@
+//! Histories in other tools' formats: Jepsen/Knossos EDN, Jepsen's log lines
+//! (porcupine's etcd corpus) and porcupine's key-value files.
+
+mod edn;
+mod jepsen_edn;
+mod jepsen_log;
+mod pairing;
+mod porcupine_kv;
+
+use std::fmt;
+
+pub use edn::{Edn, EdnError, EdnReader};
+pub use jepsen_log::RegisterOperation;
+pub use porcupine_kv::KvOperation;
+
+use crate::history::History;
+use crate::linear::models::Kv;
+use crate::reader::ReadError;
+
+/// The formats `analyze --input-format` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InputFormat {
+    /// lockcheck's JSON Lines (`histories/README.md`).
+    Jsonl,
+    /// Jepsen/Knossos `history.edn`: mutex, register or cas-register.
+    JepsenEdn,
+    /// `INFO jepsen.util - …` log lines of a CAS register (porcupine's etcd corpus).
+    JepsenLog,
+    /// porcupine's kv files: get, put, append per key.
+    PorcupineKv,
+}
+
+/// The models `analyze --model` selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ModelChoice {
+    /// The format's usual model (per lock: fenced-lease with TTLs or tokens, else mutex).
+    Auto,
+    Mutex,
+    FencedLease,
+    Register,
+    CasRegister,
+    /// Key-value, checked per key.
+    Kv,
+    /// Key-value, checked whole (far harder).
+    KvUnpartitioned,
+}
+
+impl ModelChoice {
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelChoice::Auto => "auto",
+            ModelChoice::Mutex => "mutex",
+            ModelChoice::FencedLease => "fenced-lease",
+            ModelChoice::Register => "register",
+            ModelChoice::CasRegister => "cas-register",
+            ModelChoice::Kv => "kv",
+            ModelChoice::KvUnpartitioned => "kv-unpartitioned",
+        }
+    }
+
+    /// Whether the model can check a history of this format.
+    pub fn fits(self, format: InputFormat) -> bool {
+        use ModelChoice as M;
+        match format {
+            InputFormat::Jsonl => matches!(self, M::Auto | M::Mutex | M::FencedLease),
+            InputFormat::JepsenEdn => {
+                matches!(self, M::Auto | M::Mutex | M::FencedLease | M::Register | M::CasRegister)
+            }
+            InputFormat::JepsenLog => matches!(self, M::Auto | M::Register | M::CasRegister),
+            InputFormat::PorcupineKv => matches!(self, M::Auto | M::Kv | M::KvUnpartitioned),
+        }
+    }
+}
+
+impl fmt::Display for ModelChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An imported history, ready for its checkers.
+#[derive(Debug)]
+pub enum Imported {
+    /// A lock history: every lock checker applies.
+    Locks(History),
+    Register {
+        cas: bool,
+        operations: Vec<RegisterOperation>,
+        events: u64,
+    },
+    Kv {
+        model: Kv,
+        operations: Vec<KvOperation>,
+        events: u64,
+    },
+}
+
+/// Reads a whole text in one of the imported formats (not JSON Lines, which
+/// streams: see [`crate::read_history`]).
+pub fn import(
+    format: InputFormat,
+    text: &str,
+    source_name: &str,
+    model: ModelChoice,
+) -> Result<Imported, ReadError> {
+    let malformed = |(line, message): (u64, String)| ReadError::Malformed {
+        source_name: source_name.to_string(),
+        line,
+        message,
+    };
+    let imported = match format {
+        InputFormat::Jsonl => {
+            return crate::reader::read_history(text.as_bytes(), source_name).map(Imported::Locks);
+        }
+        InputFormat::JepsenLog => {
+            let (operations, events) = jepsen_log::parse(text).map_err(malformed)?;
+            Imported::Register { cas: model != ModelChoice::Register, operations, events }
+        }
+        InputFormat::PorcupineKv => {
+            let partitioned = model != ModelChoice::KvUnpartitioned;
+            let (model, operations, events) =
+                porcupine_kv::parse(text, partitioned).map_err(malformed)?;
+            Imported::Kv { model, operations, events }
+        }
+        InputFormat::JepsenEdn => match jepsen_edn::parse(text).map_err(malformed)? {
+            jepsen_edn::EdnHistory::Locks(history) => Imported::Locks(history),
+            jepsen_edn::EdnHistory::Register(operations, has_cas, events) => {
+                let cas = match model {
+                    ModelChoice::Register => false,
+                    ModelChoice::CasRegister => true,
+                    _ => has_cas,
+                };
+                Imported::Register { cas, operations, events }
+            }
+        },
+    };
+    let fits = match (&imported, model) {
+        (_, ModelChoice::Auto) => true,
+        (Imported::Locks(_), choice) => {
+            matches!(choice, ModelChoice::Mutex | ModelChoice::FencedLease)
+        }
+        (Imported::Register { .. }, choice) => {
+            matches!(choice, ModelChoice::Register | ModelChoice::CasRegister)
+        }
+        (Imported::Kv { .. }, choice) => {
+            matches!(choice, ModelChoice::Kv | ModelChoice::KvUnpartitioned)
+        }
+    };
+    if !fits {
+        let message = format!("the {model} model does not fit this history's operations");
+        return Err(ReadError::Malformed {
+            source_name: source_name.to_string(),
+            line: 0,
+            message,
+        });
+    }
+    Ok(imported)
+}

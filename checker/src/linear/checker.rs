@@ -1,0 +1,160 @@
+//! The linearizability checker for lock histories: each lock's operations
+//! against `fenced-lease` (when its grants carry a TTL or a token) or `mutex`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rayon::prelude::*;
+
+use super::explain::violation;
+use super::model::{Model, Operation};
+use super::models::{FencedLease, LockCall, LockInput, LockOutput, Mutex};
+use super::search::{search_until, SearchLimits, SearchOutcome};
+use super::PartEvidence;
+use crate::event::Function;
+use crate::history::{History, KeyId, Op, OpId, Outcome};
+use crate::import::ModelChoice;
+use crate::lock_keys;
+use crate::verdict::{CheckOptions, CheckResult, Checker, Findings, Violation};
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Linearizability;
+
+/// What one lock's search concluded.
+enum KeyOutcome {
+    Valid,
+    Invalid(Violation),
+    Unknown(String),
+}
+
+impl Checker for Linearizability {
+    fn name(&self) -> &'static str {
+        "linearizability"
+    }
+
+    fn check(&self, history: &History, options: &CheckOptions) -> CheckResult {
+        let keys = lock_keys(history);
+        if keys.is_empty() {
+            return CheckResult::not_applicable(self.name(), "no acquire operations");
+        }
+        let mut per_key: Vec<Vec<OpId>> = vec![Vec::new(); history.key_count()];
+        for (id, op) in history.ops().iter().enumerate() {
+            if matches!(op.f, Function::Acquire | Function::Release | Function::Renew) {
+                per_key[op.key as usize].push(id as OpId);
+            }
+        }
+        let limits = options.search_limits();
+        let stop = AtomicBool::new(false);
+        let outcomes: Vec<KeyOutcome> = keys
+            .par_iter()
+            .map(|&(key, _)| {
+                let outcome = check_key(
+                    history,
+                    key,
+                    &per_key[key as usize],
+                    options.lock_model,
+                    &limits,
+                    &stop,
+                );
+                if limits.stop_at_first_violation && matches!(outcome, KeyOutcome::Invalid(_)) {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                outcome
+            })
+            .collect();
+        let mut findings = Findings::new(self.name(), options);
+        for (&(key, _), outcome) in keys.iter().zip(outcomes) {
+            let name = history.key_name(key);
+            let ops = per_key[key as usize].len() as u64;
+            match outcome {
+                KeyOutcome::Valid => findings.key(name, ops, Vec::new()),
+                KeyOutcome::Invalid(violation) => findings.key(name, ops, vec![violation]),
+                KeyOutcome::Unknown(reason) => findings.key_unknown(name, ops, reason),
+            }
+        }
+        findings.finish()
+    }
+}
+
+fn lock_operation(op: &Op) -> Operation<LockInput, LockOutput> {
+    let call = match op.f {
+        Function::Acquire => LockCall::Acquire,
+        Function::Release => LockCall::Release { fence: op.fence },
+        _ => LockCall::Renew,
+    };
+    // A refusal says something about the lock (someone holds it, or this
+    // client does not); any other failure only says the operation did not
+    // happen. Knossos' words for the refusals are accepted too.
+    let refused = match op.error.as_deref() {
+        None => true,
+        Some(error) => {
+            matches!(error, "busy" | "already-held" | "locked" | "not-held" | "not-found")
+        }
+    };
+    let output = match (op.outcome, call) {
+        (Outcome::Info, _) => None,
+        (Outcome::Ok, LockCall::Acquire) => Some(LockOutput::Granted { fence: op.fence }),
+        (Outcome::Ok, _) => Some(LockOutput::Done),
+        (Outcome::Fail, _) if !refused => Some(LockOutput::NoEffect),
+        (Outcome::Fail, LockCall::Acquire) => Some(LockOutput::Busy),
+        (Outcome::Fail, _) => Some(LockOutput::NotHeld),
+    };
+    Operation {
+        client: op.process,
+        input: LockInput { client: op.process, call },
+        output,
+        call: op.invoke.index,
+        ret: op
+            .completion
+            .filter(|_| op.outcome != Outcome::Info)
+            .map(|completion| completion.index),
+    }
+}
+
+fn check_key(
+    history: &History,
+    key: KeyId,
+    ids: &[OpId],
+    choice: ModelChoice,
+    limits: &SearchLimits,
+    stop: &AtomicBool,
+) -> KeyOutcome {
+    let operations: Vec<Operation<LockInput, LockOutput>> =
+        ids.iter().map(|&id| lock_operation(history.op(id))).collect();
+    let leased = match choice {
+        ModelChoice::Mutex => false,
+        ModelChoice::FencedLease => true,
+        _ => ids
+            .iter()
+            .map(|&id| history.op(id))
+            .any(|op| op.f == Function::Acquire && (op.ttl_ms.is_some() || op.fence.is_some())),
+    };
+    if leased {
+        judge(&FencedLease, history, key, &operations, limits, stop)
+    } else {
+        judge(&Mutex, history, key, &operations, limits, stop)
+    }
+}
+
+fn judge<M: Model<Input = LockInput, Output = LockOutput>>(
+    model: &M,
+    history: &History,
+    key: KeyId,
+    operations: &[Operation<LockInput, LockOutput>],
+    limits: &SearchLimits,
+    stop: &AtomicBool,
+) -> KeyOutcome {
+    let all: Vec<usize> = (0..operations.len()).collect();
+    match search_until(model, operations, &all, limits, stop).0 {
+        SearchOutcome::Linearizable => KeyOutcome::Valid,
+        SearchOutcome::Unknown(reason) => KeyOutcome::Unknown(reason),
+        SearchOutcome::NotLinearizable(evidence) => {
+            let evidence = PartEvidence {
+                prefix: evidence.prefix,
+                blocked: evidence.blocked,
+                states: evidence.states.iter().map(|state| model.describe_state(state)).collect(),
+            };
+            let key = history.key_name(key);
+            KeyOutcome::Invalid(violation(model, key, operations, operations.len(), &evidence))
+        }
+    }
+}

@@ -1,0 +1,533 @@
+//! The Wing–Gong / Lowe search for a linearization, as porcupine runs it.
+//!
+//! Calls and returns of one part of the history sit in a doubly linked list in
+//! real-time order. The search walks it: at a call it tries to linearize that
+//! operation now (the model must accept it); at a return it has reached an
+//! operation that must already have taken effect and has not, so it undoes
+//! its latest choice and tries the next candidate. A cache of (set of
+//! linearized operations, model state) pairs already explored prunes
+//! revisits. Operations that never returned have no return entry: they may be
+//! linearized anywhere after their call, or never, and the search succeeds
+//! once every operation that returned has been linearized.
+//!
+//! Beyond porcupine: the set of linearized operations is hashed
+//! incrementally (one XOR per step, Zobrist-style), so a step costs the same
+//! whatever the history's length; and time and memory are bounded, giving
+//! `Unknown` rather than a hang or an out-of-memory kill.
+
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use rustc_hash::{FxHashMap, FxHasher};
+
+use super::model::{Model, Operation};
+
+const NIL: u32 = u32::MAX;
+/// How often (in steps) the deadline is looked at.
+const DEADLINE_EVERY: u64 = 1 << 12;
+/// How many configurations of a group `remember` looks at for one that
+/// dominates the new one.
+const DOMINATION_SCAN: usize = 4;
+/// How many possible states the evidence keeps.
+const EVIDENCE_STATES: usize = 8;
+
+/// Bounds on one search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SearchLimits {
+    pub deadline: Option<Instant>,
+    /// Memory the cache of explored states may take, approximately.
+    pub max_memory_bytes: usize,
+    /// Stop every part's search once one part is found not linearizable
+    /// (the verdict is settled); the others end as unknown.
+    pub stop_at_first_violation: bool,
+}
+
+impl Default for SearchLimits {
+    fn default() -> Self {
+        SearchLimits { deadline: None, max_memory_bytes: 4 << 30, stop_at_first_violation: false }
+    }
+}
+
+/// The reason a search gives when another part's violation stopped it.
+pub const STOPPED: &str =
+    "not finished: the search stopped once another key was found not linearizable";
+
+/// Why a part is not linearizable: the furthest the search got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Evidence<S> {
+    /// The longest linearizable prefix found: operations (positions in the
+    /// part) in the order they were linearized.
+    pub prefix: Vec<usize>,
+    /// The operation that had to have taken effect after that prefix and
+    /// could not: the earliest-returning one not linearized.
+    pub blocked: usize,
+    /// Model states possible after prefixes of that length (a few).
+    pub states: Vec<S>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SearchOutcome<S> {
+    Linearizable,
+    NotLinearizable(Evidence<S>),
+    /// A bound was hit; the reason says which.
+    Unknown(String),
+}
+
+/// What a search cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SearchStats {
+    pub steps: u64,
+    pub cached_states: u64,
+}
+
+struct CacheEntry<S> {
+    linearized: Box<[u64]>,
+    state: S,
+    /// The next entry with the same exact key.
+    next_exact: u32,
+    /// The next entry with the same returned operations and state hash.
+    next_group: u32,
+}
+
+/// The list of call and return entries, with "dancing links" removal.
+struct Entries {
+    next: Vec<u32>,
+    prev: Vec<u32>,
+    op: Vec<u32>,
+    is_call: Vec<bool>,
+    /// The return entry of each operation, `NIL` for one that never returned.
+    return_of: Vec<u32>,
+    head: u32,
+}
+
+impl Entries {
+    fn new<I, O>(operations: &[Operation<I, O>], part: &[usize]) -> Entries {
+        let mut raw: Vec<(u64, bool, u32)> = Vec::with_capacity(part.len() * 2);
+        for (local, &global) in part.iter().enumerate() {
+            let operation = &operations[global];
+            // Calls sort before returns at the same position: concurrent,
+            // the permissive reading, so a tie can never make a false Invalid.
+            raw.push((operation.call, false, local as u32));
+            if let Some(ret) = operation.ret {
+                raw.push((ret.max(operation.call), true, local as u32));
+            }
+        }
+        raw.sort_unstable();
+        let count = raw.len();
+        let head = count as u32;
+        let mut entries = Entries {
+            next: vec![NIL; count + 1],
+            prev: vec![NIL; count + 1],
+            op: Vec::with_capacity(count),
+            is_call: Vec::with_capacity(count),
+            return_of: vec![NIL; part.len()],
+            head,
+        };
+        let mut previous = head;
+        for (at, &(_, is_return, op)) in raw.iter().enumerate() {
+            let at = at as u32;
+            entries.op.push(op);
+            entries.is_call.push(!is_return);
+            if is_return {
+                entries.return_of[op as usize] = at;
+            }
+            entries.next[previous as usize] = at;
+            entries.prev[at as usize] = previous;
+            previous = at;
+        }
+        entries
+    }
+
+    fn unlink(&mut self, entry: u32) {
+        let (prev, next) = (self.prev[entry as usize], self.next[entry as usize]);
+        self.next[prev as usize] = next;
+        if next != NIL {
+            self.prev[next as usize] = prev;
+        }
+    }
+
+    fn relink(&mut self, entry: u32) {
+        let (prev, next) = (self.prev[entry as usize], self.next[entry as usize]);
+        self.next[prev as usize] = entry;
+        if next != NIL {
+            self.prev[next as usize] = entry;
+        }
+    }
+
+    /// Removes a call and its return.
+    fn lift(&mut self, call: u32) {
+        self.unlink(call);
+        let ret = self.return_of[self.op[call as usize] as usize];
+        if ret != NIL {
+            self.unlink(ret);
+        }
+    }
+
+    /// Undoes the latest `lift`, which must have been of this call.
+    fn unlift(&mut self, call: u32) {
+        let ret = self.return_of[self.op[call as usize] as usize];
+        if ret != NIL {
+            self.relink(ret);
+        }
+        self.relink(call);
+    }
+}
+
+/// A fixed pseudo-random 64-bit value per operation (splitmix64), so that the
+/// hash of a set of operations is the XOR of its members' values.
+fn zobrist(op: u32) -> u64 {
+    let mut z = (op as u64).wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn state_hash<S: Hash>(state: &S) -> u64 {
+    let mut hasher = FxHasher::default();
+    state.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Searches for a linearization of one part of a history.
+pub fn search<M: Model>(
+    model: &M,
+    operations: &[Operation<M::Input, M::Output>],
+    part: &[usize],
+    limits: &SearchLimits,
+) -> (SearchOutcome<M::State>, SearchStats) {
+    search_until(model, operations, part, limits, &AtomicBool::new(false))
+}
+
+/// As [`search`], giving up as unknown once `stop` is set (by another part).
+pub fn search_until<M: Model>(
+    model: &M,
+    operations: &[Operation<M::Input, M::Output>],
+    part: &[usize],
+    limits: &SearchLimits,
+    stop: &AtomicBool,
+) -> (SearchOutcome<M::State>, SearchStats) {
+    Search::new(model, operations, part, limits, stop).run()
+}
+
+struct Search<'a, M: Model> {
+    model: &'a M,
+    operations: &'a [Operation<M::Input, M::Output>],
+    part: &'a [usize],
+    limits: &'a SearchLimits,
+    stop: &'a AtomicBool,
+    entries: Entries,
+    linearized: Vec<u64>,
+    /// The operations that never returned, as a bitset like `linearized`.
+    unknown: Vec<u64>,
+    linearized_hash: u64,
+    /// Hash of (linearized set, state) to the latest entry with it.
+    exact_index: FxHashMap<u64, u32>,
+    /// Hash of (returned operations linearized, state) to the latest entry.
+    group_index: FxHashMap<u64, u32>,
+    /// The hash of the returned operations linearized.
+    returned_hash: u64,
+    has_unknown: bool,
+    cache: Vec<CacheEntry<M::State>>,
+    cache_bytes: usize,
+    stats: SearchStats,
+    best: Option<Evidence<M::State>>,
+}
+
+impl<'a, M: Model> Search<'a, M> {
+    fn new(
+        model: &'a M,
+        operations: &'a [Operation<M::Input, M::Output>],
+        part: &'a [usize],
+        limits: &'a SearchLimits,
+        stop: &'a AtomicBool,
+    ) -> Self {
+        Search {
+            model,
+            operations,
+            part,
+            limits,
+            stop,
+            unknown: {
+                let mut unknown = vec![0; part.len().div_ceil(64)];
+                for (local, &global) in part.iter().enumerate() {
+                    if operations[global].ret.is_none() {
+                        unknown[local / 64] |= 1u64 << (local % 64);
+                    }
+                }
+                unknown
+            },
+            entries: Entries::new(operations, part),
+            linearized: vec![0; part.len().div_ceil(64)],
+            linearized_hash: 0,
+            exact_index: FxHashMap::default(),
+            group_index: FxHashMap::default(),
+            returned_hash: 0,
+            has_unknown: part.iter().any(|&global| operations[global].ret.is_none()),
+            cache: Vec::new(),
+            cache_bytes: 0,
+            stats: SearchStats::default(),
+            best: None,
+        }
+    }
+
+    fn operation(&self, op: u32) -> &'a Operation<M::Input, M::Output> {
+        &self.operations[self.part[op as usize]]
+    }
+
+    fn toggle(&mut self, op: u32) {
+        let (word, bit) = (op as usize / 64, 1u64 << (op % 64));
+        self.linearized[word] ^= bit;
+        self.linearized_hash ^= zobrist(op);
+        if self.unknown[word] & bit == 0 {
+            self.returned_hash ^= zobrist(op);
+        }
+    }
+
+    /// Records (linearized set, state) as explored; false if it, or a
+    /// configuration that dominates it, already was.
+    ///
+    /// Beyond porcupine's exact match: an explored configuration with the
+    /// same state and the same returned operations linearized, but only a
+    /// subset of the unknown ones, dominates this one. Every continuation
+    /// from here is open from there too (the extra unknown operations may
+    /// simply never take effect), so if that configuration led nowhere, so
+    /// does this. With many unknown operations (crashed clients) this prunes
+    /// much of the search; the scan for a dominating configuration looks at
+    /// the most recent few of its group only, which keeps a step cheap (any
+    /// subset of explored configurations is sound to prune by).
+    fn remember(&mut self, state: &M::State) -> bool {
+        let state_hash = state_hash(state).rotate_left(17);
+        let exact_key = self.linearized_hash ^ state_hash;
+        let mut at = self.exact_index.get(&exact_key).copied().unwrap_or(NIL);
+        let exact_first = at;
+        while at != NIL {
+            let entry = &self.cache[at as usize];
+            if entry.state == *state && *entry.linearized == *self.linearized {
+                return false;
+            }
+            at = entry.next_exact;
+        }
+        let group_key = self.returned_hash ^ state_hash;
+        let group_first = if self.has_unknown {
+            let first = self.group_index.get(&group_key).copied().unwrap_or(NIL);
+            let mut at = first;
+            let mut scanned = 0;
+            while at != NIL && scanned < DOMINATION_SCAN {
+                let entry = &self.cache[at as usize];
+                if entry.state == *state && self.dominated_by(&entry.linearized) {
+                    return false;
+                }
+                at = entry.next_group;
+                scanned += 1;
+            }
+            first
+        } else {
+            NIL
+        };
+        let index = self.cache.len() as u32;
+        self.cache.push(CacheEntry {
+            linearized: self.linearized.clone().into_boxed_slice(),
+            state: state.clone(),
+            next_exact: exact_first,
+            next_group: group_first,
+        });
+        self.exact_index.insert(exact_key, index);
+        if self.has_unknown {
+            self.group_index.insert(group_key, index);
+        }
+        self.cache_bytes += self.linearized.len() * 8
+            + std::mem::size_of::<CacheEntry<M::State>>()
+            + self.model.state_heap_bytes(state)
+            + 48;
+        true
+    }
+
+    /// Whether `explored` has every operation linearized now, and the ones it
+    /// lacks are all unknown.
+    fn dominated_by(&self, explored: &[u64]) -> bool {
+        explored
+            .iter()
+            .zip(&self.linearized)
+            .zip(&self.unknown)
+            .all(|((&old, &now), &unknown)| old & !now == 0 && (now & !old) & !unknown == 0)
+    }
+
+    /// Notes how far this branch got before it had to backtrack.
+    fn note_dead_end(&mut self, calls: &[(u32, M::State)], state: &M::State, blocked: u32) {
+        let depth = calls.len();
+        match &mut self.best {
+            Some(best) if best.prefix.len() > depth => {}
+            Some(best) if best.prefix.len() == depth => {
+                if best.states.len() < EVIDENCE_STATES && !best.states.contains(state) {
+                    best.states.push(state.clone());
+                }
+            }
+            _ => {
+                let prefix = calls
+                    .iter()
+                    .map(|&(call, _)| self.entries.op[call as usize] as usize)
+                    .collect();
+                self.best = Some(Evidence {
+                    prefix,
+                    blocked: blocked as usize,
+                    states: vec![state.clone()],
+                });
+            }
+        }
+    }
+
+    fn over_bounds(&self) -> Option<String> {
+        if self.cache_bytes > self.limits.max_memory_bytes {
+            return Some(format!(
+                "the search reached its memory bound ({} MB) after {} states",
+                self.limits.max_memory_bytes >> 20,
+                self.cache.len()
+            ));
+        }
+        if self.stats.steps % DEADLINE_EVERY == 0 {
+            if self.stop.load(Ordering::Relaxed) {
+                return Some(STOPPED.to_string());
+            }
+            if let Some(deadline) = self.limits.deadline {
+                if Instant::now() >= deadline {
+                    return Some(format!(
+                        "the search ran out of time after {} steps and {} states",
+                        self.stats.steps,
+                        self.cache.len()
+                    ));
+                }
+            }
+        }
+        None
+    }
+
+    fn run(mut self) -> (SearchOutcome<M::State>, SearchStats) {
+        let mut remaining_returns = self.entries.return_of.iter().filter(|&&r| r != NIL).count();
+        let mut state = self.model.init();
+        // The calls linearized so far, with the state before each.
+        let mut calls: Vec<(u32, M::State)> = Vec::new();
+        let mut entry = self.entries.next[self.entries.head as usize];
+        let outcome = loop {
+            if remaining_returns == 0 {
+                break SearchOutcome::Linearizable;
+            }
+            self.stats.steps += 1;
+            if let Some(reason) = self.over_bounds() {
+                break SearchOutcome::Unknown(reason);
+            }
+            let op = if entry == NIL { NIL } else { self.entries.op[entry as usize] };
+            if entry != NIL && self.entries.is_call[entry as usize] {
+                let operation = self.operation(op);
+                let next_state =
+                    self.model.step(&state, &operation.input, operation.output.as_ref());
+                if let Some(next_state) = next_state {
+                    self.toggle(op);
+                    if self.remember(&next_state) {
+                        calls.push((entry, std::mem::replace(&mut state, next_state)));
+                        if self.entries.return_of[op as usize] != NIL {
+                            remaining_returns -= 1;
+                        }
+                        self.entries.lift(entry);
+                        entry = self.entries.next[self.entries.head as usize];
+                        continue;
+                    }
+                    self.toggle(op);
+                }
+                entry = self.entries.next[entry as usize];
+                continue;
+            }
+            // A return whose operation has not taken effect: undo the latest choice.
+            if op != NIL {
+                self.note_dead_end(&calls, &state, op);
+            }
+            let Some((call, previous)) = calls.pop() else {
+                let evidence = self.best.take().expect("a failed search has met a dead end");
+                break SearchOutcome::NotLinearizable(evidence);
+            };
+            let undone = self.entries.op[call as usize];
+            state = previous;
+            self.toggle(undone);
+            if self.entries.return_of[undone as usize] != NIL {
+                remaining_returns += 1;
+            }
+            self.entries.unlift(call);
+            entry = self.entries.next[call as usize];
+        };
+        self.stats.cached_states = self.cache.len() as u64;
+        (outcome, self.stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::linear::models::{CasRegister, RegisterInput as In, RegisterOutput as Out};
+
+    type Op = Operation<In, Out>;
+
+    fn op(client: i64, input: In, output: Option<Out>, call: u64, ret: Option<u64>) -> Op {
+        Operation { client, input, output, call, ret }
+    }
+
+    fn check(operations: &[Op]) -> SearchOutcome<Option<i64>> {
+        let all: Vec<usize> = (0..operations.len()).collect();
+        search(&CasRegister, operations, &all, &SearchLimits::default()).0
+    }
+
+    #[test]
+    fn concurrent_write_may_take_effect_before_a_read() {
+        let history = [
+            op(1, In::Write(1), Some(Out::Written), 0, Some(3)),
+            op(2, In::Read, Some(Out::Read(Some(1))), 1, Some(2)),
+        ];
+        assert_eq!(check(&history), SearchOutcome::Linearizable);
+    }
+
+    #[test]
+    fn read_of_an_overwritten_value_is_not_linearizable() {
+        let history = [
+            op(1, In::Write(1), Some(Out::Written), 0, Some(1)),
+            op(1, In::Write(2), Some(Out::Written), 2, Some(3)),
+            op(2, In::Read, Some(Out::Read(Some(1))), 4, Some(5)),
+        ];
+        let SearchOutcome::NotLinearizable(evidence) = check(&history) else {
+            panic!("linearizable?")
+        };
+        assert_eq!(evidence.prefix, [0, 1]);
+        assert_eq!(evidence.blocked, 2);
+        assert_eq!(evidence.states, [Some(2)]);
+    }
+
+    #[test]
+    fn an_unknown_write_may_take_effect_late_or_never() {
+        let late = [
+            op(1, In::Write(7), None, 0, None),
+            op(2, In::Read, Some(Out::Read(None)), 1, Some(2)),
+            op(2, In::Read, Some(Out::Read(Some(7))), 3, Some(4)),
+        ];
+        assert_eq!(check(&late), SearchOutcome::Linearizable);
+        let never = [
+            op(1, In::Write(7), None, 0, None),
+            op(2, In::Read, Some(Out::Read(None)), 5, Some(6)),
+        ];
+        assert_eq!(check(&never), SearchOutcome::Linearizable);
+        // But once seen, it cannot be unseen.
+        let flicker = [
+            op(1, In::Write(7), None, 0, None),
+            op(2, In::Read, Some(Out::Read(Some(7))), 1, Some(2)),
+            op(2, In::Read, Some(Out::Read(None)), 3, Some(4)),
+        ];
+        assert!(matches!(check(&flicker), SearchOutcome::NotLinearizable(_)));
+    }
+
+    #[test]
+    fn a_bound_gives_unknown_not_a_verdict() {
+        let history: Vec<Op> =
+            (0..20).map(|i| op(i, In::Write(i), Some(Out::Written), i as u64, Some(100))).collect();
+        let all: Vec<usize> = (0..history.len()).collect();
+        let limits = SearchLimits { max_memory_bytes: 1, ..SearchLimits::default() };
+        let (outcome, _) = search(&CasRegister, &history, &all, &limits);
+        assert!(matches!(outcome, SearchOutcome::Unknown(reason) if reason.contains("memory")));
+    }
+}
