@@ -167,3 +167,96 @@ fn synthetic_history_round_trips_through_analyze_as_valid() {
     assert_eq!(output.status.code(), Some(0));
     assert_eq!(document["histories"][0]["summary"]["ops"], 2000);
 }
+
+#[test]
+fn jepsen_edn_mutex_history_with_no_overlap_is_found_not_linearizable() {
+    let output = lockcheck(&[
+        "analyze",
+        "--input-format",
+        "jepsen-edn",
+        &data("mutex-no-overlap-not-linearizable.edn"),
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.contains("mutual-exclusion     valid"), "{text}");
+    assert!(text.contains("linearizability      INVALID"), "{text}");
+    assert!(text.contains("process 2's acquire -> busy"), "{text}");
+    assert!(text.contains("(free)"), "{text}");
+    // Skipping the search leaves nothing to find.
+    let skipped = lockcheck(&[
+        "analyze",
+        "--no-linearizability",
+        "--input-format",
+        "jepsen-edn",
+        &data("mutex-no-overlap-not-linearizable.edn"),
+    ]);
+    assert_eq!(skipped.status.code(), Some(0), "{}", stdout(&skipped));
+}
+
+#[test]
+fn jepsen_log_cas_register_with_an_unknown_write_is_linearizable() {
+    let output = lockcheck(&["analyze", "--input-format", "jepsen-log", &data("cas-register.log")]);
+    assert_eq!(output.status.code(), Some(0), "{}{}", stdout(&output), stderr(&output));
+    // A plain register has no compare-and-set: that is the user's mistake, not a verdict.
+    let output = lockcheck(&[
+        "analyze",
+        "--input-format",
+        "jepsen-log",
+        "--model",
+        "register",
+        &data("cas-register.log"),
+    ]);
+    assert_eq!(output.status.code(), Some(65), "{}", stdout(&output));
+    assert!(stderr(&output).contains("register model does not fit"), "{}", stderr(&output));
+}
+
+#[test]
+fn porcupine_kv_stale_get_is_evidence_with_prefix_and_states() {
+    let output = lockcheck(&[
+        "analyze",
+        "--format",
+        "json",
+        "--input-format",
+        "porcupine-kv",
+        &data("kv-stale-get.txt"),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let document: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let violation = &document["histories"][0]["results"][0]["violations"][0];
+    assert_eq!(violation["kind"], "not-linearizable");
+    assert_eq!(violation["key"], "a");
+    assert_eq!(violation["linearization"]["model"], "kv");
+    assert_eq!(violation["linearization"]["prefix"], serde_json::json!([0, 4]));
+    assert_eq!(violation["linearization"]["blocked"], 6);
+    assert_eq!(violation["linearization"]["states"], serde_json::json!(["{\"a\": \"2\"}"]));
+}
+
+#[test]
+fn a_model_that_does_not_fit_the_format_is_a_usage_error() {
+    let output = lockcheck(&[
+        "analyze",
+        "--input-format",
+        "porcupine-kv",
+        "--model",
+        "mutex",
+        &data("kv-stale-get.txt"),
+    ]);
+    assert_eq!(output.status.code(), Some(64));
+    assert!(stderr(&output).contains("does not fit"), "{}", stderr(&output));
+    let output = lockcheck(&["analyze", "--input-format", "jepsen-log", &data("clean.jsonl")]);
+    assert_eq!(output.status.code(), Some(65), "{}", stderr(&output));
+}
+
+#[test]
+fn a_search_bound_gives_unknown_and_exit_2() {
+    let output = lockcheck(&[
+        "analyze",
+        "--input-format",
+        "jepsen-log",
+        "--linearizability-memory",
+        "0",
+        &data("cas-register.log"),
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
+    assert!(stdout(&output).contains("memory bound"), "{}", stdout(&output));
+}

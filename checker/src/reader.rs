@@ -28,6 +28,9 @@ pub enum ReadError {
         #[source]
         error: io::Error,
     },
+    /// The history is well formed, but not for the model asked for.
+    #[error("{source_name}: {message}")]
+    ModelMismatch { source_name: String, message: String },
     #[error("{source_name}:{line}: {message}")]
     Malformed { source_name: String, line: u64, message: String },
 }

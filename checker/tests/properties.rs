@@ -14,6 +14,7 @@ const MUTEX: &str = "mutual-exclusion";
 const FENCE: &str = "fence-monotonicity";
 const RESOURCE: &str = "resource-safety";
 const LIVENESS: &str = "liveness";
+const LINEARIZABILITY: &str = "linearizability";
 const CHECKERS: [&str; 4] = [MUTEX, FENCE, RESOURCE, LIVENESS];
 
 fn config() -> ProptestConfig {
@@ -149,7 +150,7 @@ proptest! {
             );
         }
         let applies = |name: &str| analysis.results.iter().any(|r| r.checker == name && r.verdict.is_some());
-        prop_assert!(applies(MUTEX) && applies(LIVENESS));
+        prop_assert!(applies(MUTEX) && applies(LIVENESS) && applies(LINEARIZABILITY));
         prop_assert_eq!(applies(FENCE), options.fenced);
         prop_assert_eq!(analysis.verdict, Verdict::Valid);
     }
@@ -177,6 +178,39 @@ proptest! {
     #[test]
     fn an_accepted_stale_write_breaks_resource_safety(options in options(Just(true))) {
         check_injection(&options, synth::inject_stale_write, RESOURCE, ViolationKind::StaleWrite)?;
+    }
+}
+
+/// A token that repeats or goes backwards is illegal for the fenced-lease
+/// model too: the linearizability search must find it, on the injected lock.
+fn check_token_injection_is_not_linearizable(
+    options: &SynthOptions,
+    inject: fn(&mut Vec<Event>) -> Option<Injection>,
+) -> Result<(), TestCaseError> {
+    let mut events = synth::generate(options);
+    let injection = inject(&mut events).expect("a fenced history has tokens");
+    let after = analysis(&events);
+    let result = after.results.iter().find(|r| r.checker == LINEARIZABILITY).unwrap();
+    prop_assert_eq!(result.verdict, Some(Verdict::Invalid), "{}", injection.description);
+    let violation = &result.violations[0];
+    prop_assert_eq!(violation.kind, ViolationKind::NotLinearizable);
+    prop_assert_eq!(&violation.key, &injection.key);
+    let evidence = violation.linearization.as_ref().expect("evidence");
+    prop_assert_eq!(evidence.model, "fenced-lease");
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn a_duplicate_token_is_not_linearizable(options in options(Just(true))) {
+        check_token_injection_is_not_linearizable(&options, synth::inject_duplicate_token)?;
+    }
+
+    #[test]
+    fn a_backwards_token_is_not_linearizable(options in options(Just(true))) {
+        check_token_injection_is_not_linearizable(&options, synth::inject_backwards_token)?;
     }
 }
 

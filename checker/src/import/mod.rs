@@ -14,7 +14,7 @@ pub use jepsen_log::RegisterOperation;
 pub use porcupine_kv::KvOperation;
 
 use crate::history::History;
-use crate::linear::models::Kv;
+use crate::linear::models::{Kv, RegisterInput};
 use crate::reader::ReadError;
 
 /// The formats `analyze --input-format` reads.
@@ -146,13 +146,15 @@ pub fn import(
             matches!(choice, ModelChoice::Kv | ModelChoice::KvUnpartitioned)
         }
     };
-    if !fits {
+    let cas_without_cas = match &imported {
+        Imported::Register { cas: false, operations, .. } => {
+            operations.iter().any(|operation| matches!(operation.input, RegisterInput::Cas(..)))
+        }
+        _ => false,
+    };
+    if !fits || cas_without_cas {
         let message = format!("the {model} model does not fit this history's operations");
-        return Err(ReadError::Malformed {
-            source_name: source_name.to_string(),
-            line: 0,
-            message,
-        });
+        return Err(ReadError::ModelMismatch { source_name: source_name.to_string(), message });
     }
     Ok(imported)
 }
