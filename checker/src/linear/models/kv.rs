@@ -74,16 +74,28 @@ pub struct KvOutput {
 }
 
 /// The values of the keys touched so far, sorted by key, with a hash of the
-/// whole kept up to date.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KvState {
+/// whole kept up to date. Shared: the search clones a state at every step,
+/// and most steps (gets) do not change it.
+#[derive(Debug, Clone)]
+pub struct KvState(Arc<KvValues>);
+
+#[derive(Debug, PartialEq, Eq)]
+struct KvValues {
     hash: u64,
     values: Vec<(u32, Text)>,
 }
 
+impl PartialEq for KvState {
+    fn eq(&self, other: &KvState) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || *self.0 == *other.0
+    }
+}
+
+impl Eq for KvState {}
+
 impl Hash for KvState {
     fn hash<H: Hasher>(&self, hasher: &mut H) {
-        hasher.write_u64(self.hash);
+        hasher.write_u64(self.0.hash);
     }
 }
 
@@ -93,22 +105,24 @@ fn entry_hash(key: u32, value: &Text) -> u64 {
 
 impl KvState {
     fn get(&self, key: u32) -> Option<&Text> {
-        self.values.binary_search_by_key(&key, |(k, _)| *k).ok().map(|at| &self.values[at].1)
+        let values = &self.0.values;
+        values.binary_search_by_key(&key, |(k, _)| *k).ok().map(|at| &values[at].1)
     }
 
     fn set(&self, key: u32, value: Text) -> KvState {
-        let mut next = self.clone();
-        match next.values.binary_search_by_key(&key, |(k, _)| *k) {
+        let mut hash = self.0.hash;
+        let mut values = self.0.values.clone();
+        match values.binary_search_by_key(&key, |(k, _)| *k) {
             Ok(at) => {
-                next.hash ^= entry_hash(key, &next.values[at].1) ^ entry_hash(key, &value);
-                next.values[at].1 = value;
+                hash ^= entry_hash(key, &values[at].1) ^ entry_hash(key, &value);
+                values[at].1 = value;
             }
             Err(at) => {
-                next.hash ^= entry_hash(key, &value);
-                next.values.insert(at, (key, value));
+                hash ^= entry_hash(key, &value);
+                values.insert(at, (key, value));
             }
         }
-        next
+        KvState(Arc::new(KvValues { hash, values }))
     }
 }
 
@@ -135,7 +149,7 @@ impl Model for Kv {
     }
 
     fn init(&self) -> KvState {
-        KvState { hash: 0, values: Vec::new() }
+        KvState(Arc::new(KvValues { hash: 0, values: Vec::new() }))
     }
 
     fn step(&self, state: &KvState, input: &KvInput, output: Option<&KvOutput>) -> Option<KvState> {
@@ -163,8 +177,8 @@ impl Model for Kv {
 
     fn state_heap_bytes(&self, state: &KvState) -> usize {
         // The texts are shared between states, but an appended one is new.
-        state.values.capacity() * std::mem::size_of::<(u32, Text)>()
-            + state.values.iter().map(|(_, value)| value.text.len() + 16).sum::<usize>()
+        state.0.values.capacity() * std::mem::size_of::<(u32, Text)>()
+            + state.0.values.iter().map(|(_, value)| value.text.len() + 16).sum::<usize>()
     }
 
     fn partition(&self, operations: &[Operation<KvInput, KvOutput>]) -> Vec<Vec<usize>> {
@@ -202,6 +216,7 @@ impl Model for Kv {
 
     fn describe_state(&self, state: &KvState) -> String {
         let values: Vec<String> = state
+            .0
             .values
             .iter()
             .map(|(key, value)| format!("{:?}: {:?}", self.keys[*key as usize], value.as_str()))
