@@ -180,6 +180,7 @@ impl CheckOptions {
                 .map(|limit| std::time::Instant::now() + limit),
             max_memory_bytes: self.linearizability_memory_bytes,
             stop_at_first_violation: !self.linearizability_all_keys,
+            ..crate::linear::SearchLimits::default()
         }
     }
 }

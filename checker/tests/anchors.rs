@@ -80,3 +80,24 @@ fn every_porcupine_kv_history_gets_porcupines_verdict_split_and_whole() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// The windowed cache, which long parts use, on the same corpus.
+#[test]
+fn windowed_search_agrees_on_every_etcd_history() {
+    use lockcheck_checker::import::Imported;
+    use lockcheck_checker::linear::models::CasRegister;
+    use lockcheck_checker::linear::{check_parts, PartOutcome, SearchLimits};
+    let dir = anchors().join("jepsen");
+    let limits = SearchLimits { window_from_ops: 0, ..SearchLimits::default() };
+    for (name, verdict) in verdicts(&dir) {
+        let text = fs::read_to_string(dir.join(&name)).unwrap();
+        let Ok(Imported::Register { operations, .. }) =
+            import(InputFormat::JepsenLog, &text, &name, ModelChoice::CasRegister)
+        else {
+            panic!("{name} does not import as a register history");
+        };
+        let parts = check_parts(&CasRegister, &operations, &limits);
+        let linearizable = parts.iter().all(|part| part.outcome == PartOutcome::Linearizable);
+        assert_eq!(linearizable, verdict == Verdict::Valid, "{name}");
+    }
+}

@@ -473,13 +473,24 @@ fn generate<S: Subject>(rng: &mut SmallRng) -> History<S> {
 
 fn lockcheck_verdict<S: Subject>(ops: &History<S>) -> bool {
     let all: Vec<usize> = (0..ops.len()).collect();
-    match search(&S::model(), ops, &all, &SearchLimits::default()).0 {
+    let verdict = |limits: &SearchLimits| match search(&S::model(), ops, &all, limits).0 {
         SearchOutcome::Linearizable => true,
         SearchOutcome::NotLinearizable(_) => false,
         SearchOutcome::Unknown(reason) => {
             panic!("{}: lockcheck gave unknown ({reason}) on\n{}", S::NAME, describe::<S>(ops))
         }
-    }
+    };
+    let whole = verdict(&SearchLimits::default());
+    // The windowed cache (used by default only for long parts) must agree.
+    let windowed = verdict(&SearchLimits { window_from_ops: 0, ..SearchLimits::default() });
+    assert_eq!(
+        whole,
+        windowed,
+        "{}: windowed search disagrees on\n{}",
+        S::NAME,
+        describe::<S>(ops)
+    );
+    whole
 }
 
 /// A spec that counts the steps stateright's search takes, and gives up

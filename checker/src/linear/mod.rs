@@ -80,8 +80,8 @@ pub fn check_parts<M: Model>(
                 SearchOutcome::Unknown(reason) => PartOutcome::Unknown(reason),
                 SearchOutcome::NotLinearizable(evidence) => {
                     PartOutcome::NotLinearizable(PartEvidence {
-                        prefix: evidence.prefix.iter().map(|&local| part[local]).collect(),
-                        blocked: part[evidence.blocked],
+                        prefix: evidence.prefix,
+                        blocked: evidence.blocked,
                         states: evidence
                             .states
                             .iter()

@@ -29,6 +29,9 @@ const DEADLINE_EVERY: u64 = 1 << 12;
 /// How many configurations of a group `remember` looks at for one that
 /// dominates the new one.
 const DOMINATION_SCAN: usize = 4;
+/// Parts of up to this many operations store their whole linearized set by
+/// default: cheaper to compare than a window, and small.
+const WINDOW_FROM_OPS: usize = 1024;
 /// How many possible states the evidence keeps.
 const EVIDENCE_STATES: usize = 8;
 
@@ -41,11 +44,20 @@ pub struct SearchLimits {
     /// Stop every part's search once one part is found not linearizable
     /// (the verdict is settled); the others end as unknown.
     pub stop_at_first_violation: bool,
+    /// Parts with more operations than this store each explored
+    /// configuration as a window of the linearized set (see `CacheEntry`);
+    /// smaller ones store the whole set, which is cheaper to compare.
+    pub window_from_ops: usize,
 }
 
 impl Default for SearchLimits {
     fn default() -> Self {
-        SearchLimits { deadline: None, max_memory_bytes: 4 << 30, stop_at_first_violation: false }
+        SearchLimits {
+            deadline: None,
+            max_memory_bytes: 4 << 30,
+            stop_at_first_violation: false,
+            window_from_ops: WINDOW_FROM_OPS,
+        }
     }
 }
 
@@ -57,10 +69,11 @@ pub const STOPPED: &str =
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Evidence<S> {
     /// The longest linearizable prefix found: operations (positions in the
-    /// part) in the order they were linearized.
+    /// history's operations) in the order they were linearized.
     pub prefix: Vec<usize>,
-    /// The operation that had to have taken effect after that prefix and
-    /// could not: the earliest-returning one not linearized.
+    /// The operation (its position in the history's operations) that had to
+    /// have taken effect after that prefix and could not: the
+    /// earliest-returning one not linearized.
     pub blocked: usize,
     /// Model states possible after prefixes of that length (a few).
     pub states: Vec<S>,
@@ -81,8 +94,17 @@ pub struct SearchStats {
     pub cached_states: u64,
 }
 
+/// An explored configuration. The linearized set is kept as a window: every
+/// operation that returned and was called before `base * 64` is linearized
+/// (the search cannot have passed its return otherwise), so only the words
+/// from `base` on are stored, with the unknown operations below the window
+/// that are linearized. Porcupine stores the whole bitset, which makes its
+/// memory grow with the square of a part's length; this grows with the
+/// concurrency instead.
 struct CacheEntry<S> {
-    linearized: Box<[u64]>,
+    base: u32,
+    window: Box<[u64]>,
+    old_unknown: Box<[u32]>,
     state: S,
     /// The next entry with the same exact key.
     next_exact: u32,
@@ -213,13 +235,24 @@ pub fn search_until<M: Model>(
 struct Search<'a, M: Model> {
     model: &'a M,
     operations: &'a [Operation<M::Input, M::Output>],
-    part: &'a [usize],
+    /// The part's operations (positions in `operations`) in call order:
+    /// an operation's rank here is its bit in the linearized set.
+    part: Vec<usize>,
     limits: &'a SearchLimits,
     stop: &'a AtomicBool,
     entries: Entries,
     linearized: Vec<u64>,
     /// The operations that never returned, as a bitset like `linearized`.
     unknown: Vec<u64>,
+    /// The first rank that is neither linearized nor unknown (kept at 0 for
+    /// parts short enough that the whole set is cheaper to store).
+    low: u32,
+    windowed: bool,
+    /// The unknown operations linearized, in the order they were.
+    linearized_unknown: Vec<u32>,
+    /// One past the highest rank linearized, after each linearization in
+    /// turn (operations are undone in the reverse order).
+    high: Vec<u32>,
     linearized_hash: u64,
     /// Hash of (linearized set, state) to the latest entry with it.
     exact_index: FxHashMap<u64, u32>,
@@ -238,50 +271,180 @@ impl<'a, M: Model> Search<'a, M> {
     fn new(
         model: &'a M,
         operations: &'a [Operation<M::Input, M::Output>],
-        part: &'a [usize],
+        part: &[usize],
         limits: &'a SearchLimits,
         stop: &'a AtomicBool,
     ) -> Self {
-        Search {
+        let mut part = part.to_vec();
+        part.sort_by_key(|&global| operations[global].call);
+        let words = part.len().div_ceil(64);
+        let mut unknown = vec![0; words];
+        for (rank, &global) in part.iter().enumerate() {
+            if operations[global].ret.is_none() {
+                unknown[rank / 64] |= 1u64 << (rank % 64);
+            }
+        }
+        let has_unknown = unknown.iter().any(|&word| word != 0);
+        let mut search = Search {
             model,
             operations,
+            entries: Entries::new(operations, &part),
             part,
             limits,
             stop,
-            unknown: {
-                let mut unknown = vec![0; part.len().div_ceil(64)];
-                for (local, &global) in part.iter().enumerate() {
-                    if operations[global].ret.is_none() {
-                        unknown[local / 64] |= 1u64 << (local % 64);
-                    }
-                }
-                unknown
-            },
-            entries: Entries::new(operations, part),
-            linearized: vec![0; part.len().div_ceil(64)],
+            unknown,
+            low: 0,
+            windowed: words * 64 > limits.window_from_ops,
+            linearized_unknown: Vec::new(),
+            high: Vec::new(),
+            linearized: vec![0; words],
             linearized_hash: 0,
             exact_index: FxHashMap::default(),
             group_index: FxHashMap::default(),
             returned_hash: 0,
-            has_unknown: part.iter().any(|&global| operations[global].ret.is_none()),
+            has_unknown,
             cache: Vec::new(),
             cache_bytes: 0,
             stats: SearchStats::default(),
             best: None,
-        }
+        };
+        search.advance_low();
+        search
     }
 
     fn operation(&self, op: u32) -> &'a Operation<M::Input, M::Output> {
         &self.operations[self.part[op as usize]]
     }
 
+    /// Moves `low` past every rank that is linearized or unknown.
+    fn advance_low(&mut self) {
+        if !self.windowed {
+            return;
+        }
+        let count = self.part.len() as u32;
+        while self.low < count {
+            let word = self.low as usize / 64;
+            let done = (self.linearized[word] | self.unknown[word]) >> (self.low % 64);
+            let run = done.trailing_ones();
+            if run == 0 {
+                return;
+            }
+            self.low = (self.low + run).min(count);
+        }
+    }
+
+    #[inline]
     fn toggle(&mut self, op: u32) {
         let (word, bit) = (op as usize / 64, 1u64 << (op % 64));
         self.linearized[word] ^= bit;
         self.linearized_hash ^= zobrist(op);
-        if self.unknown[word] & bit == 0 {
+        let unknown = self.unknown[word] & bit != 0;
+        if !unknown {
             self.returned_hash ^= zobrist(op);
         }
+        if self.windowed {
+            self.track_window(op, unknown, self.linearized[word] & bit != 0);
+        }
+    }
+
+    /// Keeps `low`, `high` and the linearized unknown operations up to date
+    /// for a windowed part. Operations are undone in the reverse order they
+    /// were linearized, so both lists are stacks.
+    fn track_window(&mut self, op: u32, unknown: bool, now_linearized: bool) {
+        if now_linearized {
+            let high = self.high.last().copied().unwrap_or(0).max(op + 1);
+            self.high.push(high);
+        } else {
+            self.high.pop();
+        }
+        if unknown {
+            if now_linearized {
+                self.linearized_unknown.push(op);
+            } else {
+                let last = self.linearized_unknown.pop();
+                debug_assert_eq!(last, Some(op));
+            }
+        } else if now_linearized && op == self.low {
+            self.advance_low();
+        } else if !now_linearized && op < self.low {
+            self.low = op;
+        }
+    }
+
+    /// The words of the linearized set the window holds: from the word of
+    /// `low` to the word of the highest linearized rank.
+    fn window_words(&self) -> (usize, usize) {
+        if !self.windowed {
+            return (0, self.linearized.len());
+        }
+        let base = self.low as usize / 64;
+        let high = self.high.last().copied().unwrap_or(0) as usize;
+        (base, high.div_ceil(64).max(base))
+    }
+
+    /// The stored form of the current linearized set.
+    fn snapshot(&self) -> (u32, Box<[u64]>, Box<[u32]>) {
+        let (base, end) = self.window_words();
+        let window: Box<[u64]> = self.linearized[base..end].into();
+        let floor = (base * 64) as u32;
+        let mut old_unknown: Vec<u32> =
+            self.linearized_unknown.iter().copied().filter(|&op| op < floor).collect();
+        old_unknown.sort_unstable();
+        (base as u32, window, old_unknown.into_boxed_slice())
+    }
+
+    fn is_linearized(&self, op: u32) -> bool {
+        self.linearized[op as usize / 64] & (1 << (op % 64)) != 0
+    }
+
+    fn same_set(&self, entry: &CacheEntry<M::State>, (base, end): (usize, usize)) -> bool {
+        let current = &self.linearized[base..end];
+        if entry.base as usize != base
+            || entry.window.len() != current.len()
+            || entry.window.iter().zip(current).any(|(old, now)| old != now)
+        {
+            return false;
+        }
+        if base == 0 || (entry.old_unknown.is_empty() && self.linearized_unknown.is_empty()) {
+            return true;
+        }
+        let floor = (base * 64) as u32;
+        let below = self.linearized_unknown.iter().filter(|&&op| op < floor).count();
+        below == entry.old_unknown.len()
+            && entry.old_unknown.iter().all(|&op| self.is_linearized(op))
+    }
+
+    /// Whether `entry` has every operation linearized now, and the ones it
+    /// lacks are all unknown.
+    fn dominated_by(&self, entry: &CacheEntry<M::State>, (base, end): (usize, usize)) -> bool {
+        if entry.base as usize != base {
+            return false;
+        }
+        let current = &self.linearized[base..end];
+        let unknown = &self.unknown[base..end];
+        let covers =
+            |old: u64, now: u64, unknown: u64| old & !now == 0 && (now & !old) & !unknown == 0;
+        let window_ok = if entry.window.len() == current.len() {
+            entry
+                .window
+                .iter()
+                .zip(current)
+                .zip(unknown)
+                .all(|((&old, &now), &unknown)| covers(old, now, unknown))
+        } else {
+            let words = current.len().max(entry.window.len());
+            (0..words).all(|index| {
+                let old = entry.window.get(index).copied().unwrap_or(0);
+                covers(
+                    old,
+                    current.get(index).copied().unwrap_or(0),
+                    unknown.get(index).copied().unwrap_or(0),
+                )
+            })
+        };
+        // Below the window only unknown operations can differ; the entry's
+        // must all be linearized now.
+        window_ok && entry.old_unknown.iter().all(|&op| self.is_linearized(op))
     }
 
     /// Records (linearized set, state) as explored; false if it, or a
@@ -298,12 +461,13 @@ impl<'a, M: Model> Search<'a, M> {
     /// subset of explored configurations is sound to prune by).
     fn remember(&mut self, state: &M::State) -> bool {
         let state_hash = state_hash(state).rotate_left(17);
+        let window = self.window_words();
         let exact_key = self.linearized_hash ^ state_hash;
         let mut at = self.exact_index.get(&exact_key).copied().unwrap_or(NIL);
         let exact_first = at;
         while at != NIL {
             let entry = &self.cache[at as usize];
-            if entry.state == *state && *entry.linearized == *self.linearized {
+            if entry.state == *state && self.same_set(entry, window) {
                 return false;
             }
             at = entry.next_exact;
@@ -315,7 +479,7 @@ impl<'a, M: Model> Search<'a, M> {
             let mut scanned = 0;
             while at != NIL && scanned < DOMINATION_SCAN {
                 let entry = &self.cache[at as usize];
-                if entry.state == *state && self.dominated_by(&entry.linearized) {
+                if entry.state == *state && self.dominated_by(entry, window) {
                     return false;
                 }
                 at = entry.next_group;
@@ -325,9 +489,17 @@ impl<'a, M: Model> Search<'a, M> {
         } else {
             NIL
         };
+        let (base, window, old_unknown) = self.snapshot();
+        self.cache_bytes += window.len() * 8
+            + old_unknown.len() * 4
+            + std::mem::size_of::<CacheEntry<M::State>>()
+            + self.model.state_heap_bytes(state)
+            + 48;
         let index = self.cache.len() as u32;
         self.cache.push(CacheEntry {
-            linearized: self.linearized.clone().into_boxed_slice(),
+            base,
+            window,
+            old_unknown,
             state: state.clone(),
             next_exact: exact_first,
             next_group: group_first,
@@ -336,21 +508,7 @@ impl<'a, M: Model> Search<'a, M> {
         if self.has_unknown {
             self.group_index.insert(group_key, index);
         }
-        self.cache_bytes += self.linearized.len() * 8
-            + std::mem::size_of::<CacheEntry<M::State>>()
-            + self.model.state_heap_bytes(state)
-            + 48;
         true
-    }
-
-    /// Whether `explored` has every operation linearized now, and the ones it
-    /// lacks are all unknown.
-    fn dominated_by(&self, explored: &[u64]) -> bool {
-        explored
-            .iter()
-            .zip(&self.linearized)
-            .zip(&self.unknown)
-            .all(|((&old, &now), &unknown)| old & !now == 0 && (now & !old) & !unknown == 0)
     }
 
     /// Notes how far this branch got before it had to backtrack.
@@ -366,11 +524,11 @@ impl<'a, M: Model> Search<'a, M> {
             _ => {
                 let prefix = calls
                     .iter()
-                    .map(|&(call, _)| self.entries.op[call as usize] as usize)
+                    .map(|&(call, _)| self.part[self.entries.op[call as usize] as usize])
                     .collect();
                 self.best = Some(Evidence {
                     prefix,
-                    blocked: blocked as usize,
+                    blocked: self.part[blocked as usize],
                     states: vec![state.clone()],
                 });
             }
