@@ -217,6 +217,30 @@ struct EventParts<'e> {
     error: Option<&'e str>,
 }
 
+impl<'e> EventParts<'e> {
+    fn of(event: &'e Event) -> Self {
+        EventParts {
+            at: Moment { index: event.index, time_ns: event.time_ns },
+            process: event.process,
+            event_type: event.event_type,
+            f: &event.f,
+            key: event.key.as_deref(),
+            error: event.error.as_deref(),
+        }
+    }
+
+    fn of_borrowed(event: &'e EventRef<'_>) -> Self {
+        EventParts {
+            at: Moment { index: event.index, time_ns: event.time_ns },
+            process: event.process,
+            event_type: event.event_type,
+            f: &event.f,
+            key: event.key.as_deref(),
+            error: event.error.as_deref(),
+        }
+    }
+}
+
 /// Builds a [`History`] from events pushed in file order.
 #[derive(Debug, Default)]
 pub struct HistoryBuilder {
@@ -240,15 +264,7 @@ impl HistoryBuilder {
     }
 
     pub fn push(&mut self, event: &Event) -> Result<(), HistoryError> {
-        let parts = EventParts {
-            at: Moment { index: event.index, time_ns: event.time_ns },
-            process: event.process,
-            event_type: event.event_type,
-            f: &event.f,
-            key: event.key.as_deref(),
-            error: event.error.as_deref(),
-        };
-        self.push_parts(parts, event.value_fields())
+        self.push_parts(EventParts::of(event), event.value_fields())
     }
 
     /// The reader's path: the event borrowed from its line, and its value's
@@ -258,15 +274,7 @@ impl HistoryBuilder {
         event: &EventRef<'_>,
         fields: Result<ValueFields, String>,
     ) -> Result<(), HistoryError> {
-        let parts = EventParts {
-            at: Moment { index: event.index, time_ns: event.time_ns },
-            process: event.process,
-            event_type: event.event_type,
-            f: &event.f,
-            key: event.key.as_deref(),
-            error: event.error.as_deref(),
-        };
-        self.push_parts(parts, fields)
+        self.push_parts(EventParts::of_borrowed(event), fields)
     }
 
     fn push_parts(

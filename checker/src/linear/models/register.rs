@@ -67,67 +67,48 @@ fn describe(input: &RegisterInput, output: Option<&RegisterOutput>) -> String {
     }
 }
 
-impl Model for Register {
-    type State = Option<i64>;
-    type Input = RegisterInput;
-    type Output = RegisterOutput;
+/// The two registers differ in their name and whether compare-and-set is legal.
+macro_rules! register_model {
+    ($model:ty, $name:literal, cas: $cas:literal) => {
+        impl Model for $model {
+            type State = Option<i64>;
+            type Input = RegisterInput;
+            type Output = RegisterOutput;
 
-    fn name(&self) -> &'static str {
-        "register"
-    }
+            fn name(&self) -> &'static str {
+                $name
+            }
 
-    fn init(&self) -> Option<i64> {
-        None
-    }
+            fn init(&self) -> Option<i64> {
+                None
+            }
 
-    fn step(
-        &self,
-        state: &Option<i64>,
-        input: &RegisterInput,
-        output: Option<&RegisterOutput>,
-    ) -> Option<Option<i64>> {
-        match input {
-            RegisterInput::Cas(..) => None,
-            _ => step(state, input, output),
+            fn step(
+                &self,
+                state: &Option<i64>,
+                input: &RegisterInput,
+                output: Option<&RegisterOutput>,
+            ) -> Option<Option<i64>> {
+                match input {
+                    RegisterInput::Cas(..) if !$cas => None,
+                    _ => step(state, input, output),
+                }
+            }
+
+            fn describe_operation(
+                &self,
+                input: &RegisterInput,
+                output: Option<&RegisterOutput>,
+            ) -> String {
+                describe(input, output)
+            }
+
+            fn describe_state(&self, state: &Option<i64>) -> String {
+                state.map_or("empty".to_string(), |value| format!("holds {value}"))
+            }
         }
-    }
-
-    fn describe_operation(&self, input: &RegisterInput, output: Option<&RegisterOutput>) -> String {
-        describe(input, output)
-    }
-
-    fn describe_state(&self, state: &Option<i64>) -> String {
-        state.map_or("empty".to_string(), |value| format!("holds {value}"))
-    }
+    };
 }
 
-impl Model for CasRegister {
-    type State = Option<i64>;
-    type Input = RegisterInput;
-    type Output = RegisterOutput;
-
-    fn name(&self) -> &'static str {
-        "cas-register"
-    }
-
-    fn init(&self) -> Option<i64> {
-        None
-    }
-
-    fn step(
-        &self,
-        state: &Option<i64>,
-        input: &RegisterInput,
-        output: Option<&RegisterOutput>,
-    ) -> Option<Option<i64>> {
-        step(state, input, output)
-    }
-
-    fn describe_operation(&self, input: &RegisterInput, output: Option<&RegisterOutput>) -> String {
-        describe(input, output)
-    }
-
-    fn describe_state(&self, state: &Option<i64>) -> String {
-        state.map_or("empty".to_string(), |value| format!("holds {value}"))
-    }
-}
+register_model!(Register, "register", cas: false);
+register_model!(CasRegister, "cas-register", cas: true);
