@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lockcheck_checker::import::{InputFormat, ModelChoice};
+use lockcheck_sim::{Backend, FaultKind, SimOptions};
+use lockcheck_workloads::Workload;
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -30,6 +32,9 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a test against a lock backend (simulated by default) under faults, and check its history.
+    #[command(after_help = EXIT_CODES)]
+    Check(CheckArgs),
     /// Check recorded histories (JSON Lines, see histories/README.md) and explain every violation.
     #[command(after_help = EXIT_CODES)]
     Analyze(AnalyzeArgs),
@@ -140,6 +145,109 @@ pub struct AnalyzeArgs {
     /// Print reading and checking times and peak memory to standard error.
     #[arg(long)]
     pub stats: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The lock backend: sim-redis, sim-lease-table, or a broken variant
+    /// (sim-redis-del-release, sim-redis-setnx-expire, sim-redis-lost-reply,
+    /// sim-lease-table-client-clock).
+    #[arg(long, default_value = "sim-redis")]
+    pub backend: String,
+    /// mutex (contention on a few locks) or fenced-write (holders write to the
+    /// protected resource with their token).
+    #[arg(long, default_value = "fenced-write")]
+    pub workload: String,
+    /// Faults, a comma list of pause, clock, kill, delay, loss, skew; or none.
+    #[arg(long, default_value = "pause,clock,kill,delay,loss")]
+    pub nemesis: String,
+    /// Simulated time the clients run for (e.g. 60s, 5m).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s")]
+    pub time_limit: Duration,
+    /// Logical clients.
+    #[arg(long, default_value_t = 5)]
+    pub clients: u32,
+    /// Lock names (each protects one resource).
+    #[arg(long, default_value_t = 2)]
+    pub locks: u32,
+    /// Lease TTL.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
+    pub ttl: Duration,
+    /// The seed [default: a fresh one, printed first]
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Run this many seeds in a row (from --seed); each also picks which of
+    /// the faults are on and how often (swarm testing).
+    #[arg(long, default_value_t = 1)]
+    pub seeds: u64,
+    /// Let a single seed pick its faults and rates too, as --seeds does.
+    #[arg(long)]
+    pub swarm: bool,
+    /// No fencing tokens: grants carry none and the storage accepts any write.
+    #[arg(long)]
+    pub no_fencing: bool,
+    /// The lock server keeps its keys across a restart.
+    #[arg(long)]
+    pub persistent: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Where runs are stored (store/<test>/<time>/, with a `latest` link).
+    #[arg(long, default_value = "store")]
+    pub store: PathBuf,
+    /// Do not store the run.
+    #[arg(long)]
+    pub no_store: bool,
+}
+
+impl CheckArgs {
+    /// The simulator's options, or what is wrong with the arguments.
+    pub fn sim_options(&self) -> Result<SimOptions, String> {
+        let backend = Backend::parse(&self.backend).ok_or_else(|| {
+            let names: Vec<&str> = Backend::ALL.iter().map(|backend| backend.name()).collect();
+            format!(
+                "unknown backend {:?}: the simulated ones are {}",
+                self.backend,
+                names.join(", ")
+            )
+        })?;
+        let workload = match self.workload.as_str() {
+            "mutex" => Workload::Mutex,
+            "fenced-write" => Workload::FencedWrite,
+            other => return Err(format!("unknown workload {other:?}: use mutex or fenced-write")),
+        };
+        let mut faults = Vec::new();
+        if self.nemesis != "none" {
+            for name in self.nemesis.split(',').map(str::trim).filter(|name| !name.is_empty()) {
+                faults.push(FaultKind::parse(name).ok_or_else(|| {
+                    format!("unknown fault {name:?}: use pause, clock, kill, delay, loss, skew, or none")
+                })?);
+            }
+        }
+        if self.clients == 0 || self.locks == 0 {
+            return Err("--clients and --locks must be at least 1".to_string());
+        }
+        let ttl_ms = self.ttl.as_millis() as u64;
+        if !(10..=600_000).contains(&ttl_ms) {
+            return Err("--ttl must be between 10ms and 10m".to_string());
+        }
+        if self.time_limit.is_zero() || self.time_limit > Duration::from_secs(24 * 3600) {
+            return Err("--time-limit must be between 1ms and 24h".to_string());
+        }
+        Ok(SimOptions {
+            backend,
+            workload,
+            faults,
+            swarm: self.swarm,
+            time_limit: self.time_limit,
+            clients: self.clients,
+            locks: self.locks,
+            ttl_ms,
+            seed: self.seed.unwrap_or_default(),
+            fencing: !self.no_fencing,
+            persistent: self.persistent,
+        })
+    }
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,7 @@ mod analyze;
 mod args;
 mod bench;
 mod bench_linear;
+mod check;
 mod exit;
 mod synth;
 
@@ -42,6 +43,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Analyze(args) => analyze::run(&args),
+        Command::Check(args) => check::run(&args),
         Command::Synth(args) => synth::run(&args),
         Command::Bench(args) => bench::run(&args),
     }

@@ -1,0 +1,255 @@
+//! Simulated clients: each backend's recipe from ../shared/LOCKS.md §2, spoken
+//! to the simulated servers, including the deliberately broken variants.
+
+use std::time::Duration;
+
+use lockcheck_workloads::{Grant, LockClient, Outcome, Stall};
+
+use crate::host::{Connection, Failure};
+use crate::protocol::{Request, Response};
+
+/// The simulated lock backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Backend {
+    /// `SET NX PX`, Lua compare-and-delete release, `INCR` fence.
+    Redis,
+    /// Broken: release by plain `DEL` (deletes someone else's lock).
+    RedisDelRelease,
+    /// Broken: `SETNX` then `EXPIRE` as two commands (a crash between them
+    /// leaves a lock that never expires).
+    RedisSetnxExpire,
+    /// Broken: a lost `SET` reply is taken for "busy" (an orphan lock).
+    RedisLostReply,
+    /// The SQL lease table: the database's clock, a fence column.
+    LeaseTable,
+    /// Broken: the lease table, but expiry by the client's clock (it sends
+    /// its own `now`), so a skewed client steals or keeps leases.
+    LeaseTableClientClock,
+}
+
+impl Backend {
+    pub const ALL: [Backend; 6] = [
+        Backend::Redis,
+        Backend::RedisDelRelease,
+        Backend::RedisSetnxExpire,
+        Backend::RedisLostReply,
+        Backend::LeaseTable,
+        Backend::LeaseTableClientClock,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Redis => "sim-redis",
+            Backend::RedisDelRelease => "sim-redis-del-release",
+            Backend::RedisSetnxExpire => "sim-redis-setnx-expire",
+            Backend::RedisLostReply => "sim-redis-lost-reply",
+            Backend::LeaseTable => "sim-lease-table",
+            Backend::LeaseTableClientClock => "sim-lease-table-client-clock",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Backend> {
+        Backend::ALL.into_iter().find(|backend| backend.name() == name)
+    }
+
+    /// The host that holds the locks.
+    pub fn lock_host(self) -> &'static str {
+        match self {
+            Backend::LeaseTable | Backend::LeaseTableClientClock => "db",
+            _ => "redis",
+        }
+    }
+}
+
+/// One session of one simulated client.
+#[derive(Debug)]
+pub struct SimClient {
+    backend: Backend,
+    /// Take a fencing token with each grant (`INCR` for Redis; the lease
+    /// table always has one).
+    fencing: bool,
+    name: String,
+    grants: u64,
+    locks: Connection,
+    storage: Connection,
+    /// Where a stall strikes inside the two-step SETNX recipe.
+    stall: Stall,
+    /// This client's clock, ahead of simulated time by this much (a skew
+    /// nemesis moves it); only a recipe that trusts the client's clock reads it.
+    clock_offset_ms: std::rc::Rc<std::cell::Cell<i64>>,
+}
+
+fn unknown<T>(failure: Failure) -> Outcome<T> {
+    match failure {
+        Failure::NotSent => Outcome::Fail("unavailable".into()),
+        Failure::Unknown => Outcome::Info("timeout".into()),
+    }
+}
+
+impl SimClient {
+    pub fn new(
+        backend: Backend,
+        fencing: bool,
+        name: String,
+        deadline: Duration,
+        stall: Stall,
+        clock_offset_ms: std::rc::Rc<std::cell::Cell<i64>>,
+    ) -> Self {
+        SimClient {
+            clock_offset_ms,
+            backend,
+            fencing,
+            name,
+            grants: 0,
+            locks: Connection::new(backend.lock_host(), deadline),
+            storage: Connection::new("storage", deadline),
+            stall,
+        }
+    }
+
+    fn next_value(&mut self) -> String {
+        self.grants += 1;
+        format!("{}:{}", self.name, self.grants)
+    }
+
+    async fn fence(&mut self, key: &str, value: String) -> Outcome<Grant> {
+        if !self.fencing {
+            return Outcome::Ok(Grant { fence: None, lease: Some(value) });
+        }
+        match self.locks.call(&Request::Incr { key: format!("fence:{key}") }).await {
+            Ok(Response::Int(fence)) => {
+                Outcome::Ok(Grant { fence: Some(fence as u64), lease: Some(value) })
+            }
+            // Granted, but the token is unknown: the client gives up (the
+            // lock expires by its TTL).
+            _ => Outcome::Info("fence-lost".into()),
+        }
+    }
+
+    async fn acquire_redis(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
+        let value = self.next_value();
+        let request = Request::SetNxPx { key: key.into(), value: value.clone(), ttl_ms };
+        match self.locks.call(&request).await {
+            Ok(Response::Ok) => self.fence(key, value).await,
+            Ok(_) => Outcome::Fail("busy".into()),
+            Err(Failure::Unknown) if self.backend == Backend::RedisLostReply => {
+                Outcome::Fail("busy".into())
+            }
+            Err(failure) => unknown(failure),
+        }
+    }
+
+    async fn acquire_setnx_expire(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
+        let value = self.next_value();
+        match self.locks.call(&Request::SetNx { key: key.into(), value: value.clone() }).await {
+            Ok(Response::Int(1)) => {}
+            Ok(_) => return Outcome::Fail("busy".into()),
+            Err(failure) => return unknown(failure),
+        }
+        // A stall here, longer than the deadline, is a crash between the
+        // two commands: the key is left without a TTL.
+        let stall_ms = self.stall.take();
+        if stall_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(stall_ms)).await;
+            return Outcome::Info("crashed-before-expire".into());
+        }
+        match self.locks.call(&Request::Expire { key: key.into(), ttl_ms }).await {
+            Ok(_) => self.fence(key, value).await,
+            Err(_) => Outcome::Info("timeout".into()),
+        }
+    }
+
+    async fn acquire_lease(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
+        let owner = self.next_value();
+        let request = match self.backend {
+            Backend::LeaseTableClientClock => {
+                let now_ms = turmoil::sim_elapsed().unwrap_or_default().as_millis() as i64
+                    + self.clock_offset_ms.get();
+                Request::LeaseAcquireAt { name: key.into(), owner: owner.clone(), ttl_ms, now_ms }
+            }
+            _ => Request::LeaseAcquire { name: key.into(), owner: owner.clone(), ttl_ms },
+        };
+        match self.locks.call(&request).await {
+            Ok(Response::Fence(fence)) => {
+                Outcome::Ok(Grant { fence: Some(fence), lease: Some(owner) })
+            }
+            Ok(_) => Outcome::Fail("busy".into()),
+            Err(failure) => unknown(failure),
+        }
+    }
+
+    fn counted(reply: Result<Response, Failure>) -> Outcome<()> {
+        match reply {
+            Ok(Response::Int(1)) => Outcome::Ok(()),
+            Ok(_) => Outcome::Fail("not-held".into()),
+            Err(failure) => unknown(failure),
+        }
+    }
+}
+
+impl LockClient for SimClient {
+    async fn acquire(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
+        match self.backend {
+            Backend::LeaseTable | Backend::LeaseTableClientClock => {
+                self.acquire_lease(key, ttl_ms).await
+            }
+            Backend::RedisSetnxExpire => self.acquire_setnx_expire(key, ttl_ms).await,
+            _ => self.acquire_redis(key, ttl_ms).await,
+        }
+    }
+
+    async fn release(&mut self, key: &str, grant: &Grant) -> Outcome<()> {
+        let value = grant.lease.clone().unwrap_or_default();
+        let request = match self.backend {
+            Backend::RedisDelRelease => {
+                return match self.locks.call(&Request::Del { key: key.into() }).await {
+                    Ok(_) => Outcome::Ok(()),
+                    Err(failure) => unknown(failure),
+                };
+            }
+            Backend::LeaseTable | Backend::LeaseTableClientClock => Request::LeaseRelease {
+                name: key.into(),
+                owner: value,
+                fence: grant.fence.unwrap_or_default(),
+            },
+            _ => Request::DelIfEq { key: key.into(), value },
+        };
+        Self::counted(self.locks.call(&request).await)
+    }
+
+    async fn renew(&mut self, key: &str, grant: &Grant, ttl_ms: u64) -> Outcome<()> {
+        let value = grant.lease.clone().unwrap_or_default();
+        let request = match self.backend {
+            Backend::LeaseTable | Backend::LeaseTableClientClock => Request::LeaseRenew {
+                name: key.into(),
+                owner: value,
+                fence: grant.fence.unwrap_or_default(),
+                ttl_ms,
+            },
+            _ => Request::PExpireIfEq { key: key.into(), value, ttl_ms },
+        };
+        Self::counted(self.locks.call(&request).await)
+    }
+
+    async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {
+        let request = Request::Write { key: resource.into(), fence, data: data.into() };
+        match self.storage.call(&request).await {
+            Ok(Response::StaleFence) => Outcome::Fail("stale-fence".into()),
+            Ok(_) => Outcome::Ok(()),
+            Err(failure) => unknown(failure),
+        }
+    }
+
+    async fn read(&mut self, resource: &str) -> Outcome<(Option<u64>, Option<String>)> {
+        match self.storage.call(&Request::Read { key: resource.into() }).await {
+            Ok(Response::Read { fence, data }) => Outcome::Ok((fence, data)),
+            Ok(_) => Outcome::Info("bad-reply".into()),
+            Err(failure) => unknown(failure),
+        }
+    }
+
+    async fn reset(&mut self) {
+        self.locks.reset();
+        self.storage.reset();
+    }
+}

@@ -1,0 +1,185 @@
+//! Simulated servers as turmoil hosts, and the knobs a nemesis turns on them.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Duration;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use turmoil::net::{TcpListener, TcpStream};
+
+use crate::protocol::{Request, Response};
+use crate::server::ServerState;
+
+/// The port every simulated server listens on.
+pub const PORT: u16 = 7000;
+
+/// What a nemesis can do to a server host. Shared between the host's
+/// software and the driver (everything runs on one thread).
+#[derive(Debug)]
+pub struct Knobs {
+    /// A paused server (SIGSTOP) reads nothing until resumed.
+    pub paused: Cell<bool>,
+    /// The server's wall clock runs this far ahead of simulated time.
+    pub clock_offset_ms: Cell<i64>,
+    /// Extra delay before each reply, up to this many ms (uniform).
+    pub delay_ms: Cell<u64>,
+    /// Chance that a request, or else its reply, is lost.
+    pub loss: Cell<f64>,
+    /// Whether the state survives a restart.
+    pub persistent: bool,
+    rng: RefCell<SmallRng>,
+}
+
+impl Knobs {
+    pub fn new(seed: u64, persistent: bool) -> Rc<Knobs> {
+        Rc::new(Knobs {
+            paused: Cell::new(false),
+            clock_offset_ms: Cell::new(0),
+            delay_ms: Cell::new(0),
+            loss: Cell::new(0.0),
+            persistent,
+            rng: RefCell::new(SmallRng::seed_from_u64(seed)),
+        })
+    }
+
+    /// The server's own clock, in ms.
+    pub fn now_ms(&self) -> i64 {
+        let elapsed = turmoil::sim_elapsed().unwrap_or_default().as_millis() as i64;
+        elapsed + self.clock_offset_ms.get()
+    }
+
+    fn chance(&self, probability: f64) -> bool {
+        probability > 0.0 && self.rng.borrow_mut().gen_bool(probability.min(1.0))
+    }
+
+    fn delay(&self) -> Duration {
+        match self.delay_ms.get() {
+            0 => Duration::ZERO,
+            max => Duration::from_millis(self.rng.borrow_mut().gen_range(0..=max)),
+        }
+    }
+}
+
+/// The software of a server host: serves `state` on [`PORT`]. Called again
+/// on every restart; without persistence the state starts empty.
+pub async fn serve(
+    state: Rc<RefCell<ServerState>>,
+    knobs: Rc<Knobs>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    if !knobs.persistent {
+        let fenced = state.borrow().fenced_storage;
+        *state.borrow_mut() = ServerState::new(fenced);
+    }
+    let listener = TcpListener::bind(("0.0.0.0", PORT)).await?;
+    loop {
+        let (stream, _) = listener.accept().await?;
+        tokio::task::spawn_local(connection(stream, state.clone(), knobs.clone()));
+    }
+}
+
+async fn connection(stream: TcpStream, state: Rc<RefCell<ServerState>>, knobs: Rc<Knobs>) {
+    let (reader, mut writer) = stream.into_split();
+    let mut reader = BufReader::new(reader);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match reader.read_line(&mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        while knobs.paused.get() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let Ok(request) = serde_json::from_str::<Request>(&line) else {
+            return;
+        };
+        if knobs.chance(knobs.loss.get() / 2.0) {
+            continue; // the request was lost
+        }
+        let response = state.borrow_mut().handle(request, knobs.now_ms());
+        let delay = knobs.delay();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        if knobs.chance(knobs.loss.get() / 2.0) {
+            continue; // the reply was lost
+        }
+        let mut reply = serde_json::to_vec(&response).expect("responses serialize");
+        reply.push(b'\n');
+        if writer.write_all(&reply).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Why a request got no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// Nothing was sent: it certainly did not happen.
+    NotSent,
+    /// Sent, and then no reply in time or the connection broke: unknown.
+    Unknown,
+}
+
+/// A client's connection to one server, opened on first use and again after
+/// a failure.
+#[derive(Debug)]
+pub struct Connection {
+    host: &'static str,
+    deadline: Duration,
+    stream:
+        Option<(BufReader<turmoil::net::tcp::OwnedReadHalf>, turmoil::net::tcp::OwnedWriteHalf)>,
+}
+
+impl Connection {
+    pub fn new(host: &'static str, deadline: Duration) -> Self {
+        Connection { host, deadline, stream: None }
+    }
+
+    /// Drops the connection, as a crashed client's session ends.
+    pub fn reset(&mut self) {
+        self.stream = None;
+    }
+
+    /// Sends one request and waits for its reply, within the deadline.
+    pub async fn call(&mut self, request: &Request) -> Result<Response, Failure> {
+        if self.stream.is_none() {
+            let connect = TcpStream::connect((self.host, PORT));
+            match tokio::time::timeout(self.deadline, connect).await {
+                Ok(Ok(stream)) => {
+                    let (reader, writer) = stream.into_split();
+                    self.stream = Some((BufReader::new(reader), writer));
+                }
+                _ => return Err(Failure::NotSent),
+            }
+        }
+        let (reader, writer) = self.stream.as_mut().expect("connected above");
+        let mut line = serde_json::to_vec(request).expect("requests serialize");
+        line.push(b'\n');
+        let exchange = async {
+            writer.write_all(&line).await?;
+            let mut reply = String::new();
+            if reader.read_line(&mut reply).await? == 0 {
+                return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+            }
+            Ok::<_, std::io::Error>(reply)
+        };
+        match tokio::time::timeout(self.deadline, exchange).await {
+            Ok(Ok(reply)) => match serde_json::from_str(&reply) {
+                Ok(response) => Ok(response),
+                Err(_) => {
+                    self.stream = None;
+                    Err(Failure::Unknown)
+                }
+            },
+            _ => {
+                // A reply may still be on its way: never read it as the
+                // answer to the next request.
+                self.stream = None;
+                Err(Failure::Unknown)
+            }
+        }
+    }
+}

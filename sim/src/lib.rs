@@ -1,0 +1,19 @@
+//! The deterministic simulator: simulated lock services on turmoil hosts,
+//! clients running the shared workloads against them, and a nemesis that
+//! pauses, kills, delays and shifts clocks, all driven by one seed.
+//!
+//! Start at `run.rs`: [`run`] builds a simulation from [`SimOptions`] and
+//! returns the recorded history. `server.rs` holds the services' semantics,
+//! `client.rs` the recipes (and the deliberately broken ones), `nemesis.rs`
+//! the faults and their schedule.
+
+mod client;
+mod host;
+mod nemesis;
+mod protocol;
+mod run;
+mod server;
+
+pub use client::{Backend, SimClient};
+pub use nemesis::{Action, Fault, FaultKind};
+pub use run::{run, run_with_progress, SimError, SimOptions, SimRun, SimStats};

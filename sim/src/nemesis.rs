@@ -1,0 +1,166 @@
+//! Faults, and the Jepsen-style schedule that switches them on and off.
+
+use std::time::Duration;
+
+use rand::rngs::SmallRng;
+use rand::Rng;
+
+/// The kinds of fault `--nemesis` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FaultKind {
+    /// A client stalls between its grant and its write, longer than the TTL
+    /// (a GC pause), or the lock server is paused (SIGSTOP).
+    Pause,
+    /// The lock server's clock jumps forward, or drifts fast.
+    Clock,
+    /// The lock server crashes and restarts (its keys survive only with
+    /// persistence).
+    Kill,
+    /// Replies from the lock server are delayed.
+    Delay,
+    /// Requests or replies to the lock server are lost.
+    Loss,
+    /// A client's clock jumps (forward or back): harmless to every recipe
+    /// that takes time from the server.
+    Skew,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 6] = [
+        FaultKind::Pause,
+        FaultKind::Clock,
+        FaultKind::Kill,
+        FaultKind::Delay,
+        FaultKind::Loss,
+        FaultKind::Skew,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Pause => "pause",
+            FaultKind::Clock => "clock",
+            FaultKind::Kill => "kill",
+            FaultKind::Delay => "delay",
+            FaultKind::Loss => "loss",
+            FaultKind::Skew => "skew",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<FaultKind> {
+        FaultKind::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+}
+
+/// One fault switched on at `start` and off at `end`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fault {
+    pub start: Duration,
+    pub end: Duration,
+    pub action: Action,
+}
+
+/// What a fault does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Client `client` stalls this long at its next grant.
+    StallClient { client: u32, stall_ms: u64 },
+    /// The lock server reads nothing until `end`.
+    PauseServer,
+    /// The lock server's clock jumps forward by this much at `start`.
+    ClockJump { forward_ms: i64 },
+    /// The lock server's clock runs this many times as fast until `end`.
+    ClockDrift { rate: f64 },
+    /// The lock server is down from `start` to `end`.
+    Kill,
+    /// Replies are delayed by up to this much until `end`.
+    Delay { max_ms: u64 },
+    /// Each request or reply is lost with this chance until `end`.
+    Loss { probability: f64 },
+    /// Client `client`'s clock is off by this much from `start` on.
+    SkewClient { client: u32, offset_ms: i64 },
+}
+
+impl Action {
+    pub fn kind(&self) -> FaultKind {
+        match self {
+            Action::StallClient { .. } | Action::PauseServer => FaultKind::Pause,
+            Action::ClockJump { .. } | Action::ClockDrift { .. } => FaultKind::Clock,
+            Action::Kill => FaultKind::Kill,
+            Action::Delay { .. } => FaultKind::Delay,
+            Action::Loss { .. } => FaultKind::Loss,
+            Action::SkewClient { .. } => FaultKind::Skew,
+        }
+    }
+}
+
+/// How often faults strike: the mean pause between two, and how long one lasts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rates {
+    pub gap_ms: (u64, u64),
+    pub quiet_start: Duration,
+    pub quiet_end: Duration,
+}
+
+/// The faults of one run: after a quiet start, a fault is on, then off for a
+/// while, and so on; every fault is healed a quiet period before the end.
+pub fn schedule(
+    kinds: &[FaultKind],
+    rates: Rates,
+    time_limit: Duration,
+    clients: u32,
+    ttl_ms: u64,
+    rng: &mut SmallRng,
+) -> Vec<Fault> {
+    let mut faults = Vec::new();
+    if kinds.is_empty() || time_limit <= rates.quiet_start + rates.quiet_end {
+        return faults;
+    }
+    let last = time_limit - rates.quiet_end;
+    let mut at = rates.quiet_start;
+    let ttl = ttl_ms.max(1);
+    loop {
+        let kind = kinds[rng.gen_range(0..kinds.len())];
+        let (action, length_ms) = match kind {
+            FaultKind::Pause if rng.gen_bool(0.7) => {
+                let stall_ms = rng.gen_range(ttl * 3 / 2..=ttl * 3);
+                (
+                    Action::StallClient { client: rng.gen_range(0..clients.max(1)), stall_ms },
+                    stall_ms,
+                )
+            }
+            FaultKind::Pause => (Action::PauseServer, rng.gen_range(ttl / 2..=ttl * 2)),
+            FaultKind::Clock if rng.gen_bool(0.6) => {
+                (Action::ClockJump { forward_ms: rng.gen_range(ttl / 2..=ttl * 2) as i64 }, ttl)
+            }
+            FaultKind::Clock => {
+                (Action::ClockDrift { rate: rng.gen_range(1.5..4.0) }, rng.gen_range(ttl..=ttl * 3))
+            }
+            FaultKind::Kill => (Action::Kill, rng.gen_range(ttl / 4..=ttl * 2)),
+            FaultKind::Delay => (
+                Action::Delay { max_ms: rng.gen_range(ttl / 10..=ttl / 2).max(1) },
+                rng.gen_range(ttl..=ttl * 3),
+            ),
+            FaultKind::Loss => (
+                Action::Loss { probability: rng.gen_range(0.05..0.4) },
+                rng.gen_range(ttl..=ttl * 3),
+            ),
+            FaultKind::Skew => {
+                let offset_ms = rng.gen_range(-(ttl as i64) * 5..=ttl as i64 * 5);
+                (
+                    Action::SkewClient { client: rng.gen_range(0..clients.max(1)), offset_ms },
+                    rng.gen_range(ttl..=ttl * 3),
+                )
+            }
+        };
+        let end = at + Duration::from_millis(length_ms);
+        if end > last {
+            break;
+        }
+        faults.push(Fault { start: at, end, action });
+        at = end
+            + Duration::from_millis(
+                rng.gen_range(rates.gap_ms.0..=rates.gap_ms.1.max(rates.gap_ms.0)),
+            );
+    }
+    faults
+}

@@ -1,0 +1,93 @@
+//! What simulated clients and servers say to each other: one JSON object per
+//! line over turmoil's simulated TCP.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// `SET key value NX PX ttl`
+    SetNxPx {
+        key: String,
+        value: String,
+        ttl_ms: u64,
+    },
+    /// `SETNX key value` (no expiry: the broken two-step recipe)
+    SetNx {
+        key: String,
+        value: String,
+    },
+    /// `PEXPIRE key ttl`
+    Expire {
+        key: String,
+        ttl_ms: u64,
+    },
+    /// `DEL key`
+    Del {
+        key: String,
+    },
+    /// The Lua compare-and-delete release.
+    DelIfEq {
+        key: String,
+        value: String,
+    },
+    /// The Lua compare-then-PEXPIRE renewal.
+    PExpireIfEq {
+        key: String,
+        value: String,
+        ttl_ms: u64,
+    },
+    /// `INCR key`
+    Incr {
+        key: String,
+    },
+    /// The lease table's conditional UPDATE … RETURNING fence.
+    LeaseAcquire {
+        name: String,
+        owner: String,
+        ttl_ms: u64,
+    },
+    /// The broken lease table: the client sends its own `now`.
+    LeaseAcquireAt {
+        name: String,
+        owner: String,
+        ttl_ms: u64,
+        now_ms: i64,
+    },
+    LeaseRelease {
+        name: String,
+        owner: String,
+        fence: u64,
+    },
+    LeaseRenew {
+        name: String,
+        owner: String,
+        fence: u64,
+        ttl_ms: u64,
+    },
+    /// A write to the protected resource, with the token when there is one.
+    Write {
+        key: String,
+        fence: Option<u64>,
+        data: String,
+    },
+    Read {
+        key: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    Ok,
+    /// Redis nil, or an UPDATE that matched no row.
+    Nil,
+    Int(i64),
+    /// A lease granted, with its token.
+    Fence(u64),
+    /// The resource's state.
+    Read {
+        fence: Option<u64>,
+        data: Option<String>,
+    },
+    /// The fenced storage refused a token older than one it accepted.
+    StaleFence,
+}

@@ -1,0 +1,319 @@
+//! One simulated test: the hosts, the clients, the nemesis, and the history.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lockcheck_checker::{Event, EventType, Function, Process};
+use lockcheck_workloads::{
+    run_client, ClientPlan, Recorder, SharedRecorder, Stall, Workload, WorkloadOptions,
+};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+use thiserror::Error;
+
+use crate::client::{Backend, SimClient};
+use crate::host::{serve, Knobs};
+use crate::nemesis::{schedule, Action, Fault, FaultKind, Rates};
+use crate::server::ServerState;
+
+/// Simulated time per turmoil step. Every step costs a few microseconds of
+/// wall time whatever happens in it, so the tick sets the time compression;
+/// 20 ms keeps a round trip (one to two ticks) far below a lease TTL.
+const TICK: Duration = Duration::from_millis(20);
+
+/// Everything a run depends on: the same options and seed give the same
+/// history, byte for byte.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimOptions {
+    pub backend: Backend,
+    pub workload: Workload,
+    /// The faults that may strike (empty: none).
+    pub faults: Vec<FaultKind>,
+    /// Let the seed also choose which of `faults` are on, and how often
+    /// (swarm testing).
+    pub swarm: bool,
+    /// Simulated time the clients run for.
+    pub time_limit: Duration,
+    pub clients: u32,
+    pub locks: u32,
+    pub ttl_ms: u64,
+    pub seed: u64,
+    /// Grants carry a fencing token, writes send it and the storage fences.
+    pub fencing: bool,
+    /// The lock server keeps its state across a restart.
+    pub persistent: bool,
+}
+
+impl Default for SimOptions {
+    /// `lockcheck check` with no arguments.
+    fn default() -> Self {
+        SimOptions {
+            backend: Backend::Redis,
+            workload: Workload::FencedWrite,
+            faults: FaultKind::ALL.to_vec(),
+            swarm: false,
+            time_limit: Duration::from_secs(60),
+            clients: 5,
+            locks: 2,
+            ttl_ms: 1000,
+            seed: 0,
+            fencing: true,
+            persistent: false,
+        }
+    }
+}
+
+/// What a run cost.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SimStats {
+    pub simulated_s: f64,
+    pub wall_s: f64,
+    /// Lock operations completed (acquire, release, renew).
+    pub lock_ops: u64,
+}
+
+/// A finished run.
+#[derive(Debug, Clone)]
+pub struct SimRun {
+    pub events: Vec<Event>,
+    /// The faults this run had on (a swarm run picks some of those asked for).
+    pub faults: Vec<FaultKind>,
+    pub stats: SimStats,
+}
+
+#[derive(Debug, Error)]
+pub enum SimError {
+    #[error("the simulation failed: {0}")]
+    Turmoil(String),
+}
+
+fn fault_value(fault: &Fault, lock_host: &str, clients: u32) -> Value {
+    let _ = clients;
+    match &fault.action {
+        Action::StallClient { client, stall_ms } => {
+            json!({ "fault": "pause", "targets": [format!("client-{client}")], "stall_ms": stall_ms })
+        }
+        Action::PauseServer => json!({ "fault": "pause", "targets": [lock_host] }),
+        Action::ClockJump { forward_ms } => {
+            json!({ "fault": "clock", "targets": [lock_host], "jump_ms": forward_ms })
+        }
+        Action::ClockDrift { rate } => {
+            json!({ "fault": "clock", "targets": [lock_host], "drift_rate": rate })
+        }
+        Action::Kill => json!({ "fault": "kill", "targets": [lock_host] }),
+        Action::Delay { max_ms } => {
+            json!({ "fault": "delay", "targets": [lock_host], "max_ms": max_ms })
+        }
+        Action::Loss { probability } => {
+            json!({ "fault": "loss", "targets": [lock_host], "probability": probability })
+        }
+        Action::SkewClient { client, offset_ms } => {
+            json!({ "fault": "skew", "targets": [format!("client-{client}")], "offset_ms": offset_ms })
+        }
+    }
+}
+
+/// Picks the faults and their rates for a seed.
+fn plan_faults(options: &SimOptions, rng: &mut SmallRng) -> (Vec<FaultKind>, Rates) {
+    let mut kinds = options.faults.clone();
+    kinds.sort();
+    kinds.dedup();
+    let mut rates = Rates {
+        gap_ms: (500, 3000),
+        quiet_start: Duration::from_secs(1).min(options.time_limit / 10),
+        quiet_end: Duration::from_millis(options.ttl_ms * 3).min(options.time_limit / 5),
+    };
+    if options.swarm && !kinds.is_empty() {
+        let chosen: Vec<FaultKind> = kinds.iter().copied().filter(|_| rng.gen_bool(0.5)).collect();
+        kinds = if chosen.is_empty() { vec![kinds[rng.gen_range(0..kinds.len())]] } else { chosen };
+        let gap = rng.gen_range(100..3000);
+        rates.gap_ms = (gap / 2, gap * 2);
+    }
+    (kinds, rates)
+}
+
+/// Runs one simulated test.
+pub fn run(options: &SimOptions) -> Result<SimRun, SimError> {
+    run_with_progress(options, &mut |_| {})
+}
+
+/// As [`run`], calling `progress` with the simulated time now and then.
+pub fn run_with_progress(
+    options: &SimOptions,
+    progress: &mut dyn FnMut(Duration),
+) -> Result<SimRun, SimError> {
+    let wall = Instant::now();
+    let mut rng = SmallRng::seed_from_u64(options.seed);
+    let (kinds, rates) = plan_faults(options, &mut rng);
+    let faults =
+        schedule(&kinds, rates, options.time_limit, options.clients, options.ttl_ms, &mut rng);
+
+    let mut sim = turmoil::Builder::new()
+        .simulation_duration(options.time_limit + Duration::from_secs(120))
+        .tick_duration(TICK)
+        .min_message_latency(Duration::from_micros(100))
+        .max_message_latency(TICK)
+        .rng_seed(options.seed)
+        .build();
+
+    let lock_host = options.backend.lock_host();
+    let lock_state = Rc::new(RefCell::new(ServerState::new(false)));
+    let knobs = Knobs::new(rng.gen(), options.persistent);
+    {
+        let (state, knobs) = (lock_state.clone(), knobs.clone());
+        sim.host(lock_host, move || serve(state.clone(), knobs.clone()));
+    }
+    let storage_state = Rc::new(RefCell::new(ServerState::new(options.fencing)));
+    let storage_knobs = Knobs::new(rng.gen(), true);
+    sim.host("storage", move || serve(storage_state.clone(), storage_knobs.clone()));
+
+    // Outside a host (the nemesis), events take the driver's time.
+    let driver_ns = Arc::new(AtomicU64::new(0));
+    let clock_ns = driver_ns.clone();
+    let recorder: SharedRecorder = Recorder::with_clock(Box::new(move || {
+        turmoil::sim_elapsed()
+            .map(|elapsed| elapsed.as_nanos() as u64)
+            .unwrap_or_else(|| clock_ns.load(Ordering::Relaxed))
+    }))
+    .shared();
+    let workload = WorkloadOptions {
+        workload: options.workload,
+        locks: (0..options.locks).map(|lock| format!("lock-{lock}")).collect(),
+        resources: (0..options.locks).map(|lock| format!("resource-{lock}")).collect(),
+        ttl_ms: options.ttl_ms,
+        hold_ms: (0, 20),
+        think_ms: (0, 40),
+        send_fence: options.fencing,
+    };
+    let deadline = Duration::from_millis((options.ttl_ms / 4).clamp(20, 2000));
+    let stalls: Vec<Stall> = (0..options.clients).map(|_| Stall::default()).collect();
+    let client_clocks: Vec<Rc<Cell<i64>>> =
+        (0..options.clients).map(|_| Rc::new(Cell::new(0))).collect();
+    for logical in 0..options.clients {
+        let (recorder, workload, stall) =
+            (recorder.clone(), workload.clone(), stalls[logical as usize].clone());
+        let clock = client_clocks[logical as usize].clone();
+        let client_rng = SmallRng::seed_from_u64(rng.gen());
+        let (backend, fencing, clients, time_limit) =
+            (options.backend, options.fencing, options.clients, options.time_limit);
+        sim.client(format!("client-{logical}"), async move {
+            let name = format!("client-{logical}");
+            let mut client = SimClient::new(backend, fencing, name, deadline, stall.clone(), clock);
+            let plan =
+                ClientPlan { logical, clients, until: tokio::time::Instant::now() + time_limit };
+            run_client(&mut client, &plan, &workload, client_rng, &recorder, &stall).await;
+            Ok(())
+        });
+    }
+
+    let record_fault = |fault: &Fault, f: Function| {
+        recorder.lock().expect("the recorder is never poisoned").record(
+            Process::Nemesis,
+            EventType::Info,
+            f,
+            None,
+            fault_value(fault, lock_host, options.clients),
+            None,
+        );
+    };
+    // Faults by start, and the ones on now.
+    let mut pending = faults.iter().peekable();
+    let mut active: Vec<&Fault> = Vec::new();
+    let mut down = false;
+    let mut drift_ms = 0.0f64;
+    let mut last = Duration::ZERO;
+    loop {
+        let done = sim.step().map_err(|error| SimError::Turmoil(error.to_string()))?;
+        let now = sim.elapsed();
+        driver_ns.store(now.as_nanos() as u64, Ordering::Relaxed);
+        if now.as_millis() % 1000 < TICK.as_millis() {
+            progress(now);
+        }
+        let step_ms = (now - last).as_secs_f64() * 1e3;
+        last = now;
+        for fault in &active {
+            if let Action::ClockDrift { rate } = fault.action {
+                drift_ms += (rate - 1.0) * step_ms;
+                let whole = drift_ms.trunc();
+                knobs.clock_offset_ms.set(knobs.clock_offset_ms.get() + whole as i64);
+                drift_ms -= whole;
+            }
+        }
+        // End what is over (and everything once the clients are done).
+        let mut index = 0;
+        while index < active.len() {
+            if done || active[index].end <= now {
+                let fault = active.remove(index);
+                match fault.action {
+                    Action::StallClient { client, .. } => {
+                        stalls[client as usize].take();
+                    }
+                    Action::PauseServer => knobs.paused.set(false),
+                    Action::Kill => {
+                        sim.bounce(lock_host);
+                        down = false;
+                    }
+                    Action::Delay { .. } => knobs.delay_ms.set(0),
+                    Action::Loss { .. } => knobs.loss.set(0.0),
+                    Action::SkewClient { client, .. } => client_clocks[client as usize].set(0),
+                    Action::ClockJump { .. } | Action::ClockDrift { .. } => {}
+                }
+                record_fault(fault, Function::Stop);
+            } else {
+                index += 1;
+            }
+        }
+        if done {
+            break;
+        }
+        while let Some(fault) = pending.next_if(|fault| fault.start <= now) {
+            match fault.action {
+                Action::StallClient { client, stall_ms } => {
+                    stalls[client as usize].request(stall_ms)
+                }
+                Action::PauseServer => knobs.paused.set(true),
+                Action::ClockJump { forward_ms } => {
+                    knobs.clock_offset_ms.set(knobs.clock_offset_ms.get() + forward_ms)
+                }
+                Action::ClockDrift { .. } => {}
+                Action::Kill if !down => {
+                    sim.crash(lock_host);
+                    down = true;
+                }
+                Action::Kill => {}
+                Action::Delay { max_ms } => knobs.delay_ms.set(max_ms),
+                Action::Loss { probability } => knobs.loss.set(probability),
+                Action::SkewClient { client, offset_ms } => {
+                    client_clocks[client as usize].set(offset_ms)
+                }
+            }
+            record_fault(fault, Function::Start);
+            active.push(fault);
+        }
+    }
+    drop(sim);
+    let events = Arc::try_unwrap(recorder)
+        .map(|recorder| {
+            recorder.into_inner().expect("the recorder is never poisoned").into_events()
+        })
+        .unwrap_or_else(|shared| {
+            shared.lock().expect("the recorder is never poisoned").events().to_vec()
+        });
+    let lock_ops = events
+        .iter()
+        .filter(|event| {
+            event.event_type != EventType::Invoke
+                && matches!(event.f, Function::Acquire | Function::Release | Function::Renew)
+        })
+        .count() as u64;
+    let stats = SimStats {
+        simulated_s: last.as_secs_f64(),
+        wall_s: wall.elapsed().as_secs_f64(),
+        lock_ops,
+    };
+    Ok(SimRun { events, faults: kinds, stats })
+}

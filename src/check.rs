@@ -1,0 +1,170 @@
+//! `lockcheck check`: run a test against a (simulated) backend and check it.
+
+use std::fs;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use lockcheck_checker::{
+    analyze, default_checkers, write_events, Analysis, CheckOptions, HistoryBuilder, Verdict,
+};
+use lockcheck_reports::{render_json, render_text, Analyzed, TextOptions};
+use lockcheck_sim::{run_with_progress, SimOptions, SimRun};
+
+use crate::args::{CheckArgs, Format};
+use crate::exit;
+
+pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
+    let base = match args.sim_options() {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("lockcheck: {message}");
+            return Ok(exit::USAGE.into());
+        }
+    };
+    let first_seed = args.seed.unwrap_or_else(random_seed);
+    let seeds = args.seeds.max(1);
+    let mut worst = Verdict::Valid;
+    for seed in first_seed..first_seed.saturating_add(seeds) {
+        let options = SimOptions { seed, swarm: seeds > 1 || base.swarm, ..base.clone() };
+        eprintln!("seed: {seed}");
+        let sim = simulate(&options)?;
+        let analysis = check(&sim)?;
+        let dir = if args.no_store { None } else { Some(store(args, &options, &sim, &analysis)?) };
+        report(args, &options, &sim, &analysis, dir.as_deref())?;
+        worst = worst.combine(analysis.verdict);
+    }
+    Ok(exit::for_verdict(worst).into())
+}
+
+fn random_seed() -> u64 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|time| time.as_nanos())
+        .unwrap_or_default();
+    (nanos as u64) ^ (u64::from(std::process::id()) << 32)
+}
+
+fn simulate(options: &SimOptions) -> anyhow::Result<SimRun> {
+    let started = std::time::Instant::now();
+    let total = options.time_limit.as_secs_f64();
+    let interactive = std::io::stderr().is_terminal();
+    let mut shown = false;
+    let mut progress = |now: Duration| {
+        if interactive && started.elapsed() > Duration::from_secs(2) {
+            let done = (now.as_secs_f64() / total * 100.0).min(100.0);
+            eprint!("\r  simulated {:.0} of {total:.0} s ({done:.0}%)", now.as_secs_f64());
+            let _ = std::io::stderr().flush();
+            shown = true;
+        }
+    };
+    let sim = run_with_progress(options, &mut progress).context("the simulation failed")?;
+    if shown {
+        eprintln!();
+    }
+    Ok(sim)
+}
+
+fn check(sim: &SimRun) -> anyhow::Result<Analysis> {
+    let mut builder = HistoryBuilder::with_capacity(sim.events.len());
+    for event in &sim.events {
+        // A malformed simulated history is a bug in lockcheck, not a verdict.
+        builder.push(event).context("the simulator recorded a malformed history")?;
+    }
+    let history = builder.finish();
+    Ok(analyze(&history, &default_checkers(), &CheckOptions::default()))
+}
+
+/// The command that replays this run exactly.
+fn replay_command(options: &SimOptions) -> String {
+    let faults: Vec<&str> = options.faults.iter().map(|kind| kind.name()).collect();
+    let mut command = format!(
+        "lockcheck check --backend {} --workload {} --nemesis {} --time-limit {}s --clients {} --locks {} --ttl {}ms --seed {}",
+        options.backend.name(),
+        options.workload.name(),
+        if faults.is_empty() { "none".to_string() } else { faults.join(",") },
+        options.time_limit.as_secs_f64(),
+        options.clients,
+        options.locks,
+        options.ttl_ms,
+        options.seed,
+    );
+    if options.swarm {
+        command.push_str(" --swarm");
+    }
+    if !options.fencing {
+        command.push_str(" --no-fencing");
+    }
+    if options.persistent {
+        command.push_str(" --persistent");
+    }
+    command
+}
+
+fn store(
+    args: &CheckArgs,
+    options: &SimOptions,
+    sim: &SimRun,
+    analysis: &Analysis,
+) -> anyhow::Result<PathBuf> {
+    let test = format!("{}-{}", options.backend.name(), options.workload.name());
+    let stamp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|time| time.as_millis())
+        .unwrap_or_default();
+    let dir = args.store.join(&test).join(format!("{stamp}-seed-{}", options.seed));
+    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let history = fs::File::create(dir.join("history.jsonl"))?;
+    write_events(std::io::BufWriter::new(history), &sim.events)?;
+    let source = dir.join("history.jsonl").display().to_string();
+    let json = render_json(analysis.verdict, &[Analyzed { source: &source, analysis }], &[]);
+    fs::write(dir.join("results.json"), json)?;
+    fs::write(dir.join("command"), format!("{}\n", replay_command(options)))?;
+    let latest = args.store.join("latest");
+    let _ = fs::remove_file(&latest);
+    let target = dir.strip_prefix(&args.store).unwrap_or(&dir).to_path_buf();
+    #[cfg(unix)]
+    let _ = std::os::unix::fs::symlink(&target, &latest);
+    Ok(dir)
+}
+
+fn report(
+    args: &CheckArgs,
+    options: &SimOptions,
+    sim: &SimRun,
+    analysis: &Analysis,
+    dir: Option<&Path>,
+) -> anyhow::Result<()> {
+    let source = format!("{} seed {}", options.backend.name(), options.seed);
+    let analyzed = Analyzed { source: &source, analysis };
+    let text = match args.format {
+        Format::Json => render_json(analysis.verdict, &[analyzed], &[]),
+        Format::Text => {
+            let mut text = render_text(&analyzed, &TextOptions::default());
+            let faults: Vec<&str> = sim.faults.iter().map(|kind| kind.name()).collect();
+            text.push_str(&format!(
+                "simulated {:.1} s in {:.2} s wall ({:.0}x), {} lock operations ({:.0}/s); faults: {}\n",
+                sim.stats.simulated_s,
+                sim.stats.wall_s,
+                sim.stats.simulated_s / sim.stats.wall_s.max(1e-9),
+                sim.stats.lock_ops,
+                sim.stats.lock_ops as f64 / sim.stats.wall_s.max(1e-9),
+                if faults.is_empty() { "none".to_string() } else { faults.join(", ") },
+            ));
+            if let Some(dir) = dir {
+                text.push_str(&format!("stored in {}\n", dir.display()));
+            }
+            if analysis.verdict != Verdict::Valid {
+                text.push_str(&format!("replay: {}\n", replay_command(options)));
+            }
+            text
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}

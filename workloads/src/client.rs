@@ -1,0 +1,39 @@
+//! What every lock backend offers a workload.
+
+/// A granted lock: the token (when the backend issues one) and the backend's
+/// own lease handle (the random value of a Redis lock, a lease id).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Grant {
+    pub fence: Option<u64>,
+    pub lease: Option<String>,
+}
+
+/// How an operation ended, as the history records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome<T> {
+    /// It took effect.
+    Ok(T),
+    /// It definitely did not take effect; the reason (`busy`, `not-held`,
+    /// `stale-fence`, …).
+    Fail(String),
+    /// Unknown: a timeout or a lost connection. The client must not act on
+    /// any lock after this; it continues as a new process after `reset`.
+    Info(String),
+}
+
+/// A backend's client: one session of one logical client. Every operation
+/// must end within the backend's deadline, as `Info` if its outcome is
+/// unknown, never hang.
+#[allow(async_fn_in_trait)]
+pub trait LockClient {
+    async fn acquire(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant>;
+    async fn release(&mut self, key: &str, grant: &Grant) -> Outcome<()>;
+    async fn renew(&mut self, key: &str, grant: &Grant, ttl_ms: u64) -> Outcome<()>;
+    /// Writes to the protected resource, sending the token when there is one.
+    async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()>;
+    /// Reads the protected resource: its token and data.
+    async fn read(&mut self, resource: &str) -> Outcome<(Option<u64>, Option<String>)>;
+    /// Starts a new session after an `Info` (the old one may hold locks the
+    /// backend will free by itself).
+    async fn reset(&mut self);
+}

@@ -1,0 +1,13 @@
+//! Clients, generators and workloads that drive lock backends and record
+//! histories. A backend implements [`LockClient`]; [`run_client`] drives one
+//! logical client through a workload and records every operation into a
+//! [`Recorder`] as the history format (`histories/README.md`) wants it. The
+//! simulator and the real backends share all of this.
+
+mod client;
+mod recorder;
+mod workload;
+
+pub use client::{Grant, LockClient, Outcome};
+pub use recorder::{Recorder, SharedRecorder};
+pub use workload::{run_client, ClientPlan, Stall, Workload, WorkloadOptions};

@@ -1,0 +1,202 @@
+//! Workloads: what each logical client does, over and over, until time is up.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use lockcheck_checker::{EventType, Function, Process};
+use rand::rngs::SmallRng;
+use rand::Rng;
+use serde_json::{json, Value};
+
+use crate::client::{Grant, LockClient, Outcome};
+use crate::recorder::SharedRecorder;
+
+/// The workloads lockcheck drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Workload {
+    /// Contention on a few locks: acquire, hold a while, release.
+    Mutex,
+    /// Each holder writes to the lock's protected resource with its token:
+    /// the double-charge scenario.
+    FencedWrite,
+}
+
+impl Workload {
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Mutex => "mutex",
+            Workload::FencedWrite => "fenced-write",
+        }
+    }
+}
+
+/// How every client behaves.
+#[derive(Debug, Clone)]
+pub struct WorkloadOptions {
+    pub workload: Workload,
+    /// Lock names; lock `i` protects resource `resources[i]`.
+    pub locks: Vec<String>,
+    pub resources: Vec<String>,
+    pub ttl_ms: u64,
+    /// How long a holder keeps a lock (uniform), in ms.
+    pub hold_ms: (u64, u64),
+    /// Pause between attempts (uniform), in ms.
+    pub think_ms: (u64, u64),
+    /// Send the grant's token with writes (the storage may then fence).
+    pub send_fence: bool,
+}
+
+/// A GC-pause point: a nemesis sets a duration, and the client stalls that
+/// long at its next point between a grant and its write, then clears it.
+#[derive(Debug, Clone, Default)]
+pub struct Stall(Arc<AtomicU64>);
+
+impl Stall {
+    /// Asks the client to stall for `ms` at its next chance.
+    pub fn request(&self, ms: u64) {
+        self.0.store(ms, Ordering::Relaxed);
+    }
+
+    /// Takes the pending stall, if any (0: none).
+    pub fn take(&self) -> u64 {
+        self.0.swap(0, Ordering::Relaxed)
+    }
+}
+
+/// One logical client's identity and limits.
+#[derive(Debug, Clone)]
+pub struct ClientPlan {
+    /// 0-based; its first process id is this, and after each `info` it
+    /// continues as `logical + n * clients`.
+    pub logical: u32,
+    pub clients: u32,
+    /// Stop starting operations once the test's clock passes this.
+    pub until: tokio::time::Instant,
+}
+
+fn uniform(rng: &mut SmallRng, (low, high): (u64, u64)) -> Duration {
+    Duration::from_millis(if high > low { rng.gen_range(low..=high) } else { low })
+}
+
+fn grant_value(grant: &Grant) -> Value {
+    match grant.fence {
+        Some(fence) => json!({ "fence": fence }),
+        None => Value::Null,
+    }
+}
+
+/// Runs one logical client until `plan.until`, recording every operation.
+pub async fn run_client<C: LockClient>(
+    client: &mut C,
+    plan: &ClientPlan,
+    options: &WorkloadOptions,
+    mut rng: SmallRng,
+    recorder: &SharedRecorder,
+    stall: &Stall,
+) {
+    let mut process = i64::from(plan.logical);
+    let mut writes = 0u64;
+    let record = |process: i64, event_type, f, key: &str, value, error: Option<&str>| {
+        recorder.lock().expect("the recorder is never poisoned").record(
+            Process::Client(process),
+            event_type,
+            f,
+            Some(key),
+            value,
+            error,
+        );
+    };
+    // Records a completion; on `info` the process is finished and the client
+    // goes on as a new one.
+    let complete =
+        |process: &mut i64, f: Function, key: &str, outcome: Outcome<Value>| -> Option<Value> {
+            match outcome {
+                Outcome::Ok(value) => {
+                    record(*process, EventType::Ok, f, key, value.clone(), None);
+                    Some(value)
+                }
+                Outcome::Fail(error) => {
+                    record(*process, EventType::Fail, f, key, Value::Null, Some(&error));
+                    None
+                }
+                Outcome::Info(error) => {
+                    record(*process, EventType::Info, f, key, Value::Null, Some(&error));
+                    *process += i64::from(plan.clients);
+                    None
+                }
+            }
+        };
+    while tokio::time::Instant::now() < plan.until {
+        tokio::time::sleep(uniform(&mut rng, options.think_ms)).await;
+        let at = rng.gen_range(0..options.locks.len());
+        let (lock, resource) = (&options.locks[at], &options.resources[at]);
+        record(
+            process,
+            EventType::Invoke,
+            Function::Acquire,
+            lock,
+            json!({ "ttl_ms": options.ttl_ms }),
+            None,
+        );
+        let outcome = client.acquire(lock, options.ttl_ms).await;
+        let before = process;
+        let grant = match outcome {
+            Outcome::Ok(grant) => {
+                complete(&mut process, Function::Acquire, lock, Outcome::Ok(grant_value(&grant)));
+                grant
+            }
+            Outcome::Fail(error) => {
+                complete(&mut process, Function::Acquire, lock, Outcome::Fail(error));
+                continue;
+            }
+            Outcome::Info(error) => {
+                complete(&mut process, Function::Acquire, lock, Outcome::Info(error));
+                client.reset().await;
+                continue;
+            }
+        };
+        debug_assert_eq!(before, process);
+        // The GC pause falls here: after the grant, before the work.
+        let stall_ms = stall.take();
+        if stall_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(stall_ms)).await;
+        }
+        match options.workload {
+            Workload::Mutex => tokio::time::sleep(uniform(&mut rng, options.hold_ms)).await,
+            Workload::FencedWrite => {
+                writes += 1;
+                let data = format!("{lock} by {process} #{writes}");
+                let fence = if options.send_fence { grant.fence } else { None };
+                let value = match fence {
+                    Some(fence) => json!({ "fence": fence, "data": data }),
+                    None => json!({ "data": data }),
+                };
+                record(process, EventType::Invoke, Function::Write, resource, value, None);
+                let outcome = match client.write(resource, fence, &data).await {
+                    Outcome::Ok(()) => Outcome::Ok(Value::Null),
+                    Outcome::Fail(error) => Outcome::Fail(error),
+                    Outcome::Info(error) => Outcome::Info(error),
+                };
+                let crashed = matches!(outcome, Outcome::Info(_));
+                complete(&mut process, Function::Write, resource, outcome);
+                if crashed {
+                    client.reset().await;
+                    continue;
+                }
+                tokio::time::sleep(uniform(&mut rng, options.hold_ms)).await;
+            }
+        }
+        record(process, EventType::Invoke, Function::Release, lock, grant_value(&grant), None);
+        let outcome = match client.release(lock, &grant).await {
+            Outcome::Ok(()) => Outcome::Ok(Value::Null),
+            Outcome::Fail(error) => Outcome::Fail(error),
+            Outcome::Info(error) => Outcome::Info(error),
+        };
+        let crashed = matches!(outcome, Outcome::Info(_));
+        complete(&mut process, Function::Release, lock, outcome);
+        if crashed {
+            client.reset().await;
+        }
+    }
+}
