@@ -278,11 +278,14 @@ pub struct BenchArgs {
     /// synthetic histories), `porcupine` (the linearizability checker on
     /// porcupine's own test histories, per file), `lease` (the linearizability
     /// checker on a large fenced-lease history). Comma list.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "analyze,porcupine,lease")]
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "analyze,porcupine,lease,sim")]
     pub only: Vec<BenchPart>,
     /// porcupine's histories (folders jepsen/ and kv/ with VERDICTS.txt).
     #[arg(long, default_value = "../shared/anchors/porcupine")]
     pub anchors: PathBuf,
+    /// Seeds of the default `check` run that `sim` measures.
+    #[arg(long, default_value_t = 10)]
+    pub sim_seeds: u64,
     /// Size of the `lease` history, in client operations.
     #[arg(long, default_value_t = 1_000_000)]
     pub lease_ops: usize,
@@ -308,6 +311,8 @@ pub enum BenchPart {
     Analyze,
     Porcupine,
     Lease,
+    /// The simulator: the default `check` run over several seeds.
+    Sim,
 }
 
 /// `30s`, `1500ms`, `2m`, `1h`, or a plain number of seconds.

@@ -36,11 +36,61 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             BenchPart::Analyze => bench_analyze(args)?,
             BenchPart::Porcupine => crate::bench_linear::porcupine(args)?,
             BenchPart::Lease => crate::bench_linear::lease(args)?,
+            BenchPart::Sim => bench_sim(args)?,
         };
         code = code.max(part_code);
         println!();
     }
     Ok(code.into())
+}
+
+/// The default `lockcheck check` run, seed after seed: how much simulated
+/// time and how many lock operations one wall second buys (the simulation is
+/// single-threaded), and what the whole check costs with its analysis.
+fn bench_sim(args: &BenchArgs) -> anyhow::Result<u8> {
+    let base = lockcheck_sim::SimOptions::default();
+    println!(
+        "simulator: the default check ({}, {}, faults {}), {} simulated s, seeds 0..{}",
+        base.backend.name(),
+        base.workload.name(),
+        base.faults.iter().map(|kind| kind.name()).collect::<Vec<_>>().join(","),
+        base.time_limit.as_secs(),
+        args.sim_seeds
+    );
+    println!(
+        "{:>6} {:>10} {:>8} {:>12} {:>10} {:>12} {:>10} {:>9}",
+        "seed", "sim s", "wall s", "compression", "lock ops", "ops/wall s", "check s", "verdict"
+    );
+    let (mut simulated, mut wall, mut ops, mut total) = (0.0, 0.0, 0u64, 0.0f64);
+    for seed in 0..args.sim_seeds.max(1) {
+        let options = lockcheck_sim::SimOptions { seed, ..base.clone() };
+        let started = std::time::Instant::now();
+        let sim = lockcheck_sim::run(&options)?;
+        let analysis = crate::check::check(&sim)?;
+        let check_s = started.elapsed().as_secs_f64();
+        let stats = sim.stats;
+        println!(
+            "{seed:>6} {:>10.1} {:>8.3} {:>11.0}x {:>10} {:>12.0} {:>10.3} {:>9}",
+            stats.simulated_s,
+            stats.wall_s,
+            stats.simulated_s / stats.wall_s,
+            stats.lock_ops,
+            stats.lock_ops as f64 / stats.wall_s,
+            check_s,
+            analysis.verdict.as_str()
+        );
+        simulated += stats.simulated_s;
+        wall += stats.wall_s;
+        ops += stats.lock_ops;
+        total = total.max(check_s);
+    }
+    println!(
+        "all: {:.0}x time compression, {:.0} simulated lock ops per wall second; slowest whole check {:.2} s",
+        simulated / wall,
+        ops as f64 / wall,
+        total
+    );
+    Ok(exit::VALID)
 }
 
 fn bench_analyze(args: &BenchArgs) -> anyhow::Result<u8> {

@@ -67,7 +67,7 @@ fn simulate(options: &SimOptions) -> anyhow::Result<SimRun> {
     Ok(sim)
 }
 
-fn check(sim: &SimRun) -> anyhow::Result<Analysis> {
+pub fn check(sim: &SimRun) -> anyhow::Result<Analysis> {
     let mut builder = HistoryBuilder::with_capacity(sim.events.len());
     for event in &sim.events {
         // A malformed simulated history is a bug in lockcheck, not a verdict.
@@ -75,6 +75,29 @@ fn check(sim: &SimRun) -> anyhow::Result<Analysis> {
     }
     let history = builder.finish();
     Ok(analyze(&history, &default_checkers(), &CheckOptions::default()))
+}
+
+/// `20261130T113300.123Z`: a store folder's name, sortable, in UTC.
+fn utc_stamp(time: SystemTime) -> String {
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let (days, seconds) = ((since.as_secs() / 86_400) as i64, since.as_secs() % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}.{:03}Z",
+        seconds / 3600,
+        seconds / 60 % 60,
+        seconds % 60,
+        since.subsec_millis()
+    )
 }
 
 /// The command that replays this run exactly.
@@ -110,10 +133,7 @@ fn store(
     analysis: &Analysis,
 ) -> anyhow::Result<PathBuf> {
     let test = format!("{}-{}", options.backend.name(), options.workload.name());
-    let stamp = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|time| time.as_millis())
-        .unwrap_or_default();
+    let stamp = utc_stamp(SystemTime::now());
     let dir = args.store.join(&test).join(format!("{stamp}-seed-{}", options.seed));
     fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let history = fs::File::create(dir.join("history.jsonl"))?;
@@ -166,5 +186,17 @@ fn report(
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => Ok(other?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_folders_are_named_by_utc_time() {
+        let time = UNIX_EPOCH + Duration::from_millis(1_796_038_385_290);
+        assert_eq!(utc_stamp(time), "20261130T113305.290Z");
+        assert_eq!(utc_stamp(UNIX_EPOCH), "19700101T000000.000Z");
     }
 }

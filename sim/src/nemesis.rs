@@ -35,6 +35,10 @@ impl FaultKind {
         FaultKind::Skew,
     ];
 
+    /// The faults of a default run: every one that strikes the lock service.
+    pub const DEFAULT: [FaultKind; 5] =
+        [FaultKind::Pause, FaultKind::Clock, FaultKind::Kill, FaultKind::Delay, FaultKind::Loss];
+
     pub fn name(self) -> &'static str {
         match self {
             FaultKind::Pause => "pause",

@@ -54,7 +54,7 @@ impl Default for SimOptions {
         SimOptions {
             backend: Backend::Redis,
             workload: Workload::FencedWrite,
-            faults: FaultKind::ALL.to_vec(),
+            faults: FaultKind::DEFAULT.to_vec(),
             swarm: false,
             time_limit: Duration::from_secs(60),
             clients: 5,

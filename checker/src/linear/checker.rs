@@ -8,13 +8,16 @@ use rayon::prelude::*;
 use super::explain::violation;
 use super::model::{Model, Operation};
 use super::models::{FencedLease, LockCall, LockInput, LockOutput, Mutex};
+use super::refute::{refute, Refutation};
 use super::search::{search_until, SearchLimits, SearchOutcome};
 use super::PartEvidence;
 use crate::event::Function;
 use crate::history::{History, KeyId, Op, OpId, Outcome};
 use crate::import::ModelChoice;
 use crate::lock_keys;
-use crate::verdict::{CheckOptions, CheckResult, Checker, Findings, Violation};
+use crate::verdict::{
+    CheckOptions, CheckResult, Checker, Findings, LinearizationEvidence, Violation, ViolationKind,
+};
 
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Linearizability;
@@ -128,10 +131,54 @@ fn check_key(
             .map(|&id| history.op(id))
             .any(|op| op.f == Function::Acquire && (op.ttl_ms.is_some() || op.fence.is_some())),
     };
+    if let Some(refutation) = refute(&operations, leased) {
+        let name: &'static str = if leased { "fenced-lease" } else { "mutex" };
+        return KeyOutcome::Invalid(refuted(history, key, &operations, name, refutation));
+    }
     if leased {
         judge(&FencedLease, history, key, &operations, limits, stop)
     } else {
         judge(&Mutex, history, key, &operations, limits, stop)
+    }
+}
+
+fn refuted(
+    history: &History,
+    key: KeyId,
+    operations: &[Operation<LockInput, LockOutput>],
+    model: &'static str,
+    refutation: Refutation,
+) -> Violation {
+    let name = history.key_name(key);
+    let mut events: Vec<u64> = refutation
+        .operations
+        .iter()
+        .flat_map(|&at| [Some(operations[at].call), operations[at].ret])
+        .flatten()
+        .collect();
+    events.sort_unstable();
+    events.dedup();
+    let mut processes: Vec<i64> =
+        refutation.operations.iter().map(|&at| operations[at].client).collect();
+    processes.dedup();
+    let last = *refutation.operations.last().expect("a refutation names operations");
+    Violation {
+        kind: ViolationKind::NotLinearizable,
+        key: name.to_string(),
+        processes,
+        window: None,
+        events,
+        explanation: format!(
+            "no order of the {} operations on {name:?} is legal for a {model}: {}.",
+            operations.len(),
+            refutation.reason
+        ),
+        linearization: Some(LinearizationEvidence {
+            model,
+            prefix: Vec::new(),
+            blocked: operations[last].call,
+            states: Vec::new(),
+        }),
     }
 }
 

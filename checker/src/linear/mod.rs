@@ -7,6 +7,7 @@ mod checker;
 mod explain;
 pub mod model;
 pub mod models;
+mod refute;
 mod search;
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -35,6 +35,21 @@ pub enum LockOutput {
     NoEffect,
 }
 
+/// The holder after an acquire of unknown outcome. Its process crashed (an
+/// operation without a known outcome is its process's last), so nothing it
+/// does can ever tell it apart from any other crashed holder: naming them all
+/// alike lets the search treat the order of such grants as one, where
+/// porcupine would try every order of every crashed client's acquire.
+pub const CRASHED_HOLDER: i64 = i64::MIN;
+
+fn holder_name(holder: i64) -> String {
+    if holder == CRASHED_HOLDER {
+        "a crashed client".to_string()
+    } else {
+        format!("process {holder}")
+    }
+}
+
 fn describe(input: &LockInput, output: Option<&LockOutput>) -> String {
     let call = match input.call {
         LockCall::Acquire => "acquire".to_string(),
@@ -105,7 +120,7 @@ impl Model for Mutex {
 
     fn describe_state(&self, holder: &Option<i64>) -> String {
         match holder {
-            Some(client) => format!("held by process {client}"),
+            Some(client) => format!("held by {}", holder_name(*client)),
             None => "free".to_string(),
         }
     }
@@ -161,7 +176,9 @@ impl Model for FencedLease {
             }
             // Granted with a token nobody saw: later tokens are only known to
             // exceed the ones seen.
-            (LockCall::Acquire, None) => Some(LeaseState { holder: Some(client), ..*state }),
+            (LockCall::Acquire, None) => {
+                Some(LeaseState { holder: Some(CRASHED_HOLDER), ..*state })
+            }
             (LockCall::Acquire, Some(LockOutput::Busy)) => state.holder.is_some().then_some(*state),
             // Failing to release or renew a lease you held means it lapsed.
             (LockCall::Release { .. } | LockCall::Renew, Some(LockOutput::NotHeld)) => {
@@ -183,7 +200,7 @@ impl Model for FencedLease {
     fn describe_state(&self, state: &LeaseState) -> String {
         let fence = state.fence.map(|fence| format!(", largest token {fence}")).unwrap_or_default();
         match state.holder {
-            Some(client) => format!("last granted to process {client}{fence}"),
+            Some(client) => format!("last granted to {}{fence}", holder_name(client)),
             None => format!("free{fence}"),
         }
     }

@@ -5,5 +5,5 @@ mod lock;
 mod register;
 
 pub use kv::{Kv, KvCall, KvInput, KvOutput, KvState, Text};
-pub use lock::{FencedLease, LeaseState, LockCall, LockInput, LockOutput, Mutex};
+pub use lock::{FencedLease, LeaseState, LockCall, LockInput, LockOutput, Mutex, CRASHED_HOLDER};
 pub use register::{CasRegister, Register, RegisterInput, RegisterOutput};

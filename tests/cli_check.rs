@@ -1,0 +1,195 @@
+//! `lockcheck check` as a user meets it: the seed printed first, exit codes,
+//! determinism, the store, and the replay line.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn lockcheck(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lockcheck"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("lockcheck runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn both(output: &Output) -> String {
+    format!("stdout:\n{}\nstderr:\n{}", stdout(output), stderr(output))
+}
+
+/// The text report without the line that measures wall time (which differs
+/// from run to run: everything else must not).
+fn without_wall_time(text: &str) -> String {
+    text.lines()
+        .filter(|line| !(line.starts_with("simulated ") && line.contains(" wall ")))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A fresh, empty folder for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli_check-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn verdicts_of(document: &serde_json::Value) -> (String, Vec<(String, String)>) {
+    let history = &document["histories"][0];
+    let results = history["results"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no results in {document}"))
+        .iter()
+        .map(|result| {
+            (result["checker"].as_str().unwrap().to_string(), result["verdict"].to_string())
+        })
+        .collect();
+    (document["verdict"].as_str().unwrap().to_string(), results)
+}
+
+/// The default run (sim-redis, fenced-write, pause, clock, kill, delay, loss)
+/// with seed 7 finds the GC-pause violation.
+#[test]
+fn check_prints_the_seed_first_and_exits_1_on_the_default_runs_violation() {
+    let output = lockcheck(&["check", "--seed", "7", "--no-store"]);
+    assert_eq!(output.status.code(), Some(1), "{}", both(&output));
+    assert_eq!(stderr(&output).lines().next(), Some("seed: 7"), "{}", both(&output));
+    let text = stdout(&output);
+    assert!(text.contains("mutual-exclusion     INVALID"), "{text}");
+    assert!(text.contains("both believed they held \"lock-"), "{text}");
+    assert!(text.contains("verdict: INVALID"), "{text}");
+    assert!(text.contains("replay: lockcheck check "), "{text}");
+}
+
+#[test]
+fn the_same_seed_twice_gives_the_same_output() {
+    let json = ["check", "--seed", "7", "--no-store", "--format", "json"];
+    let (first, second) = (lockcheck(&json), lockcheck(&json));
+    assert_eq!(first.status.code(), Some(1), "{}", both(&first));
+    assert!(first.stdout == second.stdout, "two JSON reports of seed 7 differ");
+    let document: serde_json::Value = serde_json::from_slice(&first.stdout).expect("valid JSON");
+    assert_eq!(document["verdict"], "invalid");
+
+    let text = ["check", "--seed", "7", "--no-store"];
+    let (first, second) = (lockcheck(&text), lockcheck(&text));
+    assert_eq!(
+        without_wall_time(&stdout(&first)),
+        without_wall_time(&stdout(&second)),
+        "two text reports of seed 7 differ (beyond the wall time)"
+    );
+    assert_eq!(stderr(&first), stderr(&second));
+}
+
+#[test]
+fn no_faults_is_valid_and_exits_0() {
+    let output = lockcheck(&["check", "--nemesis", "none", "--seed", "3", "--no-store"]);
+    assert_eq!(output.status.code(), Some(0), "{}", both(&output));
+    assert_eq!(stderr(&output).lines().next(), Some("seed: 3"), "{}", both(&output));
+    let text = stdout(&output);
+    assert!(text.contains("verdict: valid"), "{text}");
+    assert!(text.contains("faults: none"), "{text}");
+    assert!(!text.contains("replay:"), "a valid run needs no replay line: {text}");
+}
+
+#[test]
+fn store_keeps_history_results_and_command_and_analyze_agrees() {
+    let store = scratch("store");
+    let store_arg = store.display().to_string();
+    let output = lockcheck(&["check", "--seed", "7", "--store", &store_arg, "--format", "json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", both(&output));
+    let latest = store.join("latest");
+    for file in ["history.jsonl", "results.json", "command"] {
+        assert!(latest.join(file).is_file(), "no {} after --store", latest.join(file).display());
+    }
+    let command = std::fs::read_to_string(latest.join("command")).unwrap();
+    assert!(command.starts_with("lockcheck check "), "{command}");
+    assert!(command.contains("--seed 7"), "{command}");
+
+    let stored: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(latest.join("results.json")).unwrap())
+            .expect("results.json is JSON");
+    let printed: serde_json::Value = serde_json::from_slice(&output.stdout).expect("valid JSON");
+    assert_eq!(verdicts_of(&stored), verdicts_of(&printed));
+
+    let history = latest.join("history.jsonl").display().to_string();
+    let analyzed = lockcheck(&["analyze", "--format", "json", &history]);
+    assert_eq!(analyzed.status.code(), output.status.code(), "{}", both(&analyzed));
+    let reanalyzed: serde_json::Value =
+        serde_json::from_slice(&analyzed.stdout).expect("analyze prints JSON");
+    assert_eq!(
+        verdicts_of(&reanalyzed),
+        verdicts_of(&stored),
+        "analyze of the stored history disagrees with check"
+    );
+    let _ = std::fs::remove_dir_all(&store);
+}
+
+/// Runs a failing check, then its `replay:` line with `--no-store`: the same
+/// report (but the wall time), the same exit code.
+fn replays(args: &[&str]) {
+    let output = lockcheck(args);
+    assert_eq!(output.status.code(), Some(1), "{args:?} should fail: {}", both(&output));
+    let text = stdout(&output);
+    let replay = text
+        .lines()
+        .find_map(|line| line.strip_prefix("replay: "))
+        .unwrap_or_else(|| panic!("no replay line: {text}"));
+    let mut words: Vec<&str> = replay.split_whitespace().collect();
+    assert_eq!(words.first(), Some(&"lockcheck"), "{replay}");
+    words.remove(0);
+    words.push("--no-store");
+    let again = lockcheck(&words);
+    assert_eq!(again.status.code(), Some(1), "replay {replay:?}: {}", both(&again));
+    assert_eq!(
+        without_wall_time(&stdout(&again)),
+        without_wall_time(&text),
+        "the replay {replay:?} of {args:?} reports something else"
+    );
+}
+
+#[test]
+fn the_replay_line_reproduces_the_verdict() {
+    replays(&["check", "--seed", "7", "--no-store"]);
+    // Every flag that changes the run must reach the replay line.
+    replays(&[
+        "check",
+        "--backend",
+        "sim-lease-table-client-clock",
+        "--nemesis",
+        "skew,delay",
+        "--seed",
+        "0",
+        "--clients",
+        "3",
+        "--locks",
+        "1",
+        "--ttl",
+        "500ms",
+        "--time-limit",
+        "20s",
+        "--no-fencing",
+        "--no-store",
+    ]);
+}
+
+#[test]
+fn bad_flags_exit_64() {
+    for (args, says) in [
+        (&["check", "--backend", "nope", "--no-store"][..], "nope"),
+        (&["check", "--nemesis", "nope", "--no-store"][..], "nope"),
+        (&["check", "--clients", "0", "--no-store"][..], "--clients"),
+    ] {
+        let output = lockcheck(args);
+        assert_eq!(output.status.code(), Some(64), "{args:?}: {}", both(&output));
+        assert!(stderr(&output).contains(says), "{args:?}: {}", both(&output));
+        assert!(output.stdout.is_empty(), "{args:?} printed a report: {}", both(&output));
+    }
+}
