@@ -79,6 +79,18 @@ fn uniform(rng: &mut SmallRng, (low, high): (u64, u64)) -> Duration {
     Duration::from_millis(if high > low { rng.gen_range(low..=high) } else { low })
 }
 
+/// The chance that a holder renews its lease before its work.
+const RENEW_CHANCE: f64 = 0.3;
+
+/// An outcome with nothing to record on `ok`.
+fn unit(outcome: Outcome<()>) -> Outcome<Value> {
+    match outcome {
+        Outcome::Ok(()) => Outcome::Ok(Value::Null),
+        Outcome::Fail(error) => Outcome::Fail(error),
+        Outcome::Info(error) => Outcome::Info(error),
+    }
+}
+
 fn grant_value(grant: &Grant) -> Value {
     match grant.fence {
         Some(fence) => json!({ "fence": fence }),
@@ -157,6 +169,45 @@ pub async fn run_client<C: LockClient>(
             }
         };
         debug_assert_eq!(before, process);
+        // A watchdog renewal now and then. It cannot save a holder whose
+        // stall falls after it, before the work (LOCKS.md §1), and the
+        // workload keeps it that way.
+        if rng.gen_bool(RENEW_CHANCE) {
+            record(
+                process,
+                EventType::Invoke,
+                Function::Renew,
+                lock,
+                json!({ "ttl_ms": options.ttl_ms }),
+                None,
+            );
+            let outcome = unit(client.renew(lock, &grant, options.ttl_ms).await);
+            let (lost, crashed) =
+                (matches!(outcome, Outcome::Fail(_)), matches!(outcome, Outcome::Info(_)));
+            complete(&mut process, Function::Renew, lock, outcome);
+            if crashed {
+                client.reset().await;
+                continue;
+            }
+            if lost {
+                // The lease is gone: stop, and say so with a release.
+                record(
+                    process,
+                    EventType::Invoke,
+                    Function::Release,
+                    lock,
+                    grant_value(&grant),
+                    None,
+                );
+                let outcome = unit(client.release(lock, &grant).await);
+                let crashed = matches!(outcome, Outcome::Info(_));
+                complete(&mut process, Function::Release, lock, outcome);
+                if crashed {
+                    client.reset().await;
+                }
+                continue;
+            }
+        }
         // The GC pause falls here: after the grant, before the work.
         let stall_ms = stall.take();
         if stall_ms > 0 {
@@ -173,11 +224,7 @@ pub async fn run_client<C: LockClient>(
                     None => json!({ "data": data }),
                 };
                 record(process, EventType::Invoke, Function::Write, resource, value, None);
-                let outcome = match client.write(resource, fence, &data).await {
-                    Outcome::Ok(()) => Outcome::Ok(Value::Null),
-                    Outcome::Fail(error) => Outcome::Fail(error),
-                    Outcome::Info(error) => Outcome::Info(error),
-                };
+                let outcome = unit(client.write(resource, fence, &data).await);
                 let crashed = matches!(outcome, Outcome::Info(_));
                 complete(&mut process, Function::Write, resource, outcome);
                 if crashed {
@@ -188,11 +235,7 @@ pub async fn run_client<C: LockClient>(
             }
         }
         record(process, EventType::Invoke, Function::Release, lock, grant_value(&grant), None);
-        let outcome = match client.release(lock, &grant).await {
-            Outcome::Ok(()) => Outcome::Ok(Value::Null),
-            Outcome::Fail(error) => Outcome::Fail(error),
-            Outcome::Info(error) => Outcome::Info(error),
-        };
+        let outcome = unit(client.release(lock, &grant).await);
         let crashed = matches!(outcome, Outcome::Info(_));
         complete(&mut process, Function::Release, lock, outcome);
         if crashed {
