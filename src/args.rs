@@ -186,9 +186,14 @@ pub struct CheckArgs {
     /// No fencing tokens: grants carry none and the storage accepts any write.
     #[arg(long)]
     pub no_fencing: bool,
-    /// The lock server keeps its keys across a restart.
+    /// The lock server keeps its keys across a restart (a lease table's
+    /// database always does).
     #[arg(long)]
     pub persistent: bool,
+    /// Time the linearizability search may take per run before it gives up
+    /// with an unknown verdict for that checker.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
+    pub linearizability_timeout: Duration,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

@@ -66,7 +66,7 @@ fn bench_sim(args: &BenchArgs) -> anyhow::Result<u8> {
         let options = lockcheck_sim::SimOptions { seed, ..base.clone() };
         let started = std::time::Instant::now();
         let sim = lockcheck_sim::run(&options)?;
-        let analysis = crate::check::check(&sim)?;
+        let analysis = crate::check::check(&sim, std::time::Duration::from_secs(60))?;
         let check_s = started.elapsed().as_secs_f64();
         let stats = sim.stats;
         println!(

@@ -27,14 +27,37 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     let first_seed = args.seed.unwrap_or_else(random_seed);
     let seeds = args.seeds.max(1);
     let mut worst = Verdict::Valid;
+    let mut tally: Vec<(u64, Verdict)> = Vec::new();
     for seed in first_seed..first_seed.saturating_add(seeds) {
         let options = SimOptions { seed, swarm: seeds > 1 || base.swarm, ..base.clone() };
         eprintln!("seed: {seed}");
         let sim = simulate(&options)?;
-        let analysis = check(&sim)?;
+        let analysis = check(&sim, args.linearizability_timeout)?;
         let dir = if args.no_store { None } else { Some(store(args, &options, &sim, &analysis)?) };
         report(args, &options, &sim, &analysis, dir.as_deref())?;
         worst = worst.combine(analysis.verdict);
+        tally.push((seed, analysis.verdict));
+    }
+    if seeds > 1 {
+        let count =
+            |wanted: Verdict| tally.iter().filter(|(_, verdict)| *verdict == wanted).count();
+        let failing: Vec<String> = tally
+            .iter()
+            .filter(|(_, verdict)| *verdict != Verdict::Valid)
+            .map(|(seed, _)| seed.to_string())
+            .collect();
+        eprintln!(
+            "seeds: {} run, {} valid, {} invalid, {} unknown{}",
+            tally.len(),
+            count(Verdict::Valid),
+            count(Verdict::Invalid),
+            count(Verdict::Unknown),
+            if failing.is_empty() {
+                String::new()
+            } else {
+                format!("; not valid: {}", failing.join(" "))
+            }
+        );
     }
     Ok(exit::for_verdict(worst).into())
 }
@@ -67,14 +90,18 @@ fn simulate(options: &SimOptions) -> anyhow::Result<SimRun> {
     Ok(sim)
 }
 
-pub fn check(sim: &SimRun) -> anyhow::Result<Analysis> {
+pub fn check(sim: &SimRun, linearizability_timeout: Duration) -> anyhow::Result<Analysis> {
     let mut builder = HistoryBuilder::with_capacity(sim.events.len());
     for event in &sim.events {
         // A malformed simulated history is a bug in lockcheck, not a verdict.
         builder.push(event).context("the simulator recorded a malformed history")?;
     }
     let history = builder.finish();
-    Ok(analyze(&history, &default_checkers(), &CheckOptions::default()))
+    let options = CheckOptions {
+        linearizability_time_limit: Some(linearizability_timeout),
+        ..CheckOptions::default()
+    };
+    Ok(analyze(&history, &default_checkers(), &options))
 }
 
 /// `20261130T113300.123Z`: a store folder's name, sortable, in UTC.

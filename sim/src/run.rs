@@ -44,7 +44,8 @@ pub struct SimOptions {
     pub seed: u64,
     /// Grants carry a fencing token, writes send it and the storage fences.
     pub fencing: bool,
-    /// The lock server keeps its state across a restart.
+    /// The lock server keeps its state across a restart (a lease table's
+    /// database always does).
     pub persistent: bool,
 }
 
@@ -91,8 +92,7 @@ pub enum SimError {
     Turmoil(String),
 }
 
-fn fault_value(fault: &Fault, lock_host: &str, clients: u32) -> Value {
-    let _ = clients;
+fn fault_value(fault: &Fault, lock_host: &str) -> Value {
     match &fault.action {
         Action::StallClient { client, stall_ms } => {
             json!({ "fault": "pause", "targets": [format!("client-{client}")], "stall_ms": stall_ms })
@@ -162,7 +162,11 @@ pub fn run_with_progress(
 
     let lock_host = options.backend.lock_host();
     let lock_state = Rc::new(RefCell::new(ServerState::new(false)));
-    let knobs = Knobs::new(rng.gen(), options.persistent);
+    // A database keeps its tables across a restart; Redis keeps its keys only
+    // with persistence configured.
+    let persistent = options.persistent
+        || matches!(options.backend, Backend::LeaseTable | Backend::LeaseTableClientClock);
+    let knobs = Knobs::new(rng.gen(), persistent);
     {
         let (state, knobs) = (lock_state.clone(), knobs.clone());
         sim.host(lock_host, move || serve(state.clone(), knobs.clone()));
@@ -216,7 +220,7 @@ pub fn run_with_progress(
             EventType::Info,
             f,
             None,
-            fault_value(fault, lock_host, options.clients),
+            fault_value(fault, lock_host),
             None,
         );
     };

@@ -180,10 +180,11 @@ impl Model for FencedLease {
                 Some(LeaseState { holder: Some(CRASHED_HOLDER), ..*state })
             }
             (LockCall::Acquire, Some(LockOutput::Busy)) => state.holder.is_some().then_some(*state),
-            // Failing to release or renew a lease you held means it lapsed.
-            (LockCall::Release { .. } | LockCall::Renew, Some(LockOutput::NotHeld)) => {
-                Some(if holds { lapsed } else { *state })
-            }
+            // Failing to release or renew says the lease lapsed, which
+            // changes nothing here: a lapsed grant is still the latest, and
+            // a release that ignores the clock (the lease table's does) may
+            // still succeed until another client is granted the lock.
+            (LockCall::Release { .. } | LockCall::Renew, Some(LockOutput::NotHeld)) => Some(*state),
             (LockCall::Release { fence }, Some(LockOutput::Done) | None) => {
                 let same_grant = fence.is_none() || state.fence.is_none() || fence == state.fence;
                 (holds && same_grant).then_some(lapsed)
