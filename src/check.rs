@@ -129,28 +129,7 @@ fn utc_stamp(time: SystemTime) -> String {
 
 /// The command that replays this run exactly.
 fn replay_command(options: &SimOptions) -> String {
-    let faults: Vec<&str> = options.faults.iter().map(|kind| kind.name()).collect();
-    let mut command = format!(
-        "lockcheck check --backend {} --workload {} --nemesis {} --time-limit {}s --clients {} --locks {} --ttl {}ms --seed {}",
-        options.backend.name(),
-        options.workload.name(),
-        if faults.is_empty() { "none".to_string() } else { faults.join(",") },
-        options.time_limit.as_secs_f64(),
-        options.clients,
-        options.locks,
-        options.ttl_ms,
-        options.seed,
-    );
-    if options.swarm {
-        command.push_str(" --swarm");
-    }
-    if !options.fencing {
-        command.push_str(" --no-fencing");
-    }
-    if options.persistent {
-        command.push_str(" --persistent");
-    }
-    command
+    format!("lockcheck {}", options.check_arguments())
 }
 
 fn store(

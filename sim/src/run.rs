@@ -68,6 +68,35 @@ impl Default for SimOptions {
     }
 }
 
+impl SimOptions {
+    /// The `check` arguments that replay this run exactly, e.g.
+    /// `check --backend sim-redis … --seed 7`.
+    pub fn check_arguments(&self) -> String {
+        let faults: Vec<&str> = self.faults.iter().map(|kind| kind.name()).collect();
+        let mut arguments = format!(
+            "check --backend {} --workload {} --nemesis {} --time-limit {}s --clients {} --locks {} --ttl {}ms --seed {}",
+            self.backend.name(),
+            self.workload.name(),
+            if faults.is_empty() { "none".to_string() } else { faults.join(",") },
+            self.time_limit.as_secs_f64(),
+            self.clients,
+            self.locks,
+            self.ttl_ms,
+            self.seed,
+        );
+        for (on, flag) in [
+            (self.swarm, " --swarm"),
+            (!self.fencing, " --no-fencing"),
+            (self.persistent, " --persistent"),
+        ] {
+            if on {
+                arguments.push_str(flag);
+            }
+        }
+        arguments
+    }
+}
+
 /// What a run cost.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct SimStats {

@@ -132,27 +132,7 @@ impl Checked {
 
 /// The `lockcheck check` command line that replays `options`.
 fn replay(options: &SimOptions) -> String {
-    let faults: Vec<&str> = options.faults.iter().map(|kind| kind.name()).collect();
-    let mut command = format!(
-        "cargo run --release -- check --backend {} --nemesis {} --seed {} --time-limit {}s --clients {} --locks {} --ttl {}ms",
-        options.backend.name(),
-        if faults.is_empty() { "none".to_string() } else { faults.join(",") },
-        options.seed,
-        options.time_limit.as_secs_f64(),
-        options.clients,
-        options.locks,
-        options.ttl_ms,
-    );
-    if options.swarm {
-        command.push_str(" --swarm");
-    }
-    if !options.fencing {
-        command.push_str(" --no-fencing");
-    }
-    if options.persistent {
-        command.push_str(" --persistent");
-    }
-    command
+    format!("cargo run --release -- {}", options.check_arguments())
 }
 
 /// The options of `lockcheck check --backend B --nemesis F`.
