@@ -165,6 +165,88 @@ fn plan_faults(options: &SimOptions, rng: &mut SmallRng) -> (Vec<FaultKind>, Rat
     (kinds, rates)
 }
 
+/// Carries out the faults: the knobs of the lock server, the clients'
+/// stalls and clocks, and crashes; and records each start and stop.
+struct Nemesis {
+    lock_host: &'static str,
+    knobs: Rc<Knobs>,
+    stalls: Vec<Stall>,
+    client_clocks: Vec<Rc<Cell<i64>>>,
+    recorder: SharedRecorder,
+    down: bool,
+    /// Drift not yet applied, below a millisecond.
+    drift_ms: f64,
+}
+
+impl Nemesis {
+    fn record(&self, fault: &Fault, f: Function) {
+        self.recorder.lock().expect("the recorder is never poisoned").record(
+            Process::Nemesis,
+            EventType::Info,
+            f,
+            None,
+            fault_value(fault, self.lock_host),
+            None,
+        );
+    }
+
+    fn start(&mut self, sim: &mut turmoil::Sim<'_>, fault: &Fault) {
+        let knobs = &self.knobs;
+        match fault.action {
+            Action::StallClient { client, stall_ms } => {
+                self.stalls[client as usize].request(stall_ms)
+            }
+            Action::PauseServer => knobs.paused.set(true),
+            Action::ClockJump { forward_ms } => {
+                knobs.clock_offset_ms.set(knobs.clock_offset_ms.get() + forward_ms)
+            }
+            Action::ClockDrift { .. } => {}
+            Action::Kill if !self.down => {
+                sim.crash(self.lock_host);
+                self.down = true;
+            }
+            Action::Kill => {}
+            Action::Delay { max_ms } => knobs.delay_ms.set(max_ms),
+            Action::Loss { probability } => knobs.loss.set(probability),
+            Action::SkewClient { client, offset_ms } => {
+                self.client_clocks[client as usize].set(offset_ms)
+            }
+        }
+        self.record(fault, Function::Start);
+    }
+
+    fn stop(&mut self, sim: &mut turmoil::Sim<'_>, fault: &Fault) {
+        let knobs = &self.knobs;
+        match fault.action {
+            Action::StallClient { client, .. } => {
+                self.stalls[client as usize].take();
+            }
+            Action::PauseServer => knobs.paused.set(false),
+            Action::Kill => {
+                sim.bounce(self.lock_host);
+                self.down = false;
+            }
+            Action::Delay { .. } => knobs.delay_ms.set(0),
+            Action::Loss { .. } => knobs.loss.set(0.0),
+            Action::SkewClient { client, .. } => self.client_clocks[client as usize].set(0),
+            Action::ClockJump { .. } | Action::ClockDrift { .. } => {}
+        }
+        self.record(fault, Function::Stop);
+    }
+
+    /// Moves the lock server's clock on by the active drifts over one step.
+    fn drift(&mut self, active: &[&Fault], step_ms: f64) {
+        for fault in active {
+            if let Action::ClockDrift { rate } = fault.action {
+                self.drift_ms += (rate - 1.0) * step_ms;
+                let whole = self.drift_ms.trunc();
+                self.knobs.clock_offset_ms.set(self.knobs.clock_offset_ms.get() + whole as i64);
+                self.drift_ms -= whole;
+            }
+        }
+    }
+}
+
 /// Runs one simulated test.
 pub fn run(options: &SimOptions) -> Result<SimRun, SimError> {
     run_with_progress(options, &mut |_| {})
@@ -243,21 +325,17 @@ pub fn run_with_progress(
         });
     }
 
-    let record_fault = |fault: &Fault, f: Function| {
-        recorder.lock().expect("the recorder is never poisoned").record(
-            Process::Nemesis,
-            EventType::Info,
-            f,
-            None,
-            fault_value(fault, lock_host),
-            None,
-        );
+    let mut nemesis = Nemesis {
+        lock_host,
+        knobs,
+        stalls,
+        client_clocks,
+        recorder: recorder.clone(),
+        down: false,
+        drift_ms: 0.0,
     };
-    // Faults by start, and the ones on now.
     let mut pending = faults.iter().peekable();
     let mut active: Vec<&Fault> = Vec::new();
-    let mut down = false;
-    let mut drift_ms = 0.0f64;
     let mut last = Duration::ZERO;
     loop {
         let done = sim.step().map_err(|error| SimError::Turmoil(error.to_string()))?;
@@ -266,65 +344,20 @@ pub fn run_with_progress(
         if now.as_millis() % 1000 < TICK.as_millis() {
             progress(now);
         }
-        let step_ms = (now - last).as_secs_f64() * 1e3;
+        nemesis.drift(&active, (now - last).as_secs_f64() * 1e3);
         last = now;
-        for fault in &active {
-            if let Action::ClockDrift { rate } = fault.action {
-                drift_ms += (rate - 1.0) * step_ms;
-                let whole = drift_ms.trunc();
-                knobs.clock_offset_ms.set(knobs.clock_offset_ms.get() + whole as i64);
-                drift_ms -= whole;
-            }
-        }
-        // End what is over (and everything once the clients are done).
-        let mut index = 0;
-        while index < active.len() {
-            if done || active[index].end <= now {
-                let fault = active.remove(index);
-                match fault.action {
-                    Action::StallClient { client, .. } => {
-                        stalls[client as usize].take();
-                    }
-                    Action::PauseServer => knobs.paused.set(false),
-                    Action::Kill => {
-                        sim.bounce(lock_host);
-                        down = false;
-                    }
-                    Action::Delay { .. } => knobs.delay_ms.set(0),
-                    Action::Loss { .. } => knobs.loss.set(0.0),
-                    Action::SkewClient { client, .. } => client_clocks[client as usize].set(0),
-                    Action::ClockJump { .. } | Action::ClockDrift { .. } => {}
-                }
-                record_fault(fault, Function::Stop);
-            } else {
-                index += 1;
-            }
+        // End what is over, and everything once the clients are done.
+        let (over, still): (Vec<&Fault>, Vec<&Fault>) =
+            active.into_iter().partition(|fault| done || fault.end <= now);
+        active = still;
+        for fault in over {
+            nemesis.stop(&mut sim, fault);
         }
         if done {
             break;
         }
         while let Some(fault) = pending.next_if(|fault| fault.start <= now) {
-            match fault.action {
-                Action::StallClient { client, stall_ms } => {
-                    stalls[client as usize].request(stall_ms)
-                }
-                Action::PauseServer => knobs.paused.set(true),
-                Action::ClockJump { forward_ms } => {
-                    knobs.clock_offset_ms.set(knobs.clock_offset_ms.get() + forward_ms)
-                }
-                Action::ClockDrift { .. } => {}
-                Action::Kill if !down => {
-                    sim.crash(lock_host);
-                    down = true;
-                }
-                Action::Kill => {}
-                Action::Delay { max_ms } => knobs.delay_ms.set(max_ms),
-                Action::Loss { probability } => knobs.loss.set(probability),
-                Action::SkewClient { client, offset_ms } => {
-                    client_clocks[client as usize].set(offset_ms)
-                }
-            }
-            record_fault(fault, Function::Start);
+            nemesis.start(&mut sim, fault);
             active.push(fault);
         }
     }
