@@ -58,6 +58,19 @@ pub fn format_seconds(ns: u64) -> String {
     }
 }
 
+/// Whether a failed lock operation was refused by the lock service (someone
+/// holds the lock; this client does not), rather than failing for another
+/// reason (unreachable, no majority) that says nothing about the lock.
+/// Knossos' words for the refusals are accepted too.
+pub(crate) fn is_refusal(error: Option<&str>) -> bool {
+    match error {
+        None => true,
+        Some(error) => {
+            matches!(error, "busy" | "already-held" | "locked" | "not-held" | "not-found")
+        }
+    }
+}
+
 /// Keys that some acquire names, in first-seen order, with their count of
 /// lock operations (acquire, release, renew).
 pub(crate) fn lock_keys(history: &History) -> Vec<(KeyId, u64)> {

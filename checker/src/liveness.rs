@@ -9,11 +9,11 @@ use crate::history::{History, KeyId, Moment, Op, OpId, Outcome};
 use crate::verdict::{
     CheckOptions, CheckResult, Checker, Findings, Violation, ViolationKind, Window,
 };
-use crate::{format_seconds, format_time, lock_keys};
+use crate::{format_seconds, format_time, is_refusal, lock_keys};
 
 /// Per lock: a stretch of time in which no client believed it held the lock,
 /// no acquire of unknown outcome might have taken it, and clients kept asking
-/// and failing, longer than the bound (by default 3 × the largest TTL seen:
+/// and being refused as busy, longer than the bound (by default 3 × the largest TTL seen:
 /// one TTL for a crashed holder's lease to run out, and room to spare).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Liveness;
@@ -126,7 +126,10 @@ fn stuck_stretches(
 ) -> Vec<Violation> {
     let mut violations = Vec::new();
     let mut current: Option<(usize, Stretch)> = None;
-    for op in attempts.iter().map(|&id| history.op(id)).filter(|op| op.outcome == Outcome::Fail) {
+    // Only refusals show a stuck lock; an attempt that failed because the
+    // service was unreachable shows an outage, which is not this check's.
+    let refused = |op: &&Op| op.outcome == Outcome::Fail && is_refusal(op.error.as_deref());
+    for op in attempts.iter().map(|&id| history.op(id)).filter(refused) {
         let before = held.partition_point(|&(start, _)| start.index < op.invoke.index);
         let end = history.completion_or_end(op);
         let after_previous = before == 0 || held[before - 1].1.index < op.invoke.index;

@@ -25,16 +25,28 @@ pub enum Backend {
     /// Broken: the lease table, but expiry by the client's clock (it sends
     /// its own `now`), so a skewed client steals or keeps leases.
     LeaseTableClientClock,
+    /// Redlock over five independent Redis: a majority, validity time minus
+    /// drift, release everywhere on failure; a crashed instance stays down
+    /// longer than any lease (delayed restart). No fencing token.
+    Redlock,
+    /// Broken: Redlock whose crashed instances restart at once, having
+    /// forgotten their keys.
+    RedlockNoDelay,
 }
 
+/// The five Redlock instances.
+pub const REDLOCK_HOSTS: [&str; 5] = ["redis-0", "redis-1", "redis-2", "redis-3", "redis-4"];
+
 impl Backend {
-    pub const ALL: [Backend; 6] = [
+    pub const ALL: [Backend; 8] = [
         Backend::Redis,
         Backend::RedisDelRelease,
         Backend::RedisSetnxExpire,
         Backend::RedisLostReply,
         Backend::LeaseTable,
         Backend::LeaseTableClientClock,
+        Backend::Redlock,
+        Backend::RedlockNoDelay,
     ];
 
     pub fn name(self) -> &'static str {
@@ -45,6 +57,8 @@ impl Backend {
             Backend::RedisLostReply => "sim-redis-lost-reply",
             Backend::LeaseTable => "sim-lease-table",
             Backend::LeaseTableClientClock => "sim-lease-table-client-clock",
+            Backend::Redlock => "sim-redlock",
+            Backend::RedlockNoDelay => "sim-redlock-no-delay",
         }
     }
 
@@ -52,12 +66,17 @@ impl Backend {
         Backend::ALL.into_iter().find(|backend| backend.name() == name)
     }
 
-    /// The host that holds the locks.
-    pub fn lock_host(self) -> &'static str {
+    /// The hosts that hold the locks.
+    pub fn lock_hosts(self) -> &'static [&'static str] {
         match self {
-            Backend::LeaseTable | Backend::LeaseTableClientClock => "db",
-            _ => "redis",
+            Backend::LeaseTable | Backend::LeaseTableClientClock => &["db"],
+            Backend::Redlock | Backend::RedlockNoDelay => &REDLOCK_HOSTS,
+            _ => &["redis"],
         }
+    }
+
+    pub fn is_redlock(self) -> bool {
+        matches!(self, Backend::Redlock | Backend::RedlockNoDelay)
     }
 }
 
@@ -70,7 +89,8 @@ pub struct SimClient {
     fencing: bool,
     name: String,
     grants: u64,
-    locks: Connection,
+    /// The lock hosts' connections: one, or Redlock's five.
+    pub(crate) instances: Vec<Connection>,
     storage: Connection,
     /// Where a stall strikes inside the two-step SETNX recipe.
     stall: Stall,
@@ -101,13 +121,23 @@ impl SimClient {
             fencing,
             name,
             grants: 0,
-            locks: Connection::new(backend.lock_host(), deadline),
+            // Redlock asks each instance with a short timeout of its own.
+            instances: backend
+                .lock_hosts()
+                .iter()
+                .map(|host| {
+                    Connection::new(
+                        host,
+                        if backend.is_redlock() { deadline / 2 } else { deadline },
+                    )
+                })
+                .collect(),
             storage: Connection::new("storage", deadline),
             stall,
         }
     }
 
-    fn next_value(&mut self) -> String {
+    pub(crate) fn next_value(&mut self) -> String {
         self.grants += 1;
         format!("{}:{}", self.name, self.grants)
     }
@@ -116,7 +146,7 @@ impl SimClient {
         if !self.fencing {
             return Outcome::Ok(Grant { fence: None, lease: Some(value) });
         }
-        match self.locks.call(&Request::Incr { key: format!("fence:{key}") }).await {
+        match self.instances[0].call(&Request::Incr { key: format!("fence:{key}") }).await {
             Ok(Response::Int(fence)) => {
                 Outcome::Ok(Grant { fence: Some(fence as u64), lease: Some(value) })
             }
@@ -129,7 +159,7 @@ impl SimClient {
     async fn acquire_redis(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
         let value = self.next_value();
         let request = Request::SetNxPx { key: key.into(), value: value.clone(), ttl_ms };
-        match self.locks.call(&request).await {
+        match self.instances[0].call(&request).await {
             Ok(Response::Ok) => self.fence(key, value).await,
             Ok(_) => Outcome::Fail("busy".into()),
             Err(Failure::Unknown) if self.backend == Backend::RedisLostReply => {
@@ -141,7 +171,10 @@ impl SimClient {
 
     async fn acquire_setnx_expire(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
         let value = self.next_value();
-        match self.locks.call(&Request::SetNx { key: key.into(), value: value.clone() }).await {
+        match self.instances[0]
+            .call(&Request::SetNx { key: key.into(), value: value.clone() })
+            .await
+        {
             Ok(Response::Int(1)) => {}
             Ok(_) => return Outcome::Fail("busy".into()),
             Err(failure) => return unknown(failure),
@@ -153,7 +186,7 @@ impl SimClient {
             tokio::time::sleep(Duration::from_millis(stall_ms)).await;
             return Outcome::Info("crashed-before-expire".into());
         }
-        match self.locks.call(&Request::Expire { key: key.into(), ttl_ms }).await {
+        match self.instances[0].call(&Request::Expire { key: key.into(), ttl_ms }).await {
             Ok(_) => self.fence(key, value).await,
             Err(_) => Outcome::Info("timeout".into()),
         }
@@ -169,7 +202,7 @@ impl SimClient {
             }
             _ => Request::LeaseAcquire { name: key.into(), owner: owner.clone(), ttl_ms },
         };
-        match self.locks.call(&request).await {
+        match self.instances[0].call(&request).await {
             Ok(Response::Fence(fence)) => {
                 Outcome::Ok(Grant { fence: Some(fence), lease: Some(owner) })
             }
@@ -190,6 +223,7 @@ impl SimClient {
 impl LockClient for SimClient {
     async fn acquire(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
         match self.backend {
+            Backend::Redlock | Backend::RedlockNoDelay => self.acquire_redlock(key, ttl_ms).await,
             Backend::LeaseTable | Backend::LeaseTableClientClock => {
                 self.acquire_lease(key, ttl_ms).await
             }
@@ -200,9 +234,12 @@ impl LockClient for SimClient {
 
     async fn release(&mut self, key: &str, grant: &Grant) -> Outcome<()> {
         let value = grant.lease.clone().unwrap_or_default();
+        if self.backend.is_redlock() {
+            return self.release_redlock(key, &value).await;
+        }
         let request = match self.backend {
             Backend::RedisDelRelease => {
-                return match self.locks.call(&Request::Del { key: key.into() }).await {
+                return match self.instances[0].call(&Request::Del { key: key.into() }).await {
                     Ok(_) => Outcome::Ok(()),
                     Err(failure) => unknown(failure),
                 };
@@ -214,11 +251,14 @@ impl LockClient for SimClient {
             },
             _ => Request::DelIfEq { key: key.into(), value },
         };
-        Self::counted(self.locks.call(&request).await)
+        Self::counted(self.instances[0].call(&request).await)
     }
 
     async fn renew(&mut self, key: &str, grant: &Grant, ttl_ms: u64) -> Outcome<()> {
         let value = grant.lease.clone().unwrap_or_default();
+        if self.backend.is_redlock() {
+            return self.renew_redlock(key, &value, ttl_ms).await;
+        }
         let request = match self.backend {
             Backend::LeaseTable | Backend::LeaseTableClientClock => Request::LeaseRenew {
                 name: key.into(),
@@ -228,7 +268,7 @@ impl LockClient for SimClient {
             },
             _ => Request::PExpireIfEq { key: key.into(), value, ttl_ms },
         };
-        Self::counted(self.locks.call(&request).await)
+        Self::counted(self.instances[0].call(&request).await)
     }
 
     async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {
@@ -249,7 +289,9 @@ impl LockClient for SimClient {
     }
 
     async fn reset(&mut self) {
-        self.locks.reset();
+        for instance in &mut self.instances {
+            instance.reset();
+        }
         self.storage.reset();
     }
 }

@@ -11,9 +11,10 @@ mod client;
 mod host;
 mod nemesis;
 mod protocol;
+mod redlock;
 mod run;
 mod server;
 
-pub use client::{Backend, SimClient};
-pub use nemesis::{Action, Fault, FaultKind};
+pub use client::{Backend, SimClient, REDLOCK_HOSTS};
+pub use nemesis::{Action, Fault, FaultKind, Targets};
 pub use run::{run, run_with_progress, SimError, SimOptions, SimRun, SimStats};

@@ -61,6 +61,10 @@ pub struct Fault {
     pub start: Duration,
     pub end: Duration,
     pub action: Action,
+    /// Which lock server a server fault strikes (Redlock has five)...
+    pub server: u32,
+    /// ...and how many from there on (a crash may take out several).
+    pub spread: u32,
 }
 
 /// What a fault does.
@@ -107,14 +111,25 @@ pub struct Rates {
 
 /// The faults of one run: after a quiet start, a fault is on, then off for a
 /// while, and so on; every fault is healed a quiet period before the end.
+/// The shape of the system the faults strike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Targets {
+    pub clients: u32,
+    pub servers: u32,
+    pub ttl_ms: u64,
+    /// A crashed server stays down at least this long (Redlock's delayed
+    /// restart: longer than any lease it may have granted).
+    pub min_down_ms: u64,
+}
+
 pub fn schedule(
     kinds: &[FaultKind],
     rates: Rates,
     time_limit: Duration,
-    clients: u32,
-    ttl_ms: u64,
+    targets: Targets,
     rng: &mut SmallRng,
 ) -> Vec<Fault> {
+    let Targets { clients, servers, ttl_ms, min_down_ms } = targets;
     let mut faults = Vec::new();
     if kinds.is_empty() || time_limit <= rates.quiet_start + rates.quiet_end {
         return faults;
@@ -139,7 +154,12 @@ pub fn schedule(
             FaultKind::Clock => {
                 (Action::ClockDrift { rate: rng.gen_range(1.5..4.0) }, rng.gen_range(ttl..=ttl * 3))
             }
-            FaultKind::Kill => (Action::Kill, rng.gen_range(ttl / 4..=ttl * 2)),
+            FaultKind::Kill if min_down_ms == 0 && servers > 1 => {
+                // Restarting at once, having forgotten its keys: Redlock
+                // without a delayed restart.
+                (Action::Kill, rng.gen_range(ttl / 20..=ttl / 5).max(1))
+            }
+            FaultKind::Kill => (Action::Kill, rng.gen_range(ttl / 4..=ttl * 2).max(min_down_ms)),
             FaultKind::Delay => (
                 Action::Delay { max_ms: rng.gen_range(ttl / 10..=ttl / 2).max(1) },
                 rng.gen_range(ttl..=ttl * 3),
@@ -160,7 +180,17 @@ pub fn schedule(
         if end > last {
             break;
         }
-        faults.push(Fault { start: at, end, action });
+        // Drawn only where there is a choice, so single-server runs keep
+        // their histories.
+        let server = if servers > 1 { rng.gen_range(0..servers) } else { 0 };
+        // A crash may take out up to a majority of several servers at once
+        // (a rack losing power).
+        let spread = if servers > 1 && action == Action::Kill {
+            rng.gen_range(1..=servers / 2 + 1)
+        } else {
+            1
+        };
+        faults.push(Fault { start: at, end, action, server, spread });
         at = end
             + Duration::from_millis(
                 rng.gen_range(rates.gap_ms.0..=rates.gap_ms.1.max(rates.gap_ms.0)),

@@ -17,7 +17,7 @@ use thiserror::Error;
 
 use crate::client::{Backend, SimClient};
 use crate::host::{serve, Knobs};
-use crate::nemesis::{schedule, Action, Fault, FaultKind, Rates};
+use crate::nemesis::{schedule, Action, Fault, FaultKind, Rates, Targets};
 use crate::server::ServerState;
 
 /// Simulated time per turmoil step. Every step costs a few microseconds of
@@ -121,7 +121,11 @@ pub enum SimError {
     Turmoil(String),
 }
 
-fn fault_value(fault: &Fault, lock_host: &str) -> Value {
+fn fault_value(fault: &Fault, lock_hosts: &[&str]) -> Value {
+    let lock_host = lock_hosts[fault.server as usize % lock_hosts.len()];
+    let struck: Vec<&str> = (0..fault.spread)
+        .map(|at| lock_hosts[(fault.server + at) as usize % lock_hosts.len()])
+        .collect();
     match &fault.action {
         Action::StallClient { client, stall_ms } => {
             json!({ "fault": "pause", "targets": [format!("client-{client}")], "stall_ms": stall_ms })
@@ -133,7 +137,7 @@ fn fault_value(fault: &Fault, lock_host: &str) -> Value {
         Action::ClockDrift { rate } => {
             json!({ "fault": "clock", "targets": [lock_host], "drift_rate": rate })
         }
-        Action::Kill => json!({ "fault": "kill", "targets": [lock_host] }),
+        Action::Kill => json!({ "fault": "kill", "targets": struck }),
         Action::Delay { max_ms } => {
             json!({ "fault": "delay", "targets": [lock_host], "max_ms": max_ms })
         }
@@ -168,8 +172,9 @@ fn plan_faults(options: &SimOptions, rng: &mut SmallRng) -> (Vec<FaultKind>, Rat
 /// Carries out the faults: the knobs of the lock server, the clients'
 /// stalls and clocks, and crashes; and records each start and stop.
 struct Nemesis {
-    lock_host: &'static str,
-    knobs: Rc<Knobs>,
+    lock_hosts: &'static [&'static str],
+    /// One per lock host.
+    knobs: Vec<Rc<Knobs>>,
     stalls: Vec<Stall>,
     client_clocks: Vec<Rc<Cell<i64>>>,
     recorder: SharedRecorder,
@@ -185,13 +190,18 @@ impl Nemesis {
             EventType::Info,
             f,
             None,
-            fault_value(fault, self.lock_host),
+            fault_value(fault, self.lock_hosts),
             None,
         );
     }
 
+    fn host(&self, fault: &Fault) -> usize {
+        fault.server as usize % self.lock_hosts.len()
+    }
+
     fn start(&mut self, sim: &mut turmoil::Sim<'_>, fault: &Fault) {
-        let knobs = &self.knobs;
+        let host = self.host(fault);
+        let knobs = &self.knobs[host];
         match fault.action {
             Action::StallClient { client, stall_ms } => {
                 self.stalls[client as usize].request(stall_ms)
@@ -202,7 +212,9 @@ impl Nemesis {
             }
             Action::ClockDrift { .. } => {}
             Action::Kill if !self.down => {
-                sim.crash(self.lock_host);
+                for at in 0..fault.spread as usize {
+                    sim.crash(self.lock_hosts[(host + at) % self.lock_hosts.len()]);
+                }
                 self.down = true;
             }
             Action::Kill => {}
@@ -216,14 +228,17 @@ impl Nemesis {
     }
 
     fn stop(&mut self, sim: &mut turmoil::Sim<'_>, fault: &Fault) {
-        let knobs = &self.knobs;
+        let host = self.host(fault);
+        let knobs = &self.knobs[host];
         match fault.action {
             Action::StallClient { client, .. } => {
                 self.stalls[client as usize].take();
             }
             Action::PauseServer => knobs.paused.set(false),
             Action::Kill => {
-                sim.bounce(self.lock_host);
+                for at in 0..fault.spread as usize {
+                    sim.bounce(self.lock_hosts[(host + at) % self.lock_hosts.len()]);
+                }
                 self.down = false;
             }
             Action::Delay { .. } => knobs.delay_ms.set(0),
@@ -234,13 +249,14 @@ impl Nemesis {
         self.record(fault, Function::Stop);
     }
 
-    /// Moves the lock server's clock on by the active drifts over one step.
+    /// Moves the lock servers' clocks on by the active drifts over one step.
     fn drift(&mut self, active: &[&Fault], step_ms: f64) {
         for fault in active {
             if let Action::ClockDrift { rate } = fault.action {
                 self.drift_ms += (rate - 1.0) * step_ms;
                 let whole = self.drift_ms.trunc();
-                self.knobs.clock_offset_ms.set(self.knobs.clock_offset_ms.get() + whole as i64);
+                let knobs = &self.knobs[self.host(fault)];
+                knobs.clock_offset_ms.set(knobs.clock_offset_ms.get() + whole as i64);
                 self.drift_ms -= whole;
             }
         }
@@ -260,8 +276,15 @@ pub fn run_with_progress(
     let wall = Instant::now();
     let mut rng = SmallRng::seed_from_u64(options.seed);
     let (kinds, rates) = plan_faults(options, &mut rng);
-    let faults =
-        schedule(&kinds, rates, options.time_limit, options.clients, options.ttl_ms, &mut rng);
+    let lock_hosts = options.backend.lock_hosts();
+    let targets = Targets {
+        clients: options.clients,
+        servers: lock_hosts.len() as u32,
+        ttl_ms: options.ttl_ms,
+        // Redlock's delayed restart: down longer than any lease it granted.
+        min_down_ms: if options.backend == Backend::Redlock { options.ttl_ms * 3 / 2 } else { 0 },
+    };
+    let faults = schedule(&kinds, rates, options.time_limit, targets, &mut rng);
 
     let mut sim = turmoil::Builder::new()
         .simulation_duration(options.time_limit + Duration::from_secs(120))
@@ -271,16 +294,16 @@ pub fn run_with_progress(
         .rng_seed(options.seed)
         .build();
 
-    let lock_host = options.backend.lock_host();
-    let lock_state = Rc::new(RefCell::new(ServerState::new(false)));
     // A database keeps its tables across a restart; Redis keeps its keys only
     // with persistence configured.
     let persistent = options.persistent
         || matches!(options.backend, Backend::LeaseTable | Backend::LeaseTableClientClock);
-    let knobs = Knobs::new(rng.gen(), persistent);
-    {
-        let (state, knobs) = (lock_state.clone(), knobs.clone());
-        sim.host(lock_host, move || serve(state.clone(), knobs.clone()));
+    let mut knobs = Vec::with_capacity(lock_hosts.len());
+    for &host in lock_hosts {
+        let state = Rc::new(RefCell::new(ServerState::new(false)));
+        let host_knobs = Knobs::new(rng.gen(), persistent);
+        knobs.push(host_knobs.clone());
+        sim.host(host, move || serve(state.clone(), host_knobs.clone()));
     }
     let storage_state = Rc::new(RefCell::new(ServerState::new(options.fencing)));
     let storage_knobs = Knobs::new(rng.gen(), true);
@@ -300,7 +323,9 @@ pub fn run_with_progress(
         locks: (0..options.locks).map(|lock| format!("lock-{lock}")).collect(),
         resources: (0..options.locks).map(|lock| format!("resource-{lock}")).collect(),
         ttl_ms: options.ttl_ms,
-        hold_ms: (0, 20),
+        // Redlock's holds last long enough for a crash and restart of its
+        // instances to fall inside one (the failure it is known for).
+        hold_ms: if options.backend.is_redlock() { (0, options.ttl_ms / 3) } else { (0, 20) },
         think_ms: (0, 40),
         send_fence: options.fencing,
     };
@@ -326,7 +351,7 @@ pub fn run_with_progress(
     }
 
     let mut nemesis = Nemesis {
-        lock_host,
+        lock_hosts,
         knobs,
         stalls,
         client_clocks,

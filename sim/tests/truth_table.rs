@@ -412,3 +412,41 @@ fn redis_restart_is_safe_with_persistence_and_violated_without() {
     });
     assert_eq!(checked.analysis.verdict, Verdict::Invalid, "{}", checked.context());
 }
+
+// Redlock (five instances, no fencing token).
+
+#[test]
+fn redlock_is_safe_without_faults_and_with_a_delayed_restart() {
+    for (faults, what) in [(&[][..], "none"), (&[FaultKind::Kill][..], "kill")] {
+        let options = options(Backend::Redlock, faults);
+        for seed in 0..FIND_WITHIN {
+            let checked = check(&options, seed);
+            if !faults.is_empty() {
+                assert!(checked.fault_starts("kill") > 0, "no kill struck; {}", checked.context());
+            }
+            assert_eq!(
+                checked.analysis.verdict,
+                Verdict::Valid,
+                "sim-redlock {what}: a false positive; {}",
+                checked.context()
+            );
+        }
+    }
+}
+
+#[test]
+fn redlock_restarting_at_once_without_its_keys_violates_mutual_exclusion() {
+    let options = options(Backend::RedlockNoDelay, &[FaultKind::Kill]);
+    let checked =
+        find(&options, "sim-redlock-no-delay kill", |checked| checked.is(MUTEX, Verdict::Invalid));
+    checked.expect_kind(MUTEX, ViolationKind::Overlap);
+}
+
+#[test]
+fn redlock_under_pause_violates_mutual_exclusion_and_the_unfenced_write_lands() {
+    let options = options(Backend::Redlock, &[FaultKind::Pause]);
+    let checked = find(&options, "sim-redlock pause", |checked| {
+        checked.is(MUTEX, Verdict::Invalid) && checked.is(RESOURCE, Verdict::Invalid)
+    });
+    checked.expect_kind(RESOURCE, ViolationKind::DoubleCharge);
+}

@@ -14,10 +14,10 @@ use super::PartEvidence;
 use crate::event::Function;
 use crate::history::{History, KeyId, Op, OpId, Outcome};
 use crate::import::ModelChoice;
-use crate::lock_keys;
 use crate::verdict::{
     CheckOptions, CheckResult, Checker, Findings, LinearizationEvidence, Violation, ViolationKind,
 };
+use crate::{is_refusal, lock_keys};
 
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Linearizability;
@@ -84,15 +84,7 @@ fn lock_operation(op: &Op) -> Operation<LockInput, LockOutput> {
         Function::Release => LockCall::Release { fence: op.fence },
         _ => LockCall::Renew,
     };
-    // A refusal says something about the lock (someone holds it, or this
-    // client does not); any other failure only says the operation did not
-    // happen. Knossos' words for the refusals are accepted too.
-    let refused = match op.error.as_deref() {
-        None => true,
-        Some(error) => {
-            matches!(error, "busy" | "already-held" | "locked" | "not-held" | "not-found")
-        }
-    };
+    let refused = is_refusal(op.error.as_deref());
     let output = match (op.outcome, call) {
         (Outcome::Info, _) => None,
         (Outcome::Ok, LockCall::Acquire) => Some(LockOutput::Granted { fence: op.fence }),
