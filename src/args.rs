@@ -38,6 +38,11 @@ pub enum Command {
     /// Check recorded histories (JSON Lines, see histories/README.md) and explain every violation.
     #[command(after_help = EXIT_CODES)]
     Analyze(AnalyzeArgs),
+    /// Run every simulated cell of the truth table (LOCKS.md §6): expected against found.
+    #[command(
+        after_help = "Exit codes: 0 every cell matches, 1 a cell does not, 64 usage error, 70 internal error."
+    )]
+    Matrix(MatrixArgs),
     /// Write a synthetic history from a correct reference lock (for trying lockcheck out and benchmarks).
     Synth(SynthArgs),
     /// Measure how fast `analyze` checks a large synthetic history, and its peak memory.
@@ -158,7 +163,7 @@ pub struct CheckArgs {
     /// protected resource with their token).
     #[arg(long, default_value = "fenced-write")]
     pub workload: String,
-    /// Faults, a comma list of pause, clock, kill, delay, loss, skew; or none.
+    /// Faults, a comma list of pause, clock, kill, delay, loss, skew, failover; or none.
     #[arg(long, default_value = "pause,clock,kill,delay,loss")]
     pub nemesis: String,
     /// Simulated time the clients run for (e.g. 60s, 5m).
@@ -225,7 +230,7 @@ impl CheckArgs {
         if self.nemesis != "none" {
             for name in self.nemesis.split(',').map(str::trim).filter(|name| !name.is_empty()) {
                 faults.push(FaultKind::parse(name).ok_or_else(|| {
-                    format!("unknown fault {name:?}: use pause, clock, kill, delay, loss, skew, or none")
+                    format!("unknown fault {name:?}: use pause, clock, kill, delay, loss, skew, failover, or none")
                 })?);
             }
         }
@@ -253,6 +258,25 @@ impl CheckArgs {
             persistent: self.persistent,
         })
     }
+}
+
+#[derive(Debug, Args)]
+pub struct MatrixArgs {
+    /// The simulated backends (the only ones so far).
+    #[arg(long)]
+    pub sim: bool,
+    /// A violated cell must show within this many seeds.
+    #[arg(long, default_value_t = 50)]
+    pub violated_within: u64,
+    /// A safe cell must stay clean over this many seeds.
+    #[arg(long, default_value_t = 200)]
+    pub safe_seeds: u64,
+    /// Simulated time per run.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "30s")]
+    pub time_limit: Duration,
+    /// Time the linearizability search may take per run.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
+    pub linearizability_timeout: Duration,
 }
 
 #[derive(Debug, Args)]

@@ -7,11 +7,9 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
-use lockcheck_checker::{
-    analyze, default_checkers, write_events, Analysis, CheckOptions, HistoryBuilder, Verdict,
-};
+use lockcheck_checker::{write_events, Analysis, CheckOptions, Verdict};
 use lockcheck_reports::{render_json, render_text, Analyzed, TextOptions};
-use lockcheck_sim::{run_with_progress, SimOptions, SimRun};
+use lockcheck_sim::{check_run, run_with_progress, SimOptions, SimRun};
 
 use crate::args::{CheckArgs, Format};
 use crate::exit;
@@ -91,17 +89,12 @@ fn simulate(options: &SimOptions) -> anyhow::Result<SimRun> {
 }
 
 pub fn check(sim: &SimRun, linearizability_timeout: Duration) -> anyhow::Result<Analysis> {
-    let mut builder = HistoryBuilder::with_capacity(sim.events.len());
-    for event in &sim.events {
-        // A malformed simulated history is a bug in lockcheck, not a verdict.
-        builder.push(event).context("the simulator recorded a malformed history")?;
-    }
-    let history = builder.finish();
     let options = CheckOptions {
         linearizability_time_limit: Some(linearizability_timeout),
         ..CheckOptions::default()
     };
-    Ok(analyze(&history, &default_checkers(), &options))
+    // A malformed simulated history is a bug in lockcheck, not a verdict.
+    check_run(sim, &options).context("the simulator recorded a malformed history")
 }
 
 /// `20261130T113300.123Z`: a store folder's name, sortable, in UTC.

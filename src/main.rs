@@ -7,6 +7,7 @@ mod bench;
 mod bench_linear;
 mod check;
 mod exit;
+mod matrix;
 mod synth;
 
 use std::process::ExitCode;
@@ -44,6 +45,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Analyze(args) => analyze::run(&args),
         Command::Check(args) => check::run(&args),
+        Command::Matrix(args) => matrix::run(&args),
         Command::Synth(args) => synth::run(&args),
         Command::Bench(args) => bench::run(&args),
     }

@@ -260,3 +260,10 @@ fn a_search_bound_gives_unknown_and_exit_2() {
     assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
     assert!(stdout(&output).contains("memory bound"), "{}", stdout(&output));
 }
+
+#[test]
+fn matrix_needs_a_backend_family() {
+    let output = lockcheck(&["matrix"]);
+    assert_eq!(output.status.code(), Some(64));
+    assert!(stderr(&output).contains("--sim"), "{}", stderr(&output));
+}

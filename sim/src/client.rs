@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use lockcheck_workloads::{Grant, LockClient, Outcome, Stall};
 
-use crate::host::{Connection, Failure};
+use crate::host::{Connection, Failure, Primary};
 use crate::protocol::{Request, Response};
 
 /// The simulated lock backends.
@@ -36,6 +36,10 @@ pub enum Backend {
 
 /// The five Redlock instances.
 pub const REDLOCK_HOSTS: [&str; 5] = ["redis-0", "redis-1", "redis-2", "redis-3", "redis-4"];
+
+/// A single Redis with an async replica (the failover fault): the primary
+/// first, then the replica.
+pub const REPLICATED_HOSTS: [&str; 2] = ["redis", "redis-replica"];
 
 impl Backend {
     pub const ALL: [Backend; 8] = [
@@ -77,6 +81,18 @@ impl Backend {
 
     pub fn is_redlock(self) -> bool {
         matches!(self, Backend::Redlock | Backend::RedlockNoDelay)
+    }
+
+    /// One Redis, which the failover fault gives an async replica to fail
+    /// over to.
+    pub fn can_fail_over(self) -> bool {
+        matches!(
+            self,
+            Backend::Redis
+                | Backend::RedisDelRelease
+                | Backend::RedisSetnxExpire
+                | Backend::RedisLostReply
+        )
     }
 }
 
@@ -135,6 +151,13 @@ impl SimClient {
             storage: Connection::new("storage", deadline),
             stall,
         }
+    }
+
+    /// Talks to whichever host of a replica set is the primary, following
+    /// it through failovers, instead of the backend's one lock host.
+    pub(crate) fn following(mut self, primary: Primary, deadline: Duration) -> Self {
+        self.instances = vec![Connection::to_primary(primary, deadline)];
+        self
     }
 
     pub(crate) fn next_value(&mut self) -> String {

@@ -10,7 +10,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use turmoil::net::{TcpListener, TcpStream};
 
 use crate::protocol::{Request, Response};
-use crate::server::ServerState;
+use crate::server::{KeyChange, ServerState};
 
 /// The port every simulated server listens on.
 pub const PORT: u16 = 7000;
@@ -75,11 +75,120 @@ pub async fn serve(
     let listener = TcpListener::bind(("0.0.0.0", PORT)).await?;
     loop {
         let (stream, _) = listener.accept().await?;
-        tokio::task::spawn_local(connection(stream, state.clone(), knobs.clone()));
+        tokio::task::spawn_local(connection(stream, state.clone(), knobs.clone(), None));
     }
 }
 
-async fn connection(stream: TcpStream, state: Rc<RefCell<ServerState>>, knobs: Rc<Knobs>) {
+/// Which of a primary and its replica is the primary now: what the clients
+/// ask (Sentinel's answer) before each (re)connect, and what a failover flips.
+#[derive(Debug, Clone)]
+pub struct Primary {
+    pub hosts: [&'static str; 2],
+    index: Rc<Cell<usize>>,
+}
+
+impl Primary {
+    /// The primary's index in `hosts`.
+    pub fn index(&self) -> usize {
+        self.index.get()
+    }
+
+    pub fn host(&self) -> &'static str {
+        self.hosts[self.index()]
+    }
+
+    /// The replica becomes the primary.
+    pub fn promote(&self) {
+        self.index.set(1 - self.index());
+    }
+}
+
+/// A Redis primary and its asynchronous replica: the lock service of a run
+/// with the failover fault. The primary applies each write, answers, and
+/// ships the key's new state to the replica a replication lag later; a
+/// primary that crashes loses what it had not shipped yet.
+#[derive(Debug)]
+pub struct ReplicaSet {
+    pub primary: Primary,
+    states: [Rc<RefCell<ServerState>>; 2],
+    /// The lag of one write, uniform, in ms (drawn by the primary's knobs).
+    lag_ms: (u64, u64),
+}
+
+impl ReplicaSet {
+    /// `hosts[0]` starts as the primary.
+    pub fn new(hosts: [&'static str; 2], lag_ms: (u64, u64)) -> Rc<ReplicaSet> {
+        Rc::new(ReplicaSet {
+            primary: Primary { hosts, index: Rc::new(Cell::new(0)) },
+            states: [(); 2].map(|()| Rc::new(RefCell::new(ServerState::new(false)))),
+            lag_ms,
+        })
+    }
+}
+
+/// A host of a [`ReplicaSet`] and the stream of writes it has yet to ship.
+#[derive(Debug)]
+struct Replicating {
+    set: Rc<ReplicaSet>,
+    /// This host's index in the set.
+    me: usize,
+    ship: tokio::sync::mpsc::UnboundedSender<(tokio::time::Instant, KeyChange)>,
+}
+
+impl Replicating {
+    fn is_primary(&self) -> bool {
+        self.set.primary.index() == self.me
+    }
+
+    /// Queues `change` for the replica, a lag from now.
+    fn ship(&self, change: KeyChange, knobs: &Knobs) {
+        let (low, high) = self.set.lag_ms;
+        let lag = Duration::from_millis(knobs.rng.borrow_mut().gen_range(low..=high.max(low)));
+        // Sending fails only once this host's software is gone.
+        let _ = self.ship.send((tokio::time::Instant::now() + lag, change));
+    }
+}
+
+/// The software of host `me` of a replica set. On every (re)start it syncs
+/// in full with the other host (Redis' full resynchronisation): a replica
+/// copies the primary, and a restarted primary's replica copies it.
+pub async fn serve_replicated(
+    me: usize,
+    set: Rc<ReplicaSet>,
+    knobs: Rc<Knobs>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let state = set.states[me].clone();
+    if !knobs.persistent {
+        *state.borrow_mut() = ServerState::new(false);
+    }
+    let primary = set.primary.index();
+    let copy = set.states[primary].borrow().clone();
+    *set.states[1 - primary].borrow_mut() = copy;
+    // The replication stream lives (and dies) with this host's software. It
+    // ships in order: a write whose lag ends first waits for those before it.
+    let (ship, mut unshipped) = tokio::sync::mpsc::unbounded_channel();
+    let replica = set.states[1 - me].clone();
+    tokio::task::spawn_local(async move {
+        while let Some((at, change)) = unshipped.recv().await {
+            tokio::time::sleep_until(at).await;
+            replica.borrow_mut().apply(change);
+        }
+    });
+    let replicating = Rc::new(Replicating { set, me, ship });
+    let listener = TcpListener::bind(("0.0.0.0", PORT)).await?;
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let replicating = Some(replicating.clone());
+        tokio::task::spawn_local(connection(stream, state.clone(), knobs.clone(), replicating));
+    }
+}
+
+async fn connection(
+    stream: TcpStream,
+    state: Rc<RefCell<ServerState>>,
+    knobs: Rc<Knobs>,
+    replicating: Option<Rc<Replicating>>,
+) {
     let (reader, mut writer) = stream.into_split();
     let mut reader = BufReader::new(reader);
     let mut line = String::new();
@@ -98,7 +207,17 @@ async fn connection(stream: TcpStream, state: Rc<RefCell<ServerState>>, knobs: R
         if knobs.chance(knobs.loss.get() / 2.0) {
             continue; // the request was lost
         }
+        let replicated = replicating.as_deref();
+        if replicated.is_some_and(|host| !host.is_primary()) {
+            return; // a replica takes no writes (and no client asks it)
+        }
+        let key = replicated.and(ServerState::redis_key(&request)).map(str::to_string);
         let response = state.borrow_mut().handle(request, knobs.now_ms());
+        if let (Some(host), Some(key)) = (replicated, key) {
+            if let Some(change) = state.borrow().change(&key, &response) {
+                host.ship(change, &knobs);
+            }
+        }
         let delay = knobs.delay();
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
@@ -128,6 +247,8 @@ pub enum Failure {
 #[derive(Debug)]
 pub struct Connection {
     host: &'static str,
+    /// Connect to whichever host is the primary instead.
+    follow: Option<Primary>,
     deadline: Duration,
     stream:
         Option<(BufReader<turmoil::net::tcp::OwnedReadHalf>, turmoil::net::tcp::OwnedWriteHalf)>,
@@ -135,7 +256,14 @@ pub struct Connection {
 
 impl Connection {
     pub fn new(host: &'static str, deadline: Duration) -> Self {
-        Connection { host, deadline, stream: None }
+        Connection { host, follow: None, deadline, stream: None }
+    }
+
+    /// A connection to a replica set's primary, whichever host that is when
+    /// it (re)connects: a failover breaks it, and the next call finds the
+    /// promoted replica.
+    pub fn to_primary(primary: Primary, deadline: Duration) -> Self {
+        Connection { host: primary.host(), follow: Some(primary), deadline, stream: None }
     }
 
     /// Drops the connection, as a crashed client's session ends.
@@ -146,6 +274,9 @@ impl Connection {
     /// Sends one request and waits for its reply, within the deadline.
     pub async fn call(&mut self, request: &Request) -> Result<Response, Failure> {
         if self.stream.is_none() {
+            if let Some(primary) = &self.follow {
+                self.host = primary.host();
+            }
             let connect = TcpStream::connect((self.host, PORT));
             match tokio::time::timeout(self.deadline, connect).await {
                 Ok(Ok(stream)) => {

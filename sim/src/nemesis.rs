@@ -23,16 +23,23 @@ pub enum FaultKind {
     /// A client's clock jumps (forward or back): harmless to every recipe
     /// that takes time from the server.
     Skew,
+    /// The Redis primary crashes before shipping its latest writes to its
+    /// async replica; the replica is promoted and the clients follow it; the
+    /// old primary comes back as the new replica. Only for the single-Redis
+    /// backends (the others run without it): with it on, their lock service
+    /// is a primary and a replica.
+    Failover,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 6] = [
+    pub const ALL: [FaultKind; 7] = [
         FaultKind::Pause,
         FaultKind::Clock,
         FaultKind::Kill,
         FaultKind::Delay,
         FaultKind::Loss,
         FaultKind::Skew,
+        FaultKind::Failover,
     ];
 
     /// The faults of a default run: every one that strikes the lock service.
@@ -47,6 +54,7 @@ impl FaultKind {
             FaultKind::Delay => "delay",
             FaultKind::Loss => "loss",
             FaultKind::Skew => "skew",
+            FaultKind::Failover => "failover",
         }
     }
 
@@ -86,6 +94,9 @@ pub enum Action {
     Loss { probability: f64 },
     /// Client `client`'s clock is off by this much from `start` on.
     SkewClient { client: u32, offset_ms: i64 },
+    /// The primary crashes at `start`, losing what it has not shipped, and
+    /// its replica takes over; the old primary rejoins as the replica at `end`.
+    Failover,
 }
 
 impl Action {
@@ -97,6 +108,7 @@ impl Action {
             Action::Delay { .. } => FaultKind::Delay,
             Action::Loss { .. } => FaultKind::Loss,
             Action::SkewClient { .. } => FaultKind::Skew,
+            Action::Failover => FaultKind::Failover,
         }
     }
 }
@@ -168,6 +180,8 @@ pub fn schedule(
                 Action::Loss { probability: rng.gen_range(0.05..0.4) },
                 rng.gen_range(ttl..=ttl * 3),
             ),
+            // The old primary stays down this long before rejoining.
+            FaultKind::Failover => (Action::Failover, rng.gen_range(ttl / 4..=ttl * 2).max(1)),
             FaultKind::Skew => {
                 let offset_ms = rng.gen_range(-(ttl as i64) * 5..=ttl as i64 * 5);
                 (

@@ -15,8 +15,8 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use thiserror::Error;
 
-use crate::client::{Backend, SimClient};
-use crate::host::{serve, Knobs};
+use crate::client::{Backend, SimClient, REPLICATED_HOSTS};
+use crate::host::{serve, serve_replicated, Knobs, Primary, ReplicaSet};
 use crate::nemesis::{schedule, Action, Fault, FaultKind, Rates, Targets};
 use crate::server::ServerState;
 
@@ -121,11 +121,12 @@ pub enum SimError {
     Turmoil(String),
 }
 
-fn fault_value(fault: &Fault, lock_hosts: &[&str]) -> Value {
-    let lock_host = lock_hosts[fault.server as usize % lock_hosts.len()];
-    let struck: Vec<&str> = (0..fault.spread)
-        .map(|at| lock_hosts[(fault.server + at) as usize % lock_hosts.len()])
-        .collect();
+/// The history's record of `fault`, which struck `lock_hosts[host]` (and
+/// those after it, by its spread).
+fn fault_value(fault: &Fault, lock_hosts: &[&str], host: usize) -> Value {
+    let lock_host = lock_hosts[host];
+    let struck: Vec<&str> =
+        (0..fault.spread as usize).map(|at| lock_hosts[(host + at) % lock_hosts.len()]).collect();
     match &fault.action {
         Action::StallClient { client, stall_ms } => {
             json!({ "fault": "pause", "targets": [format!("client-{client}")], "stall_ms": stall_ms })
@@ -147,6 +148,10 @@ fn fault_value(fault: &Fault, lock_hosts: &[&str]) -> Value {
         Action::SkewClient { client, offset_ms } => {
             json!({ "fault": "skew", "targets": [format!("client-{client}")], "offset_ms": offset_ms })
         }
+        Action::Failover => {
+            let promoted = lock_hosts[(host + 1) % lock_hosts.len()];
+            json!({ "fault": "failover", "targets": [lock_host], "promoted": promoted })
+        }
     }
 }
 
@@ -155,6 +160,8 @@ fn plan_faults(options: &SimOptions, rng: &mut SmallRng) -> (Vec<FaultKind>, Rat
     let mut kinds = options.faults.clone();
     kinds.sort();
     kinds.dedup();
+    // Only a single Redis has a replica to fail over to.
+    kinds.retain(|&kind| kind != FaultKind::Failover || options.backend.can_fail_over());
     let mut rates = Rates {
         gap_ms: (500, 3000),
         quiet_start: Duration::from_secs(1).min(options.time_limit / 10),
@@ -175,6 +182,11 @@ struct Nemesis {
     lock_hosts: &'static [&'static str],
     /// One per lock host.
     knobs: Vec<Rc<Knobs>>,
+    /// With a replica set (the failover fault), which host is the primary:
+    /// every server fault strikes the primary of its start.
+    primary: Option<Primary>,
+    /// The lock host the fault now on struck (with a replica set).
+    struck: usize,
     stalls: Vec<Stall>,
     client_clocks: Vec<Rc<Cell<i64>>>,
     recorder: SharedRecorder,
@@ -190,16 +202,22 @@ impl Nemesis {
             EventType::Info,
             f,
             None,
-            fault_value(fault, self.lock_hosts),
+            fault_value(fault, self.lock_hosts, self.host(fault)),
             None,
         );
     }
 
     fn host(&self, fault: &Fault) -> usize {
-        fault.server as usize % self.lock_hosts.len()
+        match self.primary {
+            Some(_) => self.struck,
+            None => fault.server as usize % self.lock_hosts.len(),
+        }
     }
 
     fn start(&mut self, sim: &mut turmoil::Sim<'_>, fault: &Fault) {
+        if let Some(primary) = &self.primary {
+            self.struck = primary.index();
+        }
         let host = self.host(fault);
         let knobs = &self.knobs[host];
         match fault.action {
@@ -223,6 +241,16 @@ impl Nemesis {
             Action::SkewClient { client, offset_ms } => {
                 self.client_clocks[client as usize].set(offset_ms)
             }
+            // The primary dies with its unshipped writes, and the clients'
+            // next connections go to the replica.
+            Action::Failover if !self.down => {
+                if let Some(primary) = &self.primary {
+                    sim.crash(self.lock_hosts[host]);
+                    primary.promote();
+                    self.down = true;
+                }
+            }
+            Action::Failover => {}
         }
         self.record(fault, Function::Start);
     }
@@ -244,6 +272,13 @@ impl Nemesis {
             Action::Delay { .. } => knobs.delay_ms.set(0),
             Action::Loss { .. } => knobs.loss.set(0.0),
             Action::SkewClient { client, .. } => self.client_clocks[client as usize].set(0),
+            // The old primary rejoins as the replica (and resyncs).
+            Action::Failover => {
+                if self.primary.is_some() && self.down {
+                    sim.bounce(self.lock_hosts[host]);
+                    self.down = false;
+                }
+            }
             Action::ClockJump { .. } | Action::ClockDrift { .. } => {}
         }
         self.record(fault, Function::Stop);
@@ -299,12 +334,32 @@ pub fn run_with_progress(
     let persistent = options.persistent
         || matches!(options.backend, Backend::LeaseTable | Backend::LeaseTableClientClock);
     let mut knobs = Vec::with_capacity(lock_hosts.len());
-    for &host in lock_hosts {
-        let state = Rc::new(RefCell::new(ServerState::new(false)));
-        let host_knobs = Knobs::new(rng.gen(), persistent);
-        knobs.push(host_knobs.clone());
-        sim.host(host, move || serve(state.clone(), host_knobs.clone()));
-    }
+    // With the failover fault, a single Redis gets an async replica; the
+    // hosts of every other run stay as they were (and so do their histories).
+    let replica_set = kinds.contains(&FaultKind::Failover).then(|| {
+        let lag_ms = 2 * TICK.as_millis() as u64;
+        ReplicaSet::new(REPLICATED_HOSTS, (lag_ms, (options.ttl_ms / 4).max(lag_ms)))
+    });
+    let nemesis_hosts: &'static [&'static str] = match &replica_set {
+        Some(set) => {
+            for (me, &host) in REPLICATED_HOSTS.iter().enumerate() {
+                let (set, host_knobs) = (set.clone(), Knobs::new(rng.gen(), persistent));
+                knobs.push(host_knobs.clone());
+                sim.host(host, move || serve_replicated(me, set.clone(), host_knobs.clone()));
+            }
+            &REPLICATED_HOSTS
+        }
+        None => {
+            for &host in lock_hosts {
+                let state = Rc::new(RefCell::new(ServerState::new(false)));
+                let host_knobs = Knobs::new(rng.gen(), persistent);
+                knobs.push(host_knobs.clone());
+                sim.host(host, move || serve(state.clone(), host_knobs.clone()));
+            }
+            lock_hosts
+        }
+    };
+    let primary = replica_set.as_ref().map(|set| set.primary.clone());
     let storage_state = Rc::new(RefCell::new(ServerState::new(options.fencing)));
     let storage_knobs = Knobs::new(rng.gen(), true);
     sim.host("storage", move || serve(storage_state.clone(), storage_knobs.clone()));
@@ -324,8 +379,13 @@ pub fn run_with_progress(
         resources: (0..options.locks).map(|lock| format!("resource-{lock}")).collect(),
         ttl_ms: options.ttl_ms,
         // Redlock's holds last long enough for a crash and restart of its
-        // instances to fall inside one (the failure it is known for).
-        hold_ms: if options.backend.is_redlock() { (0, options.ttl_ms / 3) } else { (0, 20) },
+        // instances to fall inside one (the failure it is known for), and so
+        // do a replicated Redis' for a failover.
+        hold_ms: if options.backend.is_redlock() || replica_set.is_some() {
+            (0, options.ttl_ms / 3)
+        } else {
+            (0, 20)
+        },
         think_ms: (0, 40),
         send_fence: options.fencing,
     };
@@ -340,9 +400,13 @@ pub fn run_with_progress(
         let client_rng = SmallRng::seed_from_u64(rng.gen());
         let (backend, fencing, clients, time_limit) =
             (options.backend, options.fencing, options.clients, options.time_limit);
+        let primary = primary.clone();
         sim.client(format!("client-{logical}"), async move {
             let name = format!("client-{logical}");
             let mut client = SimClient::new(backend, fencing, name, deadline, stall.clone(), clock);
+            if let Some(primary) = primary {
+                client = client.following(primary, deadline);
+            }
             let plan =
                 ClientPlan { logical, clients, until: tokio::time::Instant::now() + time_limit };
             run_client(&mut client, &plan, &workload, client_rng, &recorder, &stall).await;
@@ -351,8 +415,10 @@ pub fn run_with_progress(
     }
 
     let mut nemesis = Nemesis {
-        lock_hosts,
+        lock_hosts: nemesis_hosts,
         knobs,
+        primary,
+        struck: 0,
         stalls,
         client_clocks,
         recorder: recorder.clone(),

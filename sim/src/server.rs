@@ -33,9 +33,52 @@ pub struct ServerState {
     pub fenced_storage: bool,
 }
 
+/// What a Redis primary ships to its replica after a write: the key's state
+/// as the write left it (its expiry stays on the primary's clock, as Redis
+/// propagates absolute expiry times).
+#[derive(Debug, Clone)]
+pub struct KeyChange {
+    key: String,
+    entry: Option<Entry>,
+}
+
 impl ServerState {
     pub fn new(fenced_storage: bool) -> Self {
         ServerState { fenced_storage, ..ServerState::default() }
+    }
+
+    /// The Redis key `request` would write, if any.
+    pub fn redis_key(request: &Request) -> Option<&str> {
+        match request {
+            Request::SetNxPx { key, .. }
+            | Request::SetNx { key, .. }
+            | Request::Expire { key, .. }
+            | Request::Del { key }
+            | Request::DelIfEq { key, .. }
+            | Request::PExpireIfEq { key, .. }
+            | Request::Incr { key } => Some(key),
+            _ => None,
+        }
+    }
+
+    /// What a primary ships after answering `response` to a request on
+    /// `key`: the key's new state if the request changed it, else nothing
+    /// (a refused `SET NX`, a release of someone else's lock).
+    pub fn change(&self, key: &str, response: &Response) -> Option<KeyChange> {
+        let changed = match response {
+            Response::Ok => true,
+            Response::Int(n) => *n != 0,
+            _ => false,
+        };
+        changed.then(|| KeyChange { key: key.to_string(), entry: self.keys.get(key).cloned() })
+    }
+
+    /// Applies a change shipped by the primary (on a replica).
+    pub fn apply(&mut self, change: KeyChange) {
+        match change.entry {
+            Some(entry) => self.keys.insert(change.key, entry),
+            None => self.keys.remove(&change.key),
+        };
     }
 
     /// The live value of a key: an expired key is gone (Redis expires lazily

@@ -450,3 +450,113 @@ fn redlock_under_pause_violates_mutual_exclusion_and_the_unfenced_write_lands() 
     });
     checked.expect_kind(RESOURCE, ViolationKind::DoubleCharge);
 }
+
+// 8. Failover to an async replica (LOCKS.md §2, §4): the primary dies before
+// shipping the grant, the promoted replica grants the same lock again.
+
+/// The indices of the history's `failover` starts.
+fn failover_starts(checked: &Checked) -> Vec<u64> {
+    checked
+        .sim
+        .events
+        .iter()
+        .filter(|event| {
+            event.event_type == EventType::Info
+                && event.f == Function::Start
+                && event.value.as_ref().is_some_and(|value| value.get().contains("\"failover\""))
+        })
+        .map(|event| event.index)
+        .collect()
+}
+
+#[test]
+fn redis_failover_to_a_replica_without_the_key_violates_mutual_exclusion() {
+    let options = options(Backend::Redis, &[FaultKind::Failover]);
+    let started = Instant::now();
+    let checked =
+        find(&options, "sim-redis failover", |checked| checked.is(MUTEX, Verdict::Invalid));
+    eprintln!("sim-redis failover: found in {:.2} s", started.elapsed().as_secs_f64());
+    checked.expect_kind(MUTEX, ViolationKind::Overlap);
+    assert_eq!(checked.sim.faults, [FaultKind::Failover], "{}", checked.context());
+    // The two holders straddle a failover: the first was granted by the old
+    // primary, the second by the promoted replica, before the first let go.
+    let failovers = failover_starts(&checked);
+    let straddled = checked
+        .analysis
+        .results
+        .iter()
+        .filter(|result| result.checker == MUTEX)
+        .flat_map(|result| &result.violations)
+        .filter(|violation| violation.kind == ViolationKind::Overlap)
+        .any(|violation| {
+            let (first, last) = (violation.events[0], violation.events[violation.events.len() - 1]);
+            failovers.iter().any(|&failover| first < failover && failover < last)
+        });
+    assert!(
+        straddled,
+        "no overlap spans a failover (failovers at {failovers:?}); {}",
+        checked.context()
+    );
+}
+
+#[test]
+fn failover_asked_of_a_backend_without_a_replica_changes_nothing() {
+    // Only a single Redis has a replica to fail over to; everyone else runs
+    // as if failover had not been asked for, byte for byte.
+    for backend in Backend::ALL {
+        let without = SimOptions { seed: 3, ..options(backend, &FaultKind::DEFAULT) };
+        let mut faults = FaultKind::DEFAULT.to_vec();
+        faults.push(FaultKind::Failover);
+        let with = SimOptions { faults, ..without.clone() };
+        let (without_run, with_run) = (simulate(&without), simulate(&with));
+        let same = events_bytes(&without_run) == events_bytes(&with_run);
+        let can_fail_over = matches!(
+            backend,
+            Backend::Redis
+                | Backend::RedisDelRelease
+                | Backend::RedisSetnxExpire
+                | Backend::RedisLostReply
+        );
+        assert_eq!(same, !can_fail_over, "{}: replay: {}", backend.name(), replay(&with));
+        assert_eq!(with_run.faults.contains(&FaultKind::Failover), can_fail_over);
+    }
+}
+
+/// FNV-1a, 64 bits: a digest that stays the same across Rust versions.
+fn digest(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+#[test]
+fn histories_without_failover_are_the_ones_from_before_it() {
+    // Adding the replica and the failover fault left every run without it
+    // byte for byte as it was: these digests were taken before. A change to
+    // the simulator that is meant to change histories updates them (and
+    // says so); one that is not must leave them alone.
+    let pinned: [(SimOptions, usize, u64); 4] = [
+        (SimOptions { seed: 42, ..SimOptions::default() }, 1_037_297, 0x0582_842b_1c10_981b),
+        (SimOptions { seed: 5, ..options(Backend::Redis, &[]) }, 1_297_954, 0x21d6_3eaf_9510_ad85),
+        (
+            SimOptions { seed: 7, persistent: true, ..options(Backend::Redis, &[FaultKind::Kill]) },
+            928_515,
+            0xb790_b0ab_e5b1_b473,
+        ),
+        (
+            SimOptions { seed: 7, ..options(Backend::RedlockNoDelay, &FaultKind::DEFAULT) },
+            228_328,
+            0xeefc_bfb4_fef3_9127,
+        ),
+    ];
+    for (options, len, hash) in pinned {
+        let bytes = events_bytes(&simulate(&options));
+        eprintln!("{} bytes, digest {:#018x}: {}", bytes.len(), digest(&bytes), replay(&options));
+        assert_eq!(
+            (bytes.len(), digest(&bytes)),
+            (len, hash),
+            "the history changed; replay: {}",
+            replay(&options)
+        );
+    }
+}

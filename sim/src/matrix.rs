@@ -1,0 +1,283 @@
+//! The truth table of ../shared/LOCKS.md §6, as far as the simulator covers
+//! it: each cell is a backend under a fault with the verdict it must get.
+//! A violated cell must be found within a number of seeds; a safe cell must
+//! stay clean over many.
+
+use std::time::Duration;
+
+use lockcheck_checker::{
+    analyze, default_checkers, Analysis, CheckOptions, HistoryBuilder, HistoryError, Verdict,
+};
+
+use crate::client::Backend;
+use crate::nemesis::FaultKind;
+use crate::run::{run, SimError, SimOptions, SimRun};
+
+/// What a cell must show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expect {
+    /// No checker finds anything, over every seed.
+    Safe,
+    /// Some seed makes one of `any_of` invalid, while `stays_valid` stays
+    /// valid on every seed tried (the fenced storage, say).
+    Violated { any_of: &'static [&'static str], stays_valid: &'static [&'static str] },
+}
+
+/// One cell of the table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    pub backend: Backend,
+    pub faults: &'static [FaultKind],
+    pub fencing: bool,
+    pub persistent: bool,
+    pub expect: Expect,
+    /// What LOCKS.md says, in a few words.
+    pub note: &'static str,
+}
+
+const MUTEX: &str = "mutual-exclusion";
+const FENCE: &str = "fence-monotonicity";
+const RESOURCE: &str = "resource-safety";
+const LIVENESS: &str = "liveness";
+const LINEAR: &str = "linearizability";
+
+const fn cell(
+    backend: Backend,
+    faults: &'static [FaultKind],
+    expect: Expect,
+    note: &'static str,
+) -> Cell {
+    Cell { backend, faults, fencing: true, persistent: false, expect, note }
+}
+
+const SAFE: Expect = Expect::Safe;
+
+const fn violated(any_of: &'static [&'static str]) -> Expect {
+    Expect::Violated { any_of, stays_valid: &[] }
+}
+
+/// Every simulated cell.
+pub fn cells() -> Vec<Cell> {
+    use Backend as B;
+    use FaultKind as F;
+    vec![
+        cell(B::Redis, &[], SAFE, "no fault: safe"),
+        cell(
+            B::Redis,
+            &[F::Pause],
+            Expect::Violated { any_of: &[MUTEX], stays_valid: &[RESOURCE] },
+            "holder stall > TTL: two holders; fenced storage rejects the stale write",
+        ),
+        Cell {
+            fencing: false,
+            ..cell(
+                B::Redis,
+                &[F::Pause],
+                violated(&[RESOURCE]),
+                "without fencing the stale write lands",
+            )
+        },
+        cell(B::Redis, &[F::Clock], violated(&[MUTEX]), "forward clock jump: early expiry"),
+        cell(
+            B::Redis,
+            &[F::Kill],
+            violated(&[MUTEX, FENCE]),
+            "restart without persistence: keys and INCR lost",
+        ),
+        Cell {
+            persistent: true,
+            ..cell(B::Redis, &[F::Kill], SAFE, "restart with persistence: safe")
+        },
+        cell(
+            B::RedisDelRelease,
+            &[F::Pause],
+            violated(&[MUTEX]),
+            "release by DEL deletes another's lock",
+        ),
+        cell(
+            B::RedisSetnxExpire,
+            &[F::Pause],
+            violated(&[LIVENESS]),
+            "crash between SETNX and EXPIRE: stuck",
+        ),
+        cell(B::RedisLostReply, &[F::Loss], violated(&[LINEAR]), "lost reply taken for busy"),
+        cell(
+            B::Redis,
+            &[F::Failover],
+            violated(&[MUTEX]),
+            "failover to an async replica that never saw the key: two holders",
+        ),
+        cell(B::Redlock, &[], SAFE, "no fault: safe"),
+        cell(
+            B::Redlock,
+            &[F::Pause],
+            violated(&[MUTEX]),
+            "holder stall > TTL: two holders, no token",
+        ),
+        cell(B::Redlock, &[F::Kill], SAFE, "delayed restart: safe"),
+        cell(
+            B::RedlockNoDelay,
+            &[F::Kill],
+            violated(&[MUTEX]),
+            "restart without persistence: two majorities",
+        ),
+        cell(B::LeaseTable, &[], SAFE, "no fault: safe"),
+        cell(
+            B::LeaseTable,
+            &[F::Pause],
+            Expect::Violated { any_of: &[MUTEX], stays_valid: &[RESOURCE] },
+            "holder stall > TTL: two holders; fenced storage rejects the stale write",
+        ),
+        cell(B::LeaseTable, &[F::Skew], SAFE, "database clock: client clock skew is harmless"),
+        cell(
+            B::LeaseTableClientClock,
+            &[F::Skew],
+            violated(&[MUTEX]),
+            "expiry by the client's clock",
+        ),
+    ]
+}
+
+/// A simulated run's history, checked as `lockcheck check` checks it.
+pub fn check_run(sim: &SimRun, options: &CheckOptions) -> Result<Analysis, HistoryError> {
+    let mut builder = HistoryBuilder::with_capacity(sim.events.len());
+    for event in &sim.events {
+        builder.push(event)?;
+    }
+    Ok(analyze(&builder.finish(), &default_checkers(), options))
+}
+
+/// How a cell came out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellResult {
+    pub matches: bool,
+    /// Seeds run.
+    pub seeds: u64,
+    /// The seed that showed the violation, or broke a safe cell.
+    pub seed: Option<u64>,
+    /// One line for the table.
+    pub found: String,
+    /// The options of the telling seed (or the first), for a replay command.
+    pub options: SimOptions,
+}
+
+/// How hard to look.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Effort {
+    /// A violated cell must show within this many seeds.
+    pub violated_within: u64,
+    /// A safe cell must stay clean over this many.
+    pub safe_seeds: u64,
+    pub time_limit: Duration,
+    pub linearizability_timeout: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MatrixError {
+    #[error(transparent)]
+    Sim(#[from] SimError),
+    #[error("seed {seed}: the simulator recorded a malformed history: {error}")]
+    History { seed: u64, error: Box<HistoryError> },
+}
+
+fn verdict_of(analysis: &Analysis, checker: &str) -> Option<Verdict> {
+    analysis
+        .results
+        .iter()
+        .find(|result| result.checker == checker)
+        .and_then(|result| result.verdict)
+}
+
+/// Runs one cell.
+pub fn run_cell(cell: &Cell, effort: &Effort) -> Result<CellResult, MatrixError> {
+    let base = SimOptions {
+        backend: cell.backend,
+        faults: cell.faults.to_vec(),
+        fencing: cell.fencing,
+        persistent: cell.persistent,
+        time_limit: effort.time_limit,
+        ..SimOptions::default()
+    };
+    let check_options = CheckOptions {
+        linearizability_time_limit: Some(effort.linearizability_timeout),
+        ..CheckOptions::default()
+    };
+    let seeds = match cell.expect {
+        Expect::Safe => effort.safe_seeds,
+        Expect::Violated { .. } => effort.violated_within,
+    };
+    for seed in 0..seeds.max(1) {
+        let options = SimOptions { seed, ..base.clone() };
+        let sim = run(&options)?;
+        let analysis = check_run(&sim, &check_options)
+            .map_err(|error| MatrixError::History { seed, error: Box::new(error) })?;
+        let broken = |names: &[&str]| -> Vec<String> {
+            names
+                .iter()
+                .filter(|name| verdict_of(&analysis, name) == Some(Verdict::Invalid))
+                .map(|name| name.to_string())
+                .collect()
+        };
+        match &cell.expect {
+            Expect::Safe if analysis.verdict != Verdict::Valid => {
+                let all: Vec<&str> = analysis.results.iter().map(|result| result.checker).collect();
+                let found = format!("{} at seed {seed}", analysis.verdict.as_str());
+                let why = broken(&all);
+                let found =
+                    if why.is_empty() { found } else { format!("{found} ({})", why.join(", ")) };
+                return Ok(CellResult {
+                    matches: false,
+                    seeds: seed + 1,
+                    seed: Some(seed),
+                    found,
+                    options,
+                });
+            }
+            Expect::Safe => {}
+            Expect::Violated { any_of, stays_valid } => {
+                let wrongly = broken(stays_valid);
+                if !wrongly.is_empty() {
+                    let found = format!(
+                        "{} invalid at seed {seed}, which must stay valid",
+                        wrongly.join(", ")
+                    );
+                    return Ok(CellResult {
+                        matches: false,
+                        seeds: seed + 1,
+                        seed: Some(seed),
+                        found,
+                        options,
+                    });
+                }
+                let hits = broken(any_of);
+                if !hits.is_empty() {
+                    let found = format!("{} at seed {seed}", hits.join(", "));
+                    return Ok(CellResult {
+                        matches: true,
+                        seeds: seed + 1,
+                        seed: Some(seed),
+                        found,
+                        options,
+                    });
+                }
+            }
+        }
+    }
+    let options = SimOptions { seed: 0, ..base };
+    Ok(match cell.expect {
+        Expect::Safe => CellResult {
+            matches: true,
+            seeds,
+            seed: None,
+            found: format!("valid over {seeds} seeds"),
+            options,
+        },
+        Expect::Violated { .. } => CellResult {
+            matches: false,
+            seeds,
+            seed: None,
+            found: format!("not found in {seeds} seeds"),
+            options,
+        },
+    })
+}

@@ -1,0 +1,86 @@
+//! `lockcheck matrix --sim`: every simulated cell of LOCKS.md §6, expected
+//! against found.
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use lockcheck_sim::{cells, run_cell, Cell, Effort, Expect};
+
+use crate::args::MatrixArgs;
+use crate::exit;
+
+fn expected(cell: &Cell) -> String {
+    match cell.expect {
+        Expect::Safe => "safe".to_string(),
+        Expect::Violated { any_of, stays_valid: [] } => {
+            format!("violated: {}", any_of.join(" or "))
+        }
+        Expect::Violated { any_of, stays_valid } => {
+            format!("violated: {}; {} safe", any_of.join(" or "), stays_valid.join(", "))
+        }
+    }
+}
+
+fn setup(cell: &Cell) -> String {
+    let faults: Vec<&str> = cell.faults.iter().map(|kind| kind.name()).collect();
+    let mut setup = if faults.is_empty() { "none".to_string() } else { faults.join(",") };
+    if !cell.fencing {
+        setup.push_str(" --no-fencing");
+    }
+    if cell.persistent {
+        setup.push_str(" --persistent");
+    }
+    setup
+}
+
+pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
+    if !args.sim {
+        eprintln!("lockcheck: only the simulated matrix exists so far: pass --sim");
+        return Ok(exit::USAGE.into());
+    }
+    let effort = Effort {
+        violated_within: args.violated_within.max(1),
+        safe_seeds: args.safe_seeds.max(1),
+        time_limit: args.time_limit,
+        linearizability_timeout: args.linearizability_timeout,
+    };
+    println!(
+        "the simulated truth table (LOCKS.md §6): violated cells must show within {} seeds, safe ones stay clean over {}; {} s simulated per run",
+        effort.violated_within,
+        effort.safe_seeds,
+        effort.time_limit.as_secs_f64()
+    );
+    println!("{:<30} {:<26} {:<44} {:<44} result", "backend", "faults", "expected", "found");
+    let started = Instant::now();
+    let mut mismatches = Vec::new();
+    for cell in cells() {
+        let result = run_cell(&cell, &effort)?;
+        println!(
+            "{:<30} {:<26} {:<44} {:<44} {}",
+            cell.backend.name(),
+            setup(&cell),
+            expected(&cell),
+            result.found,
+            if result.matches { "ok" } else { "MISMATCH" }
+        );
+        if !result.matches {
+            mismatches.push(format!(
+                "  {} ({}): replay: lockcheck {}",
+                cell.backend.name(),
+                cell.note,
+                result.options.check_arguments()
+            ));
+        }
+    }
+    println!(
+        "{} cells in {:.1} s: {} match, {} do not",
+        cells().len(),
+        started.elapsed().as_secs_f64(),
+        cells().len() - mismatches.len(),
+        mismatches.len()
+    );
+    for mismatch in &mismatches {
+        println!("{mismatch}");
+    }
+    Ok(if mismatches.is_empty() { exit::VALID } else { exit::INVALID }.into())
+}
