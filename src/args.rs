@@ -234,6 +234,9 @@ impl CheckArgs {
                 })?);
             }
         }
+        if faults.contains(&FaultKind::Failover) && !backend.can_fail_over() {
+            return Err(format!("{} has no replica to fail over to: failover applies to the sim-redis backends", backend.name()));
+        }
         if self.clients == 0 || self.locks == 0 {
             return Err("--clients and --locks must be at least 1".to_string());
         }
