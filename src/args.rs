@@ -208,6 +208,10 @@ pub struct CheckArgs {
     /// Do not store the run.
     #[arg(long)]
     pub no_store: bool,
+    /// Do not look for a smaller run that fails the same way (by default the
+    /// first failing seed is shrunk: shorter, fewer clients, locks, faults).
+    #[arg(long)]
+    pub no_shrink: bool,
 }
 
 impl CheckArgs {
@@ -235,7 +239,10 @@ impl CheckArgs {
             }
         }
         if faults.contains(&FaultKind::Failover) && !backend.can_fail_over() {
-            return Err(format!("{} has no replica to fail over to: failover applies to the sim-redis backends", backend.name()));
+            return Err(format!(
+                "{} has no replica to fail over to: failover applies to the sim-redis backends",
+                backend.name()
+            ));
         }
         if self.clients == 0 || self.locks == 0 {
             return Err("--clients and --locks must be at least 1".to_string());

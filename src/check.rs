@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use lockcheck_checker::{write_events, Analysis, CheckOptions, Verdict};
 use lockcheck_reports::{render_json, render_text, Analyzed, TextOptions};
-use lockcheck_sim::{check_run, run_with_progress, SimOptions, SimRun};
+use lockcheck_sim::{check_run, run_with_progress, shrink, SimOptions, SimRun};
 
 use crate::args::{CheckArgs, Format};
 use crate::exit;
@@ -33,6 +33,10 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         let analysis = check(&sim, args.linearizability_timeout)?;
         let dir = if args.no_store { None } else { Some(store(args, &options, &sim, &analysis)?) };
         report(args, &options, &sim, &analysis, dir.as_deref())?;
+        let first_failure = analysis.verdict == Verdict::Invalid && worst != Verdict::Invalid;
+        if first_failure && !args.no_shrink {
+            shrink_failure(args, &options, &sim, &analysis, dir.as_deref())?;
+        }
         worst = worst.combine(analysis.verdict);
         tally.push((seed, analysis.verdict));
     }
@@ -96,6 +100,43 @@ pub fn check(sim: &SimRun, linearizability_timeout: Duration) -> anyhow::Result<
     // A malformed simulated history is a bug in lockcheck, not a verdict.
     check_run(sim, &options).context("the simulator recorded a malformed history")
 }
+
+/// Looks for a smaller run that fails the same way, and says how to replay
+/// it (and stores its history beside the run's).
+fn shrink_failure(
+    args: &CheckArgs,
+    options: &SimOptions,
+    sim: &SimRun,
+    analysis: &Analysis,
+    dir: Option<&Path>,
+) -> anyhow::Result<()> {
+    let check_options = CheckOptions {
+        linearizability_time_limit: Some(args.linearizability_timeout),
+        ..CheckOptions::default()
+    };
+    let shrunk = shrink(options, analysis, sim.events.len(), &check_options, SHRINK_BUDGET)?;
+    if shrunk.options == *options {
+        eprintln!("shrink: no smaller run fails the same way ({} tried)", shrunk.attempts);
+        return Ok(());
+    }
+    eprintln!(
+        "shrink: {} events instead of {} ({} runs tried); replay: {}",
+        shrunk.events,
+        sim.events.len(),
+        shrunk.attempts,
+        replay_command(&shrunk.options)
+    );
+    if let Some(dir) = dir {
+        let smaller = lockcheck_sim::run(&shrunk.options)?;
+        let file = fs::File::create(dir.join("shrunk-history.jsonl"))?;
+        write_events(std::io::BufWriter::new(file), &smaller.events)?;
+        fs::write(dir.join("shrunk-command"), format!("{}\n", replay_command(&shrunk.options)))?;
+    }
+    Ok(())
+}
+
+/// Runs a shrink may try.
+const SHRINK_BUDGET: u32 = 60;
 
 /// `20261130T113300.123Z`: a store folder's name, sortable, in UTC.
 fn utc_stamp(time: SystemTime) -> String {

@@ -193,3 +193,29 @@ fn bad_flags_exit_64() {
         assert!(output.stdout.is_empty(), "{args:?} printed a report: {}", both(&output));
     }
 }
+
+#[test]
+fn a_failure_is_shrunk_to_a_smaller_run_that_replays_and_still_fails() {
+    let dir = scratch("shrink");
+    let store = dir.to_str().unwrap();
+    let output = lockcheck(&["check", "--seed", "3", "--store", store]);
+    assert_eq!(output.status.code(), Some(1), "{}", both(&output));
+    let line = stderr(&output)
+        .lines()
+        .find(|line| line.starts_with("shrink: "))
+        .unwrap_or_else(|| panic!("no shrink line: {}", both(&output)))
+        .to_string();
+    let replay = line.split("replay: lockcheck ").nth(1).expect("a replay command");
+    let shrunk = dir.join("latest/shrunk-history.jsonl");
+    let analyzed = lockcheck(&["analyze", shrunk.to_str().unwrap()]);
+    assert_eq!(analyzed.status.code(), Some(1), "{}", both(&analyzed));
+    let original = std::fs::read_to_string(dir.join("latest/history.jsonl")).unwrap();
+    let smaller = std::fs::read_to_string(&shrunk).unwrap();
+    assert!(smaller.lines().count() < original.lines().count() / 2, "{line}");
+    let mut args: Vec<&str> = replay.split_whitespace().collect();
+    args.push("--no-store");
+    args.push("--no-shrink");
+    let replayed = lockcheck(&args);
+    assert_eq!(replayed.status.code(), Some(1), "{}", both(&replayed));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -21,3 +21,6 @@ pub use run::{run, run_with_progress, SimError, SimOptions, SimRun, SimStats};
 
 mod matrix;
 pub use matrix::{cells, check_run, run_cell, Cell, CellResult, Effort, Expect, MatrixError};
+
+mod shrink;
+pub use shrink::{shrink, Shrunk};

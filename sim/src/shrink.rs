@@ -1,0 +1,132 @@
+//! Shrinking: a failure found after ten thousand operations is shown on the
+//! smallest run that still fails the same way.
+//!
+//! The seed stays fixed (so every candidate is itself a replayable run);
+//! what shrinks is the run around it: a shorter time limit, fewer clients,
+//! fewer locks, fewer kinds of fault. Each step keeps a candidate only if the
+//! same checker still finds it invalid; the search is greedy and bounded.
+
+use std::time::Duration;
+
+use lockcheck_checker::{Analysis, CheckOptions, Verdict};
+
+use crate::matrix::{check_run, MatrixError};
+use crate::run::{run, SimOptions};
+
+/// The smallest failing run found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shrunk {
+    pub options: SimOptions,
+    pub events: usize,
+    /// Runs tried, failing or not.
+    pub attempts: u32,
+}
+
+/// The checkers that found the run invalid.
+fn failing(analysis: &Analysis) -> Vec<&'static str> {
+    analysis
+        .results
+        .iter()
+        .filter(|result| result.verdict == Some(Verdict::Invalid))
+        .map(|result| result.checker)
+        .collect()
+}
+
+/// Candidates one step smaller than `options`, most promising first.
+fn smaller(options: &SimOptions) -> Vec<SimOptions> {
+    let mut candidates = Vec::new();
+    let shortest = Duration::from_millis(options.ttl_ms * 4);
+    if options.time_limit / 2 >= shortest {
+        candidates.push(SimOptions { time_limit: options.time_limit / 2, ..options.clone() });
+    }
+    if options.time_limit * 3 / 4 >= shortest {
+        candidates.push(SimOptions { time_limit: options.time_limit * 3 / 4, ..options.clone() });
+    }
+    if options.clients > 2 {
+        candidates.push(SimOptions { clients: options.clients - 1, ..options.clone() });
+    }
+    if options.locks > 1 {
+        candidates.push(SimOptions { locks: 1, ..options.clone() });
+    }
+    if options.faults.len() > 1 {
+        for drop in 0..options.faults.len() {
+            let mut faults = options.faults.clone();
+            faults.remove(drop);
+            candidates.push(SimOptions { faults, ..options.clone() });
+        }
+    }
+    candidates
+}
+
+/// Shrinks a failing run: the checkers that fail in `analysis` must still
+/// fail (at least one of them) in the run reported. At most `budget` runs.
+pub fn shrink(
+    options: &SimOptions,
+    analysis: &Analysis,
+    events: usize,
+    check_options: &CheckOptions,
+    budget: u32,
+) -> Result<Shrunk, MatrixError> {
+    let wanted = failing(analysis);
+    let mut best = Shrunk { options: options.clone(), events, attempts: 0 };
+    if wanted.is_empty() {
+        return Ok(best);
+    }
+    'improve: while best.attempts < budget {
+        for candidate in smaller(&best.options) {
+            if best.attempts >= budget {
+                break 'improve;
+            }
+            best.attempts += 1;
+            let sim = run(&candidate)?;
+            let seed = candidate.seed;
+            let checked = check_run(&sim, check_options)
+                .map_err(|error| MatrixError::History { seed, error: Box::new(error) })?;
+            if failing(&checked).iter().any(|checker| wanted.contains(checker))
+                && sim.events.len() < best.events
+            {
+                best = Shrunk {
+                    options: candidate,
+                    events: sim.events.len(),
+                    attempts: best.attempts,
+                };
+                continue 'improve;
+            }
+        }
+        break;
+    }
+    Ok(best)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::Backend;
+    use crate::nemesis::FaultKind;
+
+    #[test]
+    fn a_pause_violation_shrinks_to_a_smaller_run_that_still_fails() {
+        let options = SimOptions {
+            backend: Backend::Redis,
+            faults: vec![FaultKind::Pause, FaultKind::Delay],
+            time_limit: Duration::from_secs(20),
+            ..SimOptions::default()
+        };
+        let check_options = CheckOptions::default();
+        let sim = run(&options).unwrap();
+        let analysis = check_run(&sim, &check_options).unwrap();
+        assert!(failing(&analysis).contains(&"mutual-exclusion"), "seed 0 should fail under pause");
+        let shrunk = shrink(&options, &analysis, sim.events.len(), &check_options, 40).unwrap();
+        assert!(
+            shrunk.events < sim.events.len() / 2,
+            "{} of {} events",
+            shrunk.events,
+            sim.events.len()
+        );
+        // The shrunk run replays, and still fails.
+        let again = run(&shrunk.options).unwrap();
+        assert_eq!(again.events.len(), shrunk.events);
+        let checked = check_run(&again, &check_options).unwrap();
+        assert!(failing(&checked).contains(&"mutual-exclusion"));
+    }
+}
