@@ -163,7 +163,7 @@ pub struct CheckArgs {
     /// protected resource with their token).
     #[arg(long, default_value = "fenced-write")]
     pub workload: String,
-    /// Faults, a comma list of pause, clock, kill, delay, loss, skew, failover; or none.
+    /// Faults, a comma list of pause, clock, kill, delay, loss, skew, failover, partition; or none.
     #[arg(long, default_value = "pause,clock,kill,delay,loss")]
     pub nemesis: String,
     /// Simulated time the clients run for (e.g. 60s, 5m).
@@ -234,7 +234,7 @@ impl CheckArgs {
         if self.nemesis != "none" {
             for name in self.nemesis.split(',').map(str::trim).filter(|name| !name.is_empty()) {
                 faults.push(FaultKind::parse(name).ok_or_else(|| {
-                    format!("unknown fault {name:?}: use pause, clock, kill, delay, loss, skew, failover, or none")
+                    format!("unknown fault {name:?}: use pause, clock, kill, delay, loss, skew, failover, partition, or none")
                 })?);
             }
         }

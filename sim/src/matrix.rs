@@ -107,6 +107,12 @@ pub fn cells() -> Vec<Cell> {
             violated(&[MUTEX]),
             "failover to an async replica that never saw the key: two holders",
         ),
+        cell(
+            B::Redis,
+            &[F::Partition],
+            SAFE,
+            "a cut-off client's operations time out (info) before its lease ends: no false positive",
+        ),
         cell(B::Redlock, &[], SAFE, "no fault: safe"),
         cell(
             B::Redlock,
@@ -129,6 +135,7 @@ pub fn cells() -> Vec<Cell> {
             "holder stall > TTL: two holders; fenced storage rejects the stale write",
         ),
         cell(B::LeaseTable, &[F::Skew], SAFE, "database clock: client clock skew is harmless"),
+        cell(B::LeaseTable, &[F::Partition], SAFE, "a cut-off client's operations time out: no false positive"),
         cell(
             B::LeaseTableClientClock,
             &[F::Skew],

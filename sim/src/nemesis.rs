@@ -29,10 +29,13 @@ pub enum FaultKind {
     /// backends (the others run without it): with it on, their lock service
     /// is a primary and a replica.
     Failover,
+    /// A client is cut off from the lock service (every lock host): its
+    /// messages are dropped until the partition heals.
+    Partition,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 7] = [
+    pub const ALL: [FaultKind; 8] = [
         FaultKind::Pause,
         FaultKind::Clock,
         FaultKind::Kill,
@@ -40,6 +43,7 @@ impl FaultKind {
         FaultKind::Loss,
         FaultKind::Skew,
         FaultKind::Failover,
+        FaultKind::Partition,
     ];
 
     /// The faults of a default run: every one that strikes the lock service.
@@ -55,6 +59,7 @@ impl FaultKind {
             FaultKind::Loss => "loss",
             FaultKind::Skew => "skew",
             FaultKind::Failover => "failover",
+            FaultKind::Partition => "partition",
         }
     }
 
@@ -97,6 +102,8 @@ pub enum Action {
     /// The primary crashes at `start`, losing what it has not shipped, and
     /// its replica takes over; the old primary rejoins as the replica at `end`.
     Failover,
+    /// Client `client` cannot reach any lock host until `end`.
+    IsolateClient { client: u32 },
 }
 
 impl Action {
@@ -109,6 +116,7 @@ impl Action {
             Action::Loss { .. } => FaultKind::Loss,
             Action::SkewClient { .. } => FaultKind::Skew,
             Action::Failover => FaultKind::Failover,
+            Action::IsolateClient { .. } => FaultKind::Partition,
         }
     }
 }
@@ -178,6 +186,10 @@ pub fn schedule(
             ),
             FaultKind::Loss => (
                 Action::Loss { probability: rng.gen_range(0.05..0.4) },
+                rng.gen_range(ttl..=ttl * 3),
+            ),
+            FaultKind::Partition => (
+                Action::IsolateClient { client: rng.gen_range(0..clients.max(1)) },
                 rng.gen_range(ttl..=ttl * 3),
             ),
             // The old primary stays down this long before rejoining.

@@ -152,6 +152,9 @@ fn fault_value(fault: &Fault, lock_hosts: &[&str], host: usize) -> Value {
             let promoted = lock_hosts[(host + 1) % lock_hosts.len()];
             json!({ "fault": "failover", "targets": [lock_host], "promoted": promoted })
         }
+        Action::IsolateClient { client } => {
+            json!({ "fault": "partition", "targets": [format!("client-{client}")], "from": lock_hosts })
+        }
     }
 }
 
@@ -251,6 +254,11 @@ impl Nemesis {
                 }
             }
             Action::Failover => {}
+            Action::IsolateClient { client } => {
+                for host in self.lock_hosts {
+                    sim.partition(format!("client-{client}"), *host);
+                }
+            }
         }
         self.record(fault, Function::Start);
     }
@@ -277,6 +285,11 @@ impl Nemesis {
                 if self.primary.is_some() && self.down {
                     sim.bounce(self.lock_hosts[host]);
                     self.down = false;
+                }
+            }
+            Action::IsolateClient { client } => {
+                for host in self.lock_hosts {
+                    sim.repair(format!("client-{client}"), *host);
                 }
             }
             Action::ClockJump { .. } | Action::ClockDrift { .. } => {}
