@@ -325,6 +325,9 @@ pub struct BenchArgs {
     /// Seeds of the default `check` run that `sim` measures.
     #[arg(long, default_value_t = 10)]
     pub sim_seeds: u64,
+    /// Backends `sim` measures (comma list).
+    #[arg(long, value_delimiter = ',', default_value = "sim-redis,sim-redlock")]
+    pub sim_backends: Vec<String>,
     /// Size of the `lease` history, in client operations.
     #[arg(long, default_value_t = 1_000_000)]
     pub lease_ops: usize,
