@@ -159,8 +159,10 @@ pub struct CheckArgs {
     /// sim-lease-table-client-clock).
     #[arg(long, default_value = "sim-redis")]
     pub backend: String,
-    /// mutex (contention on a few locks) or fenced-write (holders write to the
-    /// protected resource with their token).
+    /// mutex (contention on a few locks), fenced-write (holders write to the
+    /// protected resource with their token), cron (replicas run a daily job
+    /// under a lock per day: exactly once a day) or cron-release (broken: the
+    /// day's lock is released after the run).
     #[arg(long, default_value = "fenced-write")]
     pub workload: String,
     /// Faults, a comma list of pause, clock, kill, delay, loss, skew, failover, partition; or none.
@@ -228,7 +230,13 @@ impl CheckArgs {
         let workload = match self.workload.as_str() {
             "mutex" => Workload::Mutex,
             "fenced-write" => Workload::FencedWrite,
-            other => return Err(format!("unknown workload {other:?}: use mutex or fenced-write")),
+            "cron" => Workload::Cron,
+            "cron-release" => Workload::CronRelease,
+            other => {
+                return Err(format!(
+                    "unknown workload {other:?}: use mutex, fenced-write, cron or cron-release"
+                ))
+            }
         };
         let mut faults = Vec::new();
         if self.nemesis != "none" {

@@ -203,7 +203,7 @@ pub fn lease(args: &BenchArgs) -> anyhow::Result<u8> {
     let (all_s, analysis) =
         best_of(args.runs, || analyze(&history, &default_checkers(), &check_options));
     println!(
-        "linearizability: {:.3} s ({:.0} ops/s), verdict {}; all five checkers: {:.3} s, verdict {}",
+        "linearizability: {:.3} s ({:.0} ops/s), verdict {}; all checkers: {:.3} s, verdict {}",
         lin_s,
         history.ops().len() as f64 / lin_s,
         result.verdict.map_or("n/a", Verdict::as_str),

@@ -24,6 +24,9 @@ fn expected(cell: &Cell) -> String {
 fn setup(cell: &Cell) -> String {
     let faults: Vec<&str> = cell.faults.iter().map(|kind| kind.name()).collect();
     let mut setup = if faults.is_empty() { "none".to_string() } else { faults.join(",") };
+    if cell.workload != lockcheck_workloads::Workload::FencedWrite {
+        setup.push_str(&format!(" --workload {}", cell.workload.name()));
+    }
     if !cell.fencing {
         setup.push_str(" --no-fencing");
     }

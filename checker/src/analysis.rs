@@ -13,6 +13,7 @@ use crate::linear::Linearizability;
 use crate::linear::{check_parts, check_result, Model, Operation};
 use crate::liveness::Liveness;
 use crate::mutex::MutualExclusion;
+use crate::once::ExactlyOnce;
 use crate::resource::ResourceSafety;
 use crate::verdict::{CheckOptions, CheckResult, Checker, Verdict};
 use crate::{lock_keys, resource_keys};
@@ -49,6 +50,7 @@ pub fn default_checkers() -> Vec<Box<dyn Checker>> {
         Box::new(ResourceSafety),
         Box::new(Liveness),
         Box::new(Linearizability),
+        Box::new(ExactlyOnce),
     ]
 }
 

@@ -74,6 +74,9 @@ pub enum Function {
     Start,
     /// Nemesis: a fault ends.
     Stop,
+    /// A unit of work that must happen exactly once (a cron job's daily
+    /// run): `{"data": unit}` on invoke; ok = it ran, fail = skipped.
+    Run,
     Other(Box<str>),
 }
 
@@ -87,6 +90,7 @@ impl Function {
             Function::Read => "read",
             Function::Start => "start",
             Function::Stop => "stop",
+            Function::Run => "run",
             Function::Other(name) => name,
         }
     }
@@ -100,6 +104,7 @@ impl Function {
             "read" => Function::Read,
             "start" => Function::Start,
             "stop" => Function::Stop,
+            "run" => Function::Run,
             other => Function::Other(other.into()),
         }
     }

@@ -369,7 +369,7 @@ impl HistoryBuilder {
         }
         let id = id as OpId;
         let (fence, data) = match event.f {
-            Function::Release | Function::Write => (fields.fence, fields.data),
+            Function::Release | Function::Write | Function::Run => (fields.fence, fields.data),
             _ => (None, None),
         };
         self.history.ops.push(Op {

@@ -17,6 +17,7 @@ pub mod import;
 pub mod linear;
 mod liveness;
 mod mutex;
+mod once;
 mod reader;
 mod realtime;
 mod resource;
@@ -35,6 +36,7 @@ pub use history::{
 pub use linear::Linearizability;
 pub use liveness::Liveness;
 pub use mutex::MutualExclusion;
+pub use once::ExactlyOnce;
 pub use reader::{read_history, read_history_sized, write_events, EventReader, ReadError};
 pub use resource::ResourceSafety;
 pub use verdict::{

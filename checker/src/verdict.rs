@@ -53,6 +53,10 @@ pub enum ViolationKind {
     Stuck,
     /// No order of the operations is legal for the model.
     NotLinearizable,
+    /// A unit of work that must run once ran twice or more.
+    RanTwice,
+    /// A unit of work that must run once never ran.
+    NeverRan,
 }
 
 /// A span of the history, as event indices and test times.

@@ -11,6 +11,8 @@ use lockcheck_checker::{
 
 use crate::client::Backend;
 use crate::nemesis::FaultKind;
+use lockcheck_workloads::Workload;
+
 use crate::run::{run, SimError, SimOptions, SimRun};
 
 /// What a cell must show.
@@ -27,6 +29,7 @@ pub enum Expect {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cell {
     pub backend: Backend,
+    pub workload: Workload,
     pub faults: &'static [FaultKind],
     pub fencing: bool,
     pub persistent: bool,
@@ -40,6 +43,7 @@ const FENCE: &str = "fence-monotonicity";
 const RESOURCE: &str = "resource-safety";
 const LIVENESS: &str = "liveness";
 const LINEAR: &str = "linearizability";
+const ONCE: &str = "exactly-once";
 
 const fn cell(
     backend: Backend,
@@ -47,7 +51,15 @@ const fn cell(
     expect: Expect,
     note: &'static str,
 ) -> Cell {
-    Cell { backend, faults, fencing: true, persistent: false, expect, note }
+    Cell {
+        backend,
+        workload: Workload::FencedWrite,
+        faults,
+        fencing: true,
+        persistent: false,
+        expect,
+        note,
+    }
 }
 
 const SAFE: Expect = Expect::Safe;
@@ -142,6 +154,15 @@ pub fn cells() -> Vec<Cell> {
             violated(&[MUTEX]),
             "expiry by the client's clock",
         ),
+        Cell { workload: Workload::Cron, ..cell(B::Redis, &[], SAFE, "cron, a lock per day never released: once a day") },
+        Cell {
+            workload: Workload::CronRelease,
+            ..cell(B::Redis, &[], violated(&[ONCE]), "cron, lock released after the run: a late replica runs it again")
+        },
+        Cell {
+            workload: Workload::Cron,
+            ..cell(B::Redis, &[F::Kill], violated(&[ONCE]), "cron while the lock service is down: the job never runs")
+        },
     ]
 }
 
@@ -199,6 +220,7 @@ fn verdict_of(analysis: &Analysis, checker: &str) -> Option<Verdict> {
 pub fn run_cell(cell: &Cell, effort: &Effort) -> Result<CellResult, MatrixError> {
     let base = SimOptions {
         backend: cell.backend,
+        workload: cell.workload,
         faults: cell.faults.to_vec(),
         fencing: cell.fencing,
         persistent: cell.persistent,

@@ -37,3 +37,14 @@ pub trait LockClient {
     /// backend will free by itself).
     async fn reset(&mut self);
 }
+
+impl<T> Outcome<T> {
+    /// The same outcome with its success value dropped.
+    pub fn map_unit(self) -> Outcome<()> {
+        match self {
+            Outcome::Ok(_) => Outcome::Ok(()),
+            Outcome::Fail(error) => Outcome::Fail(error),
+            Outcome::Info(error) => Outcome::Info(error),
+        }
+    }
+}

@@ -20,6 +20,14 @@ pub enum Workload {
     /// Each holder writes to the lock's protected resource with its token:
     /// the double-charge scenario.
     FencedWrite,
+    /// Every client is a replica of a service whose scheduler fires a daily
+    /// job; each takes a lock named by the day and, if granted, runs the job
+    /// (a write); the lock is never released, so a late replica finds it
+    /// taken. The job must run exactly once a day.
+    Cron,
+    /// Broken: as `Cron`, but the lock is released after the run, so a late
+    /// replica (clock skew, slow start) runs the job again.
+    CronRelease,
 }
 
 impl Workload {
@@ -27,6 +35,8 @@ impl Workload {
         match self {
             Workload::Mutex => "mutex",
             Workload::FencedWrite => "fenced-write",
+            Workload::Cron => "cron",
+            Workload::CronRelease => "cron-release",
         }
     }
 }
@@ -98,8 +108,95 @@ fn grant_value(grant: &Grant) -> Value {
     }
 }
 
+/// A simulated day of the cron workload, in TTLs.
+const DAY_IN_TTLS: u64 = 5;
+
+/// The cron workload: fire once a simulated day, a little late (up to half a
+/// TTL: clock skew, a slow start), and run the job if the day's lock is ours.
+/// Only the `run` is recorded; the lock and the job's write are its insides.
+async fn run_cron<C: LockClient>(
+    client: &mut C,
+    plan: &ClientPlan,
+    options: &WorkloadOptions,
+    mut rng: SmallRng,
+    recorder: &SharedRecorder,
+    stall: &Stall,
+) {
+    let (job, output, ttl_ms) = (&options.locks[0], &options.resources[0], options.ttl_ms);
+    let start = tokio::time::Instant::now();
+    let mut process = i64::from(plan.logical);
+    for day in 0u64.. {
+        let late = Duration::from_millis(rng.gen_range(0..=ttl_ms / 2));
+        let fire_at = start + Duration::from_millis(day * DAY_IN_TTLS * ttl_ms) + late;
+        if fire_at >= plan.until {
+            break;
+        }
+        tokio::time::sleep_until(fire_at).await;
+        let unit = format!("day-{day}");
+        let record = |process: i64, event_type, value, error: Option<&str>| {
+            recorder.lock().expect("the recorder is never poisoned").record(
+                Process::Client(process),
+                event_type,
+                Function::Run,
+                Some(job),
+                value,
+                error,
+            );
+        };
+        record(process, EventType::Invoke, json!({ "data": unit }), None);
+        let lock = format!("{job}:{unit}");
+        let outcome = match client.acquire(&lock, ttl_ms).await {
+            Outcome::Ok(grant) => {
+                let stall_ms = stall.take();
+                if stall_ms > 0 {
+                    tokio::time::sleep(Duration::from_millis(stall_ms)).await;
+                }
+                let fence = if options.send_fence { grant.fence } else { None };
+                // Each day's run writes that day's report.
+                let report = format!("{output}:{unit}");
+                let outcome = client.write(&report, fence, &format!("{unit} by {process}")).await;
+                if matches!(outcome, Outcome::Ok(())) && options.workload == Workload::CronRelease {
+                    // The bug: a late replica now finds the lock free.
+                    let _ = client.release(&lock, &grant).await;
+                }
+                outcome
+            }
+            Outcome::Fail(error) if error == "busy" => Outcome::Fail("skipped".to_string()),
+            other => other.map_unit(),
+        };
+        match outcome {
+            Outcome::Ok(()) => record(process, EventType::Ok, Value::Null, None),
+            Outcome::Fail(error) => record(process, EventType::Fail, Value::Null, Some(&error)),
+            Outcome::Info(error) => {
+                record(process, EventType::Info, Value::Null, Some(&error));
+                process += i64::from(plan.clients);
+                client.reset().await;
+            }
+        }
+    }
+}
+
 /// Runs one logical client until `plan.until`, recording every operation.
 pub async fn run_client<C: LockClient>(
+    client: &mut C,
+    plan: &ClientPlan,
+    options: &WorkloadOptions,
+    rng: SmallRng,
+    recorder: &SharedRecorder,
+    stall: &Stall,
+) {
+    match options.workload {
+        Workload::Cron | Workload::CronRelease => {
+            run_cron(client, plan, options, rng, recorder, stall).await
+        }
+        Workload::Mutex | Workload::FencedWrite => {
+            run_locking(client, plan, options, rng, recorder, stall).await
+        }
+    }
+}
+
+/// The mutex and fenced-write workloads.
+async fn run_locking<C: LockClient>(
     client: &mut C,
     plan: &ClientPlan,
     options: &WorkloadOptions,
@@ -214,7 +311,9 @@ pub async fn run_client<C: LockClient>(
             tokio::time::sleep(Duration::from_millis(stall_ms)).await;
         }
         match options.workload {
-            Workload::Mutex => tokio::time::sleep(uniform(&mut rng, options.hold_ms)).await,
+            Workload::Mutex | Workload::Cron | Workload::CronRelease => {
+                tokio::time::sleep(uniform(&mut rng, options.hold_ms)).await
+            }
             Workload::FencedWrite => {
                 writes += 1;
                 let data = format!("{lock} by {process} #{writes}");
