@@ -142,6 +142,8 @@ pub struct Event {
 pub struct ValueFields {
     pub fence: Option<u64>,
     pub ttl_ms: Option<u64>,
+    /// acquire of a semaphore: how many may hold it at once.
+    pub permits: Option<u32>,
     pub data: Option<String>,
     pub fault: Option<String>,
     pub targets: Option<Vec<String>>,
@@ -300,6 +302,7 @@ impl<'de> Visitor<'de> for ValueFieldsVisitor {
             match name {
                 "fence" => fields.fence = map.next_value().map_err(error)?,
                 "ttl_ms" => fields.ttl_ms = map.next_value().map_err(error)?,
+                "permits" => fields.permits = map.next_value().map_err(error)?,
                 "data" => fields.data = map.next_value().map_err(error)?,
                 "fault" => fields.fault = map.next_value().map_err(error)?,
                 "targets" => fields.targets = map.next_value().map_err(error)?,

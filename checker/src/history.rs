@@ -54,6 +54,8 @@ pub struct Op {
     pub fence: Option<u64>,
     /// acquire, renew: the TTL asked for (from `invoke`).
     pub ttl_ms: Option<u64>,
+    /// acquire of a semaphore: how many may hold it at once (from `invoke`).
+    pub permits: Option<u32>,
     /// write: the data sent; read: the data read.
     pub data: Option<Box<str>>,
     pub error: Option<Box<str>>,
@@ -381,6 +383,7 @@ impl HistoryBuilder {
             outcome: Outcome::Info,
             fence,
             ttl_ms: fields.ttl_ms,
+            permits: fields.permits,
             data: data.map(String::into_boxed_str),
             error: None,
         });

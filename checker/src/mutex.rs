@@ -24,13 +24,76 @@ impl Checker for MutualExclusion {
             return CheckResult::not_applicable(self.name(), "no acquire operations");
         }
         let beliefs = history.beliefs();
+        let permits = permits_per_key(history);
         let mut findings = Findings::new(self.name(), options);
         for (key, ops) in keys {
-            let violations = overlaps(history, beliefs.of_key(key));
+            let violations = match permits[key as usize] {
+                0 | 1 => overlaps(history, beliefs.of_key(key)),
+                limit => over_limit(history, beliefs.of_key(key), limit as usize),
+            };
             findings.key(history.key_name(key), ops, violations);
         }
         findings.finish()
     }
+}
+
+/// How many may hold each key at once: the largest `permits` its acquires
+/// ask for (a semaphore), else 1.
+pub(crate) fn permits_per_key(history: &History) -> Vec<u32> {
+    let mut permits = vec![1u32; history.key_count()];
+    for op in history.ops().iter().filter(|op| op.f == crate::event::Function::Acquire) {
+        if let Some(asked) = op.permits {
+            let limit = &mut permits[op.key as usize];
+            *limit = (*limit).max(asked);
+        }
+    }
+    permits
+}
+
+/// A semaphore's beliefs: more than `limit` clients at once is a violation,
+/// reported once per grant that went over.
+fn over_limit(history: &History, beliefs: &[Belief], limit: usize) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    let mut running: Vec<&Belief> = Vec::new();
+    for later in beliefs {
+        running.retain(|earlier| earlier.end.index > later.start.index);
+        running.push(later);
+        if running.len() <= limit {
+            continue;
+        }
+        let end = running.iter().map(|belief| belief.end).min().expect("running is not empty");
+        let window = Window {
+            start_index: later.start.index,
+            start_ns: later.start.time_ns,
+            end_index: end.index,
+            end_ns: end.time_ns,
+        };
+        let key = history.key_name(later.key);
+        let holders: Vec<String> = running
+            .iter()
+            .map(|belief| format!("{} (granted at index {})", belief.process, belief.start.index))
+            .collect();
+        let mut events: Vec<u64> = running.iter().map(|belief| belief.start.index).collect();
+        events.sort_unstable();
+        violations.push(Violation {
+            linearization: None,
+            kind: ViolationKind::Overlap,
+            key: key.to_string(),
+            processes: running.iter().map(|belief| belief.process).collect(),
+            window: Some(window),
+            events,
+            explanation: format!(
+                "{} clients believed they held {key:?}, whose limit is {limit}, for {}, from t={} to t={}: \
+                 processes {}.",
+                running.len(),
+                format_seconds(window.duration_ns()),
+                format_time(window.start_ns),
+                format_time(window.end_ns),
+                holders.join(", ")
+            ),
+        });
+    }
+    violations
 }
 
 /// Sweeps one lock's beliefs in start order, keeping those still running.
@@ -138,5 +201,26 @@ mod tests {
              5 1 ok release l",
         );
         assert_eq!(result.verdict, Some(Verdict::Valid));
+    }
+}
+
+#[cfg(test)]
+mod semaphore_tests {
+    use super::*;
+    use crate::{history_from, Verdict};
+
+    #[test]
+    fn a_semaphore_allows_its_permits_and_no_more() {
+        let two = r#"
+            0 1 invoke acquire s {"permits":2}
+            1 1 ok acquire s
+            2 2 invoke acquire s {"permits":2}
+            3 2 ok acquire s"#;
+        let result = MutualExclusion.check(&history_from(two), &CheckOptions::default());
+        assert_eq!(result.verdict, Some(Verdict::Valid));
+        let three = format!("{two}\n            4 3 invoke acquire s {{\"permits\":2}}\n            5 3 ok acquire s");
+        let result = MutualExclusion.check(&history_from(&three), &CheckOptions::default());
+        assert_eq!(result.verdict, Some(Verdict::Invalid));
+        assert_eq!(result.violations[0].processes, [1, 2, 3]);
     }
 }

@@ -37,11 +37,12 @@ impl Checker for ResourceSafety {
             return CheckResult::not_applicable(self.name(), "no write or read operations");
         }
         let beliefs = history.beliefs();
+        let permits = crate::mutex::permits_per_key(history);
         let mut findings = Findings::new(self.name(), options);
         let mut unguarded = 0u64;
         for (key, ops) in per_key.iter().enumerate().filter(|(_, ops)| !ops.is_empty()) {
             let mut violations = stale_writes(history, ops);
-            let (double_charges, unguarded_here) = double_charges(history, beliefs, ops);
+            let (double_charges, unguarded_here) = double_charges(history, beliefs, &permits, ops);
             violations.extend(double_charges);
             unguarded += unguarded_here;
             violations.extend(ReadCheck::new(history, ops).stale_reads(ops));
@@ -111,7 +112,12 @@ fn stale_writes(history: &History, ops: &[OpId]) -> Vec<Violation> {
 
 /// Unfenced accepted writes whose writer's lock had been granted to another
 /// client after the writer's own grant and before the write was invoked.
-fn double_charges(history: &History, beliefs: &Beliefs, ops: &[OpId]) -> (Vec<Violation>, u64) {
+fn double_charges(
+    history: &History,
+    beliefs: &Beliefs,
+    permits: &[u32],
+    ops: &[OpId],
+) -> (Vec<Violation>, u64) {
     let mut violations = Vec::new();
     let mut unguarded = 0;
     for &id in ops {
@@ -123,6 +129,11 @@ fn double_charges(history: &History, beliefs: &Beliefs, ops: &[OpId]) -> (Vec<Vi
         let mut usurper = None;
         for held in beliefs.held_at_write(id) {
             held_any = true;
+            // A semaphore shares its key by design: another grant of it is
+            // no sign that this holder is stale.
+            if permits[held.key as usize] > 1 {
+                continue;
+            }
             if let Some(other) = granted_to_another(beliefs, held, write) {
                 usurper = Some((held, other));
                 break;

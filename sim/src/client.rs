@@ -32,6 +32,13 @@ pub enum Backend {
     /// Broken: Redlock whose crashed instances restart at once, having
     /// forgotten their keys.
     RedlockNoDelay,
+    /// A per-tenant semaphore (two permits) on one Redis: a sorted set per
+    /// key, member = holder, score = lease expiry; one script drops expired
+    /// members, counts, adds if below the limit, by the server's own TIME;
+    /// holders heartbeat with `ZADD XX`.
+    RedisSemaphore,
+    /// Broken: the semaphore script takes `now` from the caller's clock.
+    RedisSemaphoreClientClock,
 }
 
 /// The five Redlock instances.
@@ -42,7 +49,7 @@ pub const REDLOCK_HOSTS: [&str; 5] = ["redis-0", "redis-1", "redis-2", "redis-3"
 pub const REPLICATED_HOSTS: [&str; 2] = ["redis", "redis-replica"];
 
 impl Backend {
-    pub const ALL: [Backend; 8] = [
+    pub const ALL: [Backend; 10] = [
         Backend::Redis,
         Backend::RedisDelRelease,
         Backend::RedisSetnxExpire,
@@ -51,6 +58,8 @@ impl Backend {
         Backend::LeaseTableClientClock,
         Backend::Redlock,
         Backend::RedlockNoDelay,
+        Backend::RedisSemaphore,
+        Backend::RedisSemaphoreClientClock,
     ];
 
     pub fn name(self) -> &'static str {
@@ -63,6 +72,8 @@ impl Backend {
             Backend::LeaseTableClientClock => "sim-lease-table-client-clock",
             Backend::Redlock => "sim-redlock",
             Backend::RedlockNoDelay => "sim-redlock-no-delay",
+            Backend::RedisSemaphore => "sim-redis-semaphore",
+            Backend::RedisSemaphoreClientClock => "sim-redis-semaphore-client-clock",
         }
     }
 
@@ -76,6 +87,14 @@ impl Backend {
             Backend::LeaseTable | Backend::LeaseTableClientClock => &["db"],
             Backend::Redlock | Backend::RedlockNoDelay => &REDLOCK_HOSTS,
             _ => &["redis"],
+        }
+    }
+
+    /// How many may hold a key at once: 2 for the semaphores, else 1.
+    pub fn permits(self) -> u32 {
+        match self {
+            Backend::RedisSemaphore | Backend::RedisSemaphoreClientClock => 2,
+            _ => 1,
         }
     }
 
@@ -234,6 +253,31 @@ impl SimClient {
         }
     }
 
+    /// The caller's clock, for the recipe that (wrongly) trusts it.
+    fn caller_now_ms(&self) -> Option<i64> {
+        (self.backend == Backend::RedisSemaphoreClientClock).then(|| {
+            turmoil::sim_elapsed().unwrap_or_default().as_millis() as i64
+                + self.clock_offset_ms.get()
+        })
+    }
+
+    async fn acquire_permit(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
+        let member = self.next_value();
+        let limit = self.backend.permits();
+        let request = Request::SemAcquire {
+            key: key.into(),
+            member: member.clone(),
+            ttl_ms,
+            limit,
+            now_ms: self.caller_now_ms(),
+        };
+        match self.instances[0].call(&request).await {
+            Ok(Response::Ok) => Outcome::Ok(Grant { fence: None, lease: Some(member) }),
+            Ok(_) => Outcome::Fail("busy".into()),
+            Err(failure) => unknown(failure),
+        }
+    }
+
     fn counted(reply: Result<Response, Failure>) -> Outcome<()> {
         match reply {
             Ok(Response::Int(1)) => Outcome::Ok(()),
@@ -246,6 +290,9 @@ impl SimClient {
 impl LockClient for SimClient {
     async fn acquire(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
         match self.backend {
+            Backend::RedisSemaphore | Backend::RedisSemaphoreClientClock => {
+                self.acquire_permit(key, ttl_ms).await
+            }
             Backend::Redlock | Backend::RedlockNoDelay => self.acquire_redlock(key, ttl_ms).await,
             Backend::LeaseTable | Backend::LeaseTableClientClock => {
                 self.acquire_lease(key, ttl_ms).await
@@ -259,6 +306,13 @@ impl LockClient for SimClient {
         let value = grant.lease.clone().unwrap_or_default();
         if self.backend.is_redlock() {
             return self.release_redlock(key, &value).await;
+        }
+        if self.backend.permits() > 1 {
+            return Self::counted(
+                self.instances[0]
+                    .call(&Request::SemRelease { key: key.into(), member: value })
+                    .await,
+            );
         }
         let request = match self.backend {
             Backend::RedisDelRelease => {
@@ -281,6 +335,11 @@ impl LockClient for SimClient {
         let value = grant.lease.clone().unwrap_or_default();
         if self.backend.is_redlock() {
             return self.renew_redlock(key, &value, ttl_ms).await;
+        }
+        if self.backend.permits() > 1 {
+            let now_ms = self.caller_now_ms();
+            let request = Request::SemHeartbeat { key: key.into(), member: value, ttl_ms, now_ms };
+            return Self::counted(self.instances[0].call(&request).await);
         }
         let request = match self.backend {
             Backend::LeaseTable | Backend::LeaseTableClientClock => Request::LeaseRenew {

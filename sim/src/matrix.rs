@@ -154,6 +154,15 @@ pub fn cells() -> Vec<Cell> {
             violated(&[MUTEX]),
             "expiry by the client's clock",
         ),
+        cell(B::RedisSemaphore, &[], SAFE, "semaphore, 2 permits: no fault, at most 2 holders"),
+        cell(B::RedisSemaphore, &[F::Skew], SAFE, "TIME inside the script: client clock skew is harmless"),
+        cell(
+            B::RedisSemaphore,
+            &[F::Pause],
+            violated(&[MUTEX]),
+            "a holder that stops heartbeating loses its slot while still running: over the limit",
+        ),
+        cell(B::RedisSemaphoreClientClock, &[F::Skew], violated(&[MUTEX]), "now from the caller's clock: over the limit"),
         Cell { workload: Workload::Cron, ..cell(B::Redis, &[], SAFE, "cron, a lock per day never released: once a day") },
         Cell {
             workload: Workload::CronRelease,

@@ -64,6 +64,27 @@ pub enum Request {
         fence: u64,
         ttl_ms: u64,
     },
+    /// The semaphore script: drop expired members, count, add if below the
+    /// limit. `now_ms`: the caller's clock (`None`: the server's own TIME).
+    SemAcquire {
+        key: String,
+        member: String,
+        ttl_ms: u64,
+        limit: u32,
+        now_ms: Option<i64>,
+    },
+    /// `ZADD XX`: a holder's heartbeat, if it still has its slot.
+    SemHeartbeat {
+        key: String,
+        member: String,
+        ttl_ms: u64,
+        now_ms: Option<i64>,
+    },
+    /// `ZREM`
+    SemRelease {
+        key: String,
+        member: String,
+    },
     /// A write to the protected resource, with the token when there is one.
     Write {
         key: String,

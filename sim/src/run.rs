@@ -401,6 +401,7 @@ pub fn run_with_progress(
         },
         think_ms: (0, 40),
         send_fence: options.fencing,
+        permits: (options.backend.permits() > 1).then(|| options.backend.permits()),
     };
     let deadline = Duration::from_millis((options.ttl_ms / 4).clamp(20, 2000));
     let stalls: Vec<Stall> = (0..options.clients).map(|_| Stall::default()).collect();

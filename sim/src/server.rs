@@ -29,6 +29,8 @@ pub struct ServerState {
     keys: BTreeMap<String, Entry>,
     leases: BTreeMap<String, Lease>,
     resources: BTreeMap<String, (Option<u64>, Option<String>)>,
+    /// Semaphores: per key, each member's expiry on the clock it was given.
+    semaphores: BTreeMap<String, BTreeMap<String, i64>>,
     /// The resource storage rejects stale tokens (`UPDATE … WHERE fence <= $t`).
     pub fenced_storage: bool,
 }
@@ -174,6 +176,31 @@ impl ServerState {
                     }
                     _ => Response::Int(0),
                 }
+            }
+            Request::SemAcquire { key, member, ttl_ms, limit, now_ms: at } => {
+                let now = at.unwrap_or(now_ms);
+                let members = self.semaphores.entry(key).or_default();
+                members.retain(|_, expires_at| *expires_at > now);
+                if members.len() as u32 >= limit {
+                    return Response::Nil;
+                }
+                members.insert(member, now + ttl_ms as i64);
+                Response::Ok
+            }
+            Request::SemHeartbeat { key, member, ttl_ms, now_ms: at } => {
+                let now = at.unwrap_or(now_ms);
+                match self.semaphores.get_mut(&key).and_then(|members| members.get_mut(&member)) {
+                    Some(expires_at) => {
+                        *expires_at = now + ttl_ms as i64;
+                        Response::Int(1)
+                    }
+                    None => Response::Int(0),
+                }
+            }
+            Request::SemRelease { key, member } => {
+                let removed =
+                    self.semaphores.get_mut(&key).and_then(|members| members.remove(&member));
+                Response::Int(i64::from(removed.is_some()))
             }
             Request::Write { key, fence, data } => {
                 let stored = self.resources.entry(key).or_default();

@@ -55,6 +55,9 @@ pub struct WorkloadOptions {
     pub think_ms: (u64, u64),
     /// Send the grant's token with writes (the storage may then fence).
     pub send_fence: bool,
+    /// A semaphore: how many may hold a key at once (recorded with each
+    /// acquire); `None` for a lock.
+    pub permits: Option<u32>,
 }
 
 /// A GC-pause point: a nemesis sets a duration, and the client stalls that
@@ -245,7 +248,10 @@ async fn run_locking<C: LockClient>(
             EventType::Invoke,
             Function::Acquire,
             lock,
-            json!({ "ttl_ms": options.ttl_ms }),
+            match options.permits {
+                Some(permits) => json!({ "ttl_ms": options.ttl_ms, "permits": permits }),
+                None => json!({ "ttl_ms": options.ttl_ms }),
+            },
             None,
         );
         let outcome = client.acquire(lock, options.ttl_ms).await;

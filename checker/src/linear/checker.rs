@@ -14,6 +14,7 @@ use super::PartEvidence;
 use crate::event::Function;
 use crate::history::{History, KeyId, Op, OpId, Outcome};
 use crate::import::ModelChoice;
+use crate::mutex::permits_per_key;
 use crate::verdict::{
     CheckOptions, CheckResult, Checker, Findings, LinearizationEvidence, Violation, ViolationKind,
 };
@@ -35,9 +36,18 @@ impl Checker for Linearizability {
     }
 
     fn check(&self, history: &History, options: &CheckOptions) -> CheckResult {
-        let keys = lock_keys(history);
+        // A semaphore (permits > 1) is no lock: neither model fits it.
+        let permits = permits_per_key(history);
+        let all_keys = lock_keys(history);
+        let keys: Vec<(KeyId, u64)> =
+            all_keys.iter().copied().filter(|&(key, _)| permits[key as usize] <= 1).collect();
         if keys.is_empty() {
-            return CheckResult::not_applicable(self.name(), "no acquire operations");
+            let reason = if all_keys.is_empty() {
+                "no acquire operations"
+            } else {
+                "only semaphores (permits > 1)"
+            };
+            return CheckResult::not_applicable(self.name(), reason);
         }
         let mut per_key: Vec<Vec<OpId>> = vec![Vec::new(); history.key_count()];
         for (id, op) in history.ops().iter().enumerate() {
@@ -65,6 +75,12 @@ impl Checker for Linearizability {
             })
             .collect();
         let mut findings = Findings::new(self.name(), options);
+        if keys.len() < all_keys.len() {
+            findings.note(format!(
+                "{} semaphores (permits > 1) not checked: no lock model fits them",
+                all_keys.len() - keys.len()
+            ));
+        }
         for (&(key, _), outcome) in keys.iter().zip(outcomes) {
             let name = history.key_name(key);
             let ops = per_key[key as usize].len() as u64;
