@@ -92,11 +92,16 @@ fn simulate(options: &SimOptions) -> anyhow::Result<SimRun> {
     Ok(sim)
 }
 
-pub fn check(sim: &SimRun, linearizability_timeout: Duration) -> anyhow::Result<Analysis> {
-    let options = CheckOptions {
+/// The checkers' options for a simulated run.
+fn check_options(linearizability_timeout: Duration) -> CheckOptions {
+    CheckOptions {
         linearizability_time_limit: Some(linearizability_timeout),
         ..CheckOptions::default()
-    };
+    }
+}
+
+pub fn check(sim: &SimRun, linearizability_timeout: Duration) -> anyhow::Result<Analysis> {
+    let options = check_options(linearizability_timeout);
     // A malformed simulated history is a bug in lockcheck, not a verdict.
     check_run(sim, &options).context("the simulator recorded a malformed history")
 }
@@ -110,10 +115,7 @@ fn shrink_failure(
     analysis: &Analysis,
     dir: Option<&Path>,
 ) -> anyhow::Result<()> {
-    let check_options = CheckOptions {
-        linearizability_time_limit: Some(args.linearizability_timeout),
-        ..CheckOptions::default()
-    };
+    let check_options = check_options(args.linearizability_timeout);
     let shrunk = shrink(options, analysis, sim.events.len(), &check_options, SHRINK_BUDGET)?;
     if shrunk.options == *options {
         eprintln!("shrink: no smaller run fails the same way ({} tried)", shrunk.attempts);

@@ -164,12 +164,7 @@ fn judge(history: &History, stretch: Stretch, bound_ns: u64) -> Option<Violation
     let first = stretch.failed[0];
     let start = stretch.free_since.unwrap_or(first.invoke);
     let end = stretch.last_failure_end;
-    let window = Window {
-        start_index: start.index,
-        start_ns: start.time_ns,
-        end_index: end.index,
-        end_ns: end.time_ns,
-    };
+    let window = Window::between(start, end);
     if window.duration_ns() <= bound_ns {
         return None;
     }

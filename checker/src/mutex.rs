@@ -62,12 +62,7 @@ fn over_limit(history: &History, beliefs: &[Belief], limit: usize) -> Vec<Violat
             continue;
         }
         let end = running.iter().map(|belief| belief.end).min().expect("running is not empty");
-        let window = Window {
-            start_index: later.start.index,
-            start_ns: later.start.time_ns,
-            end_index: end.index,
-            end_ns: end.time_ns,
-        };
+        let window = Window::between(later.start, end);
         let key = history.key_name(later.key);
         let holders: Vec<String> = running
             .iter()
@@ -112,12 +107,7 @@ fn overlaps(history: &History, beliefs: &[Belief]) -> Vec<Violation> {
 
 fn overlap(history: &History, earlier: &Belief, later: &Belief) -> Violation {
     let end = if earlier.end.index <= later.end.index { earlier.end } else { later.end };
-    let window = Window {
-        start_index: later.start.index,
-        start_ns: later.start.time_ns,
-        end_index: end.index,
-        end_ns: end.time_ns,
-    };
+    let window = Window::between(later.start, end);
     let key = history.key_name(later.key);
     let (first, second) = (history.op(earlier.grant), history.op(later.grant));
     let mut events =

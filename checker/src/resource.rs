@@ -171,12 +171,7 @@ fn double_charge(history: &History, write: &Op, held: &Belief, other: &Belief) -
         kind: ViolationKind::DoubleCharge,
         key: resource.to_string(),
         processes: vec![other.process, write.process],
-        window: Some(Window {
-            start_index: other.start.index,
-            start_ns: other.start.time_ns,
-            end_index: landed.index,
-            end_ns: landed.time_ns,
-        }),
+        window: Some(Window::between(other.start, landed)),
         events: vec![held.start.index, other.start.index, write.invoke.index, landed.index],
         explanation: format!(
             "an unfenced write{data} to {resource:?} by process {w} landed at index {li} (t={lt}) from a stale holder: \

@@ -71,6 +71,16 @@ pub struct Window {
 }
 
 impl Window {
+    /// The span from one moment of the history to another.
+    pub fn between(start: crate::history::Moment, end: crate::history::Moment) -> Window {
+        Window {
+            start_index: start.index,
+            start_ns: start.time_ns,
+            end_index: end.index,
+            end_ns: end.time_ns,
+        }
+    }
+
     pub fn duration_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
     }
