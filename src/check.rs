@@ -128,10 +128,9 @@ fn shrink_failure(
         shrunk.attempts,
         replay_command(&shrunk.options)
     );
-    if let Some(dir) = dir {
-        let smaller = lockcheck_sim::run(&shrunk.options)?;
+    if let (Some(dir), Some(history)) = (dir, &shrunk.history) {
         let file = fs::File::create(dir.join("shrunk-history.jsonl"))?;
-        write_events(std::io::BufWriter::new(file), &smaller.events)?;
+        write_events(std::io::BufWriter::new(file), history)?;
         fs::write(dir.join("shrunk-command"), format!("{}\n", replay_command(&shrunk.options)))?;
     }
     Ok(())

@@ -8,16 +8,18 @@
 
 use std::time::Duration;
 
-use lockcheck_checker::{Analysis, CheckOptions, Verdict};
+use lockcheck_checker::{Analysis, CheckOptions, Event, Verdict};
 
 use crate::matrix::{check_run, MatrixError};
 use crate::run::{run, SimOptions};
 
 /// The smallest failing run found.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Shrunk {
     pub options: SimOptions,
     pub events: usize,
+    /// The smallest failing run's history; `None` when nothing smaller failed.
+    pub history: Option<Vec<Event>>,
     /// Runs tried, failing or not.
     pub attempts: u32,
 }
@@ -68,7 +70,7 @@ pub fn shrink(
     budget: u32,
 ) -> Result<Shrunk, MatrixError> {
     let wanted = failing(analysis);
-    let mut best = Shrunk { options: options.clone(), events, attempts: 0 };
+    let mut best = Shrunk { options: options.clone(), events, history: None, attempts: 0 };
     if wanted.is_empty() {
         return Ok(best);
     }
@@ -88,6 +90,7 @@ pub fn shrink(
                 best = Shrunk {
                     options: candidate,
                     events: sim.events.len(),
+                    history: Some(sim.events),
                     attempts: best.attempts,
                 };
                 continue 'improve;
@@ -126,6 +129,13 @@ mod tests {
         // The shrunk run replays, and still fails.
         let again = run(&shrunk.options).unwrap();
         assert_eq!(again.events.len(), shrunk.events);
+        let bytes = |events: &[Event]| {
+            let mut bytes = Vec::new();
+            lockcheck_checker::write_events(&mut bytes, events).unwrap();
+            bytes
+        };
+        let kept = shrunk.history.as_deref().expect("a smaller run failed");
+        assert_eq!(bytes(&again.events), bytes(kept), "the kept history is the replayed one");
         let checked = check_run(&again, &check_options).unwrap();
         assert!(failing(&checked).contains(&"mutual-exclusion"));
     }
