@@ -5,6 +5,7 @@
 //! simulator and the real backends share all of this.
 
 mod client;
+pub mod real;
 mod recorder;
 mod workload;
 
