@@ -1,9 +1,45 @@
 //! Real lock backends (LOCKS.md §2) over real connections, the protected
-//! resource storage in PostgreSQL, and the servers the tool starts itself.
+//! resource storage in PostgreSQL, the servers the tool starts itself, and
+//! the driver that runs a workload's clients against them.
 
+use std::time::Duration;
+
+pub mod driver;
 pub mod etcd;
 pub mod redis;
 pub mod redlock;
 pub mod servers;
 pub mod sql;
 pub mod storage;
+
+/// Why a real backend, its storage or a managed server could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum RealError {
+    /// A server could not be reached or refused the session.
+    #[error("cannot connect to {what} at {url}: {reason}")]
+    Connect { what: &'static str, url: String, reason: String },
+    /// Creating the tables, scripts or leases a backend needs failed.
+    #[error("setting up {what} failed: {reason}")]
+    Setup { what: &'static str, reason: String },
+    /// A server binary is not on PATH.
+    #[error("`{binary}` is not installed: install the Debian package `{package}` (apt-get install -y {package}), or point --url at a running server")]
+    MissingBinary { binary: &'static str, package: &'static str },
+    /// A managed server failed to start or become ready.
+    #[error("the {what} server did not start: {reason}")]
+    Server { what: &'static str, reason: String },
+}
+
+/// What every real client of a test shares: where the protected resources
+/// live and how long any one operation may take.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientConfig {
+    /// This logical client's name (`client-3`): lock values and owners are
+    /// derived from it, so a history says who held what.
+    pub name: String,
+    /// Every operation ends within this, as `info` if its outcome is unknown.
+    pub deadline: Duration,
+    /// The PostgreSQL URL of the protected resources' table.
+    pub storage_url: String,
+    /// The storage rejects writes with a token older than one it accepted.
+    pub fenced_storage: bool,
+}
