@@ -106,7 +106,8 @@ pub(crate) fn resource_keys(history: &History) -> usize {
 }
 
 /// Builds a history from compact lines `time process type f key [value]`
-/// (indices are assigned in order), for the checkers' unit tests.
+/// (indices are assigned in order), for the checkers' unit tests. A value
+/// `!reason` is an error instead.
 #[cfg(test)]
 pub(crate) fn history_from(lines: &str) -> History {
     let mut builder = HistoryBuilder::new();
@@ -115,8 +116,12 @@ pub(crate) fn history_from(lines: &str) -> History {
         let mut word = || words.next().expect("time process type f key [value]");
         let (time, process, event_type, f, key) = (word(), word(), word(), word(), word());
         let value = words.next().unwrap_or("null");
+        let (value, error) = match value.strip_prefix('!') {
+            Some(error) => ("null", format!(r#","error":"{error}""#)),
+            None => (value, String::new()),
+        };
         let json = format!(
-            r#"{{"index":{index},"time":{time},"process":{process},"type":"{event_type}","f":"{f}","key":"{key}","value":{value}}}"#
+            r#"{{"index":{index},"time":{time},"process":{process},"type":"{event_type}","f":"{f}","key":"{key}","value":{value}{error}}}"#
         );
         let event: Event = serde_json::from_str(&json).expect("test event parses");
         builder.push(&event).expect("test history is well formed");

@@ -113,6 +113,8 @@ struct Stretch<'h> {
     free_since: Option<Moment>,
     failed: Vec<&'h Op>,
     last_failure_end: Moment,
+    /// `free_since` is the end of an outage, not a holder's release.
+    outage: bool,
 }
 
 /// Groups the failed attempts that lie wholly inside a free stretch (an
@@ -129,6 +131,17 @@ fn stuck_stretches(
     // Only refusals show a stuck lock; an attempt that failed because the
     // service was unreachable shows an outage, which is not this check's.
     let refused = |op: &&Op| op.outcome == Outcome::Fail && is_refusal(op.error.as_deref());
+    // Nor does a stretch in which the service was down say the lock was
+    // stuck: a lock service restarting its lease timers after an outage
+    // (etcd's new leader does) keeps the lock until a TTL after it. The
+    // clock restarts at the end of each unreachable attempt.
+    let mut outages: Vec<Moment> = attempts
+        .iter()
+        .map(|&id| history.op(id))
+        .filter(|op| op.outcome == Outcome::Fail && !is_refusal(op.error.as_deref()))
+        .map(|op| history.completion_or_end(op))
+        .collect();
+    outages.sort_unstable_by_key(|moment| moment.index);
     for op in attempts.iter().map(|&id| history.op(id)).filter(refused) {
         let before = held.partition_point(|&(start, _)| start.index < op.invoke.index);
         let end = history.completion_or_end(op);
@@ -146,24 +159,40 @@ fn stuck_stretches(
             }
             _ => {
                 if let Some((_, done)) = current.take() {
-                    violations.extend(judge(history, done, bound_ns));
+                    violations.extend(judge(history, done, &outages, bound_ns));
                 }
                 let free_since = before.checked_sub(1).map(|last| held[last].1);
-                current =
-                    Some((before, Stretch { free_since, failed: vec![op], last_failure_end: end }));
+                current = Some((
+                    before,
+                    Stretch { free_since, failed: vec![op], last_failure_end: end, outage: false },
+                ));
             }
         }
     }
     if let Some((_, done)) = current {
-        violations.extend(judge(history, done, bound_ns));
+        violations.extend(judge(history, done, &outages, bound_ns));
     }
     violations
 }
 
-fn judge(history: &History, stretch: Stretch, bound_ns: u64) -> Option<Violation> {
-    let first = stretch.failed[0];
-    let start = stretch.free_since.unwrap_or(first.invoke);
+fn judge(
+    history: &History,
+    mut stretch: Stretch,
+    outages: &[Moment],
+    bound_ns: u64,
+) -> Option<Violation> {
     let end = stretch.last_failure_end;
+    // The last outage before the stretch's last refusal restarts its clock.
+    let last_invoke = stretch.failed[stretch.failed.len() - 1].invoke.index;
+    let outage = outages[..outages.partition_point(|moment| moment.index < last_invoke)].last();
+    let mut start = stretch.free_since.unwrap_or(stretch.failed[0].invoke);
+    if let Some(&outage) = outage.filter(|outage| outage.index > start.index) {
+        start = outage;
+        stretch.free_since = Some(outage);
+        stretch.failed.retain(|op| op.invoke.index > outage.index);
+        stretch.outage = true;
+    }
+    let first = *stretch.failed.first()?;
     let window = Window::between(start, end);
     if window.duration_ns() <= bound_ns {
         return None;
@@ -171,6 +200,11 @@ fn judge(history: &History, stretch: Stretch, bound_ns: u64) -> Option<Violation
     let last = stretch.failed[stretch.failed.len() - 1];
     let key = history.key_name(first.key);
     let since = match stretch.free_since {
+        Some(free) if stretch.outage => format!(
+            "since the lock service last failed to answer, at index {} (t={})",
+            free.index,
+            format_time(free.time_ns)
+        ),
         Some(free) => format!(
             "since the last holder let go at index {} (t={})",
             free.index,
@@ -234,6 +268,32 @@ mod tests {
             10000000000 2 invoke acquire l {\"ttl_ms\":1000}
             10000000001 2 fail acquire l";
         assert_eq!(verdict(lines), Some(crate::Verdict::Invalid));
+    }
+
+    #[test]
+    fn an_outage_restarts_the_clock() {
+        // The holder crashes; the service is unreachable until 4 s (an
+        // election, a restart), then refuses for 2 s while a lease it
+        // restarted at the outage's end runs out: within the 3 s bound.
+        let lines = "
+            0 1 invoke acquire l {\"ttl_ms\":1000}
+            1 1 ok acquire l
+            2 1 invoke renew l
+            3 1 info renew l
+            2000000000 2 invoke acquire l {\"ttl_ms\":1000}
+            2000000001 2 fail acquire l !busy
+            4000000000 2 invoke acquire l {\"ttl_ms\":1000}
+            4000000001 2 fail acquire l !unavailable
+            6000000000 2 invoke acquire l {\"ttl_ms\":1000}
+            6000000001 2 fail acquire l !busy";
+        assert_eq!(verdict(lines), Some(crate::Verdict::Valid));
+        // Refused for longer than the bound after the outage: stuck.
+        let stuck = format!(
+            "{lines}
+            8000000000 2 invoke acquire l {{\"ttl_ms\":1000}}
+            8000000001 2 fail acquire l !busy"
+        );
+        assert_eq!(verdict(&stuck), Some(crate::Verdict::Invalid));
     }
 
     #[test]
