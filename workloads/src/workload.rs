@@ -58,6 +58,10 @@ pub struct WorkloadOptions {
     /// A semaphore: how many may hold a key at once (recorded with each
     /// acquire); `None` for a lock.
     pub permits: Option<u32>,
+    /// A session with a background keepalive (etcd's): the holder works one
+    /// long job of `hold_ms` and renews every this many ms through it, then
+    /// writes. `None`: a short job after at most one watchdog renewal.
+    pub keepalive_ms: Option<u64>,
 }
 
 /// A GC-pause point: a nemesis sets a duration, and the client stalls that
@@ -239,7 +243,7 @@ async fn run_locking<C: LockClient>(
                 }
             }
         };
-    while tokio::time::Instant::now() < plan.until {
+    'ops: while tokio::time::Instant::now() < plan.until {
         tokio::time::sleep(uniform(&mut rng, options.think_ms)).await;
         let at = rng.gen_range(0..options.locks.len());
         let (lock, resource) = (&options.locks[at], &options.resources[at]);
@@ -272,53 +276,77 @@ async fn run_locking<C: LockClient>(
             }
         };
         debug_assert_eq!(before, process);
+        // One renewal, recorded; a lost lease ends the turn with a release,
+        // an unknown outcome with a new process.
+        macro_rules! renew_or_stop {
+            ($ops:lifetime) => {
+                    record(
+                        process,
+                        EventType::Invoke,
+                        Function::Renew,
+                        lock,
+                        json!({ "ttl_ms": options.ttl_ms }),
+                        None,
+                    );
+                    let outcome = unit(client.renew(lock, &grant, options.ttl_ms).await);
+                    let (lost, crashed) =
+                        (matches!(outcome, Outcome::Fail(_)), matches!(outcome, Outcome::Info(_)));
+                    complete(&mut process, Function::Renew, lock, outcome);
+                    if crashed {
+                        client.reset().await;
+                        continue $ops;
+                    }
+                    if lost {
+                        // The lease is gone: stop, and say so with a release.
+                        record(
+                            process,
+                            EventType::Invoke,
+                            Function::Release,
+                            lock,
+                            grant_value(&grant),
+                            None,
+                        );
+                        let outcome = unit(client.release(lock, &grant).await);
+                        let crashed = matches!(outcome, Outcome::Info(_));
+                        complete(&mut process, Function::Release, lock, outcome);
+                        if crashed {
+                            client.reset().await;
+                        }
+                        continue $ops;
+                    }
+            };
+        }
         // A watchdog renewal now and then. It cannot save a holder whose
         // stall falls after it, before the work (LOCKS.md §1), and the
         // workload keeps it that way.
-        if rng.gen_bool(RENEW_CHANCE) {
-            record(
-                process,
-                EventType::Invoke,
-                Function::Renew,
-                lock,
-                json!({ "ttl_ms": options.ttl_ms }),
-                None,
-            );
-            let outcome = unit(client.renew(lock, &grant, options.ttl_ms).await);
-            let (lost, crashed) =
-                (matches!(outcome, Outcome::Fail(_)), matches!(outcome, Outcome::Info(_)));
-            complete(&mut process, Function::Renew, lock, outcome);
-            if crashed {
-                client.reset().await;
-                continue;
-            }
-            if lost {
-                // The lease is gone: stop, and say so with a release.
-                record(
-                    process,
-                    EventType::Invoke,
-                    Function::Release,
-                    lock,
-                    grant_value(&grant),
-                    None,
-                );
-                let outcome = unit(client.release(lock, &grant).await);
-                let crashed = matches!(outcome, Outcome::Info(_));
-                complete(&mut process, Function::Release, lock, outcome);
-                if crashed {
-                    client.reset().await;
-                }
-                continue;
-            }
+        if options.keepalive_ms.is_none() && rng.gen_bool(RENEW_CHANCE) {
+            renew_or_stop!('ops);
         }
         // The GC pause falls here: after the grant, before the work.
         let stall_ms = stall.take();
         if stall_ms > 0 {
             tokio::time::sleep(Duration::from_millis(stall_ms)).await;
         }
+        // The long job of a session holder, its keepalive renewing the lease
+        // all along (and, cut off from the service, still believing in it
+        // until its own deadline: the client library's view, LOCKS.md §6).
+        if let Some(every) = options.keepalive_ms {
+            let job_end = tokio::time::Instant::now() + uniform(&mut rng, options.hold_ms);
+            loop {
+                let next = tokio::time::Instant::now() + Duration::from_millis(every.max(1));
+                if next >= job_end {
+                    tokio::time::sleep_until(job_end).await;
+                    break;
+                }
+                tokio::time::sleep_until(next).await;
+                renew_or_stop!('ops);
+            }
+        }
         match options.workload {
             Workload::Mutex | Workload::Cron | Workload::CronRelease => {
-                tokio::time::sleep(uniform(&mut rng, options.hold_ms)).await
+                if options.keepalive_ms.is_none() {
+                    tokio::time::sleep(uniform(&mut rng, options.hold_ms)).await
+                }
             }
             Workload::FencedWrite => {
                 writes += 1;
@@ -336,7 +364,9 @@ async fn run_locking<C: LockClient>(
                     client.reset().await;
                     continue;
                 }
-                tokio::time::sleep(uniform(&mut rng, options.hold_ms)).await;
+                if options.keepalive_ms.is_none() {
+                    tokio::time::sleep(uniform(&mut rng, options.hold_ms)).await;
+                }
             }
         }
         record(process, EventType::Invoke, Function::Release, lock, grant_value(&grant), None);
