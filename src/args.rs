@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lockcheck_checker::import::{InputFormat, ModelChoice};
-use lockcheck_sim::{Backend, FaultKind, SimOptions};
+use lockcheck_sim::{Backend, FaultKind, Shape, SimOptions};
 use lockcheck_workloads::Workload;
 
 const EXIT_CODES: &str = "\
@@ -154,9 +154,11 @@ pub struct AnalyzeArgs {
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// The lock backend: sim-redis, sim-lease-table, or a broken variant
-    /// (sim-redis-del-release, sim-redis-setnx-expire, sim-redis-lost-reply,
-    /// sim-lease-table-client-clock).
+    /// The lock backend: sim-redis, sim-lease-table, sim-redlock,
+    /// sim-redis-semaphore, sim-etcd (3 members), sim-etcd-5, or a broken
+    /// variant (sim-redis-del-release, sim-redis-setnx-expire,
+    /// sim-redis-lost-reply, sim-lease-table-client-clock,
+    /// sim-redlock-no-delay, sim-redis-semaphore-client-clock).
     #[arg(long, default_value = "sim-redis")]
     pub backend: String,
     /// mutex (contention on a few locks), fenced-write (holders write to the
@@ -168,6 +170,13 @@ pub struct CheckArgs {
     /// Faults, a comma list of pause, clock, kill, delay, loss, skew, failover, partition; or none.
     #[arg(long, default_value = "pause,clock,kill,delay,loss")]
     pub nemesis: String,
+    /// The shapes a partition takes, a comma list of client (a client cut
+    /// off from every lock host), isolate-one (a member cut off from the
+    /// others), halves (a minority and a majority of members), ring (each
+    /// member sees only its neighbours; five members). The member shapes
+    /// apply to the consensus backends (sim-etcd).
+    #[arg(long, default_value = "client,isolate-one,halves,ring")]
+    pub partition_shapes: String,
     /// Simulated time the clients run for (e.g. 60s, 5m).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s")]
     pub time_limit: Duration,
@@ -252,6 +261,31 @@ impl CheckArgs {
                 backend.name()
             ));
         }
+        let mut partition_shapes = Vec::new();
+        for name in self.partition_shapes.split(',').map(str::trim).filter(|name| !name.is_empty())
+        {
+            partition_shapes.push(Shape::parse(name).ok_or_else(|| {
+                format!("unknown partition shape {name:?}: use client, isolate-one, halves, ring")
+            })?);
+        }
+        if partition_shapes.is_empty() {
+            return Err("--partition-shapes needs at least one shape".to_string());
+        }
+        let servers = backend.lock_hosts().len() as u32;
+        if faults.contains(&FaultKind::Partition)
+            && !partition_shapes.iter().any(|shape| shape.applies(servers, backend.is_cluster()))
+        {
+            let why = if backend.is_cluster() {
+                "ring needs five members (sim-etcd-5)"
+            } else {
+                "its lock hosts do not talk to each other; use client"
+            };
+            return Err(format!(
+                "none of the partition shapes {:?} splits anything in {}: {why}",
+                self.partition_shapes,
+                backend.name(),
+            ));
+        }
         if self.clients == 0 || self.locks == 0 {
             return Err("--clients and --locks must be at least 1".to_string());
         }
@@ -266,6 +300,7 @@ impl CheckArgs {
             backend,
             workload,
             faults,
+            partition_shapes,
             swarm: self.swarm,
             time_limit: self.time_limit,
             clients: self.clients,
@@ -283,6 +318,9 @@ pub struct MatrixArgs {
     /// The simulated backends (the only ones so far).
     #[arg(long)]
     pub sim: bool,
+    /// Only the cells of these backends (a comma list, e.g. sim-etcd,sim-etcd-5).
+    #[arg(long, value_delimiter = ',')]
+    pub backends: Vec<String>,
     /// A violated cell must show within this many seeds.
     #[arg(long, default_value_t = 50)]
     pub violated_within: u64,

@@ -33,6 +33,12 @@ fn setup(cell: &Cell) -> String {
     if cell.persistent {
         setup.push_str(" --persistent");
     }
+    if cell.faults.contains(&lockcheck_sim::FaultKind::Partition)
+        && cell.shapes != lockcheck_sim::Shape::ALL
+    {
+        let shapes: Vec<&str> = cell.shapes.iter().map(|shape| shape.name()).collect();
+        setup.push_str(&format!(" ({})", shapes.join(",")));
+    }
     setup
 }
 
@@ -56,13 +62,23 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
     println!("{:<30} {:<26} {:<44} {:<44} result", "backend", "faults", "expected", "found");
     let started = Instant::now();
     let mut mismatches = Vec::new();
-    for cell in cells() {
-        let result = run_cell(&cell, &effort)?;
+    let cells: Vec<Cell> = cells()
+        .into_iter()
+        .filter(|cell| {
+            args.backends.is_empty() || args.backends.iter().any(|name| name == cell.backend.name())
+        })
+        .collect();
+    if cells.is_empty() {
+        eprintln!("lockcheck: no cell has the backends {:?}", args.backends);
+        return Ok(exit::USAGE.into());
+    }
+    for cell in &cells {
+        let result = run_cell(cell, &effort)?;
         println!(
             "{:<30} {:<26} {:<44} {:<44} {}",
             cell.backend.name(),
-            setup(&cell),
-            expected(&cell),
+            setup(cell),
+            expected(cell),
             result.found,
             if result.matches { "ok" } else { "MISMATCH" }
         );
@@ -77,9 +93,9 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
     }
     println!(
         "{} cells in {:.1} s: {} match, {} do not",
-        cells().len(),
+        cells.len(),
         started.elapsed().as_secs_f64(),
-        cells().len() - mismatches.len(),
+        cells.len() - mismatches.len(),
         mismatches.len()
     );
     for mismatch in &mismatches {

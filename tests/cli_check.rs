@@ -178,6 +178,20 @@ fn the_replay_line_reproduces_the_verdict() {
         "--no-fencing",
         "--no-store",
     ]);
+    replays(&[
+        "check",
+        "--backend",
+        "sim-etcd-no-quorum",
+        "--nemesis",
+        "partition",
+        "--partition-shapes",
+        "halves",
+        "--seed",
+        "1",
+        "--time-limit",
+        "15s",
+        "--no-store",
+    ]);
 }
 
 #[test]
@@ -186,6 +200,24 @@ fn bad_flags_exit_64() {
         (&["check", "--backend", "nope", "--no-store"][..], "nope"),
         (&["check", "--nemesis", "nope", "--no-store"][..], "nope"),
         (&["check", "--clients", "0", "--no-store"][..], "--clients"),
+        (&["check", "--partition-shapes", "square", "--no-store"][..], "square"),
+        (
+            &["check", "--nemesis", "partition", "--partition-shapes", "halves", "--no-store"][..],
+            "use client",
+        ),
+        (
+            &[
+                "check",
+                "--backend",
+                "sim-etcd",
+                "--nemesis",
+                "partition",
+                "--partition-shapes",
+                "ring",
+                "--no-store",
+            ][..],
+            "sim-etcd-5",
+        ),
     ] {
         let output = lockcheck(args);
         assert_eq!(output.status.code(), Some(64), "{args:?}: {}", both(&output));

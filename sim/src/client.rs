@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use lockcheck_workloads::{Grant, LockClient, Outcome, Stall};
 
+use crate::etcd::ETCD_HOSTS;
 use crate::host::{Connection, Failure, Primary};
 use crate::protocol::{Request, Response};
 
@@ -39,17 +40,29 @@ pub enum Backend {
     RedisSemaphore,
     /// Broken: the semaphore script takes `now` from the caller's clock.
     RedisSemaphoreClientClock,
+    /// etcd: three members agreeing by Raft; a lease per acquisition,
+    /// TryLock, the lock key's create revision as the token.
+    Etcd,
+    /// The same with five members.
+    Etcd5,
+    /// Broken: three members whose leader commits an entry as soon as it
+    /// has it, without waiting for a majority (asynchronous replication): a
+    /// leader cut off from the others goes on granting.
+    EtcdNoQuorum,
 }
 
 /// The five Redlock instances.
 pub const REDLOCK_HOSTS: [&str; 5] = ["redis-0", "redis-1", "redis-2", "redis-3", "redis-4"];
+
+/// The members of a three-member etcd cluster.
+const ETCD_HOSTS_3: [&str; 3] = [ETCD_HOSTS[0], ETCD_HOSTS[1], ETCD_HOSTS[2]];
 
 /// A single Redis with an async replica (the failover fault): the primary
 /// first, then the replica.
 pub const REPLICATED_HOSTS: [&str; 2] = ["redis", "redis-replica"];
 
 impl Backend {
-    pub const ALL: [Backend; 10] = [
+    pub const ALL: [Backend; 13] = [
         Backend::Redis,
         Backend::RedisDelRelease,
         Backend::RedisSetnxExpire,
@@ -60,6 +73,9 @@ impl Backend {
         Backend::RedlockNoDelay,
         Backend::RedisSemaphore,
         Backend::RedisSemaphoreClientClock,
+        Backend::Etcd,
+        Backend::Etcd5,
+        Backend::EtcdNoQuorum,
     ];
 
     pub fn name(self) -> &'static str {
@@ -74,6 +90,9 @@ impl Backend {
             Backend::RedlockNoDelay => "sim-redlock-no-delay",
             Backend::RedisSemaphore => "sim-redis-semaphore",
             Backend::RedisSemaphoreClientClock => "sim-redis-semaphore-client-clock",
+            Backend::Etcd => "sim-etcd",
+            Backend::Etcd5 => "sim-etcd-5",
+            Backend::EtcdNoQuorum => "sim-etcd-no-quorum",
         }
     }
 
@@ -86,6 +105,8 @@ impl Backend {
         match self {
             Backend::LeaseTable | Backend::LeaseTableClientClock => &["db"],
             Backend::Redlock | Backend::RedlockNoDelay => &REDLOCK_HOSTS,
+            Backend::Etcd | Backend::EtcdNoQuorum => &ETCD_HOSTS_3,
+            Backend::Etcd5 => &ETCD_HOSTS,
             _ => &["redis"],
         }
     }
@@ -96,6 +117,12 @@ impl Backend {
             Backend::RedisSemaphore | Backend::RedisSemaphoreClientClock => 2,
             _ => 1,
         }
+    }
+
+    /// Lock hosts that talk among themselves (a consensus cluster): the
+    /// partitions among servers have something to split.
+    pub fn is_cluster(self) -> bool {
+        matches!(self, Backend::Etcd | Backend::Etcd5 | Backend::EtcdNoQuorum)
     }
 
     pub fn is_redlock(self) -> bool {
@@ -121,7 +148,12 @@ pub struct SimClient {
     backend: Backend,
     /// Take a fencing token with each grant (`INCR` for Redis; the lease
     /// table always has one).
-    fencing: bool,
+    pub(crate) fencing: bool,
+    /// etcd: the member this client asks first.
+    pub(crate) local_member: usize,
+    /// etcd: when the client library ends the session by itself (the last
+    /// answered keepalive plus the TTL), in ms of simulated time.
+    pub(crate) session_deadline_ms: i64,
     name: String,
     grants: u64,
     /// The lock hosts' connections: one, or Redlock's five.
@@ -154,6 +186,12 @@ impl SimClient {
             clock_offset_ms,
             backend,
             fencing,
+            local_member: name
+                .rsplit('-')
+                .next()
+                .and_then(|logical| logical.parse().ok())
+                .unwrap_or_default(),
+            session_deadline_ms: 0,
             name,
             grants: 0,
             // Redlock asks each instance with a short timeout of its own.
@@ -294,6 +332,9 @@ impl LockClient for SimClient {
                 self.acquire_permit(key, ttl_ms).await
             }
             Backend::Redlock | Backend::RedlockNoDelay => self.acquire_redlock(key, ttl_ms).await,
+            Backend::Etcd | Backend::Etcd5 | Backend::EtcdNoQuorum => {
+                self.acquire_etcd(key, ttl_ms).await
+            }
             Backend::LeaseTable | Backend::LeaseTableClientClock => {
                 self.acquire_lease(key, ttl_ms).await
             }
@@ -306,6 +347,9 @@ impl LockClient for SimClient {
         let value = grant.lease.clone().unwrap_or_default();
         if self.backend.is_redlock() {
             return self.release_redlock(key, &value).await;
+        }
+        if self.backend.is_cluster() {
+            return self.release_etcd(grant).await;
         }
         if self.backend.permits() > 1 {
             return Self::counted(
@@ -335,6 +379,9 @@ impl LockClient for SimClient {
         let value = grant.lease.clone().unwrap_or_default();
         if self.backend.is_redlock() {
             return self.renew_redlock(key, &value, ttl_ms).await;
+        }
+        if self.backend.is_cluster() {
+            return self.renew_etcd(grant, ttl_ms).await;
         }
         if self.backend.permits() > 1 {
             let now_ms = self.caller_now_ms();

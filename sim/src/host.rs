@@ -50,11 +50,11 @@ impl Knobs {
         elapsed + self.clock_offset_ms.get()
     }
 
-    fn chance(&self, probability: f64) -> bool {
+    pub(crate) fn chance(&self, probability: f64) -> bool {
         probability > 0.0 && self.rng.borrow_mut().gen_bool(probability.min(1.0))
     }
 
-    fn delay(&self) -> Duration {
+    pub(crate) fn delay(&self) -> Duration {
         match self.delay_ms.get() {
             0 => Duration::ZERO,
             max => Duration::from_millis(self.rng.borrow_mut().gen_range(0..=max)),

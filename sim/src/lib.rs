@@ -8,6 +8,8 @@
 //! the faults and their schedule.
 
 mod client;
+mod etcd;
+mod etcd_client;
 mod host;
 mod nemesis;
 mod protocol;
@@ -16,7 +18,7 @@ mod run;
 mod server;
 
 pub use client::{Backend, SimClient, REDLOCK_HOSTS};
-pub use nemesis::{Action, Fault, FaultKind, Targets};
+pub use nemesis::{Action, Fault, FaultKind, Shape, Targets};
 pub use run::{run, run_with_progress, SimError, SimOptions, SimRun, SimStats};
 
 mod matrix;

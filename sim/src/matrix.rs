@@ -10,7 +10,7 @@ use lockcheck_checker::{
 };
 
 use crate::client::Backend;
-use crate::nemesis::FaultKind;
+use crate::nemesis::{FaultKind, Shape};
 use lockcheck_workloads::Workload;
 
 use crate::run::{run, SimError, SimOptions, SimRun};
@@ -31,6 +31,8 @@ pub struct Cell {
     pub backend: Backend,
     pub workload: Workload,
     pub faults: &'static [FaultKind],
+    /// The shapes a partition may take.
+    pub shapes: &'static [Shape],
     pub fencing: bool,
     pub persistent: bool,
     pub expect: Expect,
@@ -55,6 +57,7 @@ const fn cell(
         backend,
         workload: Workload::FencedWrite,
         faults,
+        shapes: &Shape::ALL,
         fencing: true,
         persistent: false,
         expect,
@@ -163,6 +166,41 @@ pub fn cells() -> Vec<Cell> {
             "a holder that stops heartbeating loses its slot while still running: over the limit",
         ),
         cell(B::RedisSemaphoreClientClock, &[F::Skew], violated(&[MUTEX]), "now from the caller's clock: over the limit"),
+        cell(B::Etcd, &[], SAFE, "no fault: safe"),
+        cell(
+            B::Etcd,
+            &[F::Pause],
+            Expect::Violated { any_of: &[MUTEX], stays_valid: &[RESOURCE] },
+            "holder stall > TTL: its lease is revoked; the revision fences the stale write",
+        ),
+        Cell {
+            shapes: &[Shape::Client],
+            ..cell(
+                B::Etcd,
+                &[F::Partition],
+                Expect::Violated { any_of: &[MUTEX], stays_valid: &[RESOURCE] },
+                "holder cut off from the cluster: its session outlives its lease; fenced storage safe",
+            )
+        },
+        Cell {
+            shapes: &[Shape::IsolateOne, Shape::Halves],
+            ..cell(B::Etcd, &[F::Partition], SAFE, "partition among members: the minority side never grants")
+        },
+        Cell {
+            shapes: &[Shape::IsolateOne, Shape::Halves, Shape::Ring],
+            ..cell(B::Etcd5, &[F::Partition], SAFE, "five members, a majority ring too: the minority never grants")
+        },
+        cell(B::Etcd, &[F::Kill], SAFE, "members crash and restart from their WAL: safe"),
+        cell(B::Etcd, &[F::Clock], SAFE, "leases expire by the leader's monotonic clock: a jump is harmless"),
+        Cell {
+            shapes: &[Shape::IsolateOne, Shape::Halves],
+            ..cell(
+                B::EtcdNoQuorum,
+                &[F::Partition],
+                violated(&[MUTEX]),
+                "a leader that commits without a majority goes on granting in the minority",
+            )
+        },
         Cell { workload: Workload::Cron, ..cell(B::Redis, &[], SAFE, "cron, a lock per day never released: once a day") },
         Cell {
             workload: Workload::CronRelease,
@@ -231,6 +269,7 @@ pub fn run_cell(cell: &Cell, effort: &Effort) -> Result<CellResult, MatrixError>
         backend: cell.backend,
         workload: cell.workload,
         faults: cell.faults.to_vec(),
+        partition_shapes: cell.shapes.to_vec(),
         fencing: cell.fencing,
         persistent: cell.persistent,
         time_limit: effort.time_limit,

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
 use rand::Rng;
 
 /// The kinds of fault `--nemesis` names.
@@ -68,6 +69,76 @@ impl FaultKind {
     }
 }
 
+/// How a partition splits the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Shape {
+    /// One client cut off from every lock host (client↔server).
+    Client,
+    /// One member cut off from the other members (server↔server).
+    IsolateOne,
+    /// The members split into a minority and a majority.
+    Halves,
+    /// Each member sees only its two neighbours: every member is in a
+    /// majority with them, and no two see the same majority (five members).
+    Ring,
+}
+
+impl Shape {
+    pub const ALL: [Shape; 4] = [Shape::Client, Shape::IsolateOne, Shape::Halves, Shape::Ring];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Shape::Client => "client",
+            Shape::IsolateOne => "isolate-one",
+            Shape::Halves => "halves",
+            Shape::Ring => "ring",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Shape> {
+        Shape::ALL.into_iter().find(|shape| shape.name() == name)
+    }
+
+    /// Whether it splits anything among `servers` lock hosts, which talk to
+    /// each other when they form a `cluster`.
+    pub fn applies(self, servers: u32, cluster: bool) -> bool {
+        match self {
+            Shape::Client => true,
+            Shape::IsolateOne | Shape::Halves => cluster && servers >= 3,
+            Shape::Ring => cluster && servers >= 5,
+        }
+    }
+
+    /// The minority side, and the pairs of lock hosts the shape cuts apart.
+    fn split(self, servers: u32, rng: &mut SmallRng) -> (Vec<u32>, Vec<(u32, u32)>) {
+        let pairs = (0..servers).flat_map(|a| (a + 1..servers).map(move |b| (a, b)));
+        let mut minority = match self {
+            Shape::Client | Shape::Ring => Vec::new(),
+            Shape::IsolateOne => vec![rng.gen_range(0..servers)],
+            Shape::Halves => {
+                let mut order: Vec<u32> = (0..servers).collect();
+                order.shuffle(rng);
+                order.truncate(servers as usize / 2);
+                order
+            }
+        };
+        minority.sort_unstable();
+        let cuts = match self {
+            Shape::Client => Vec::new(),
+            Shape::IsolateOne | Shape::Halves => {
+                pairs.filter(|(a, b)| minority.contains(a) != minority.contains(b)).collect()
+            }
+            Shape::Ring => pairs
+                .filter(|&(a, b)| {
+                    let apart = b - a;
+                    apart.min(servers - apart) >= 2
+                })
+                .collect(),
+        };
+        (minority, cuts)
+    }
+}
+
 /// One fault switched on at `start` and off at `end`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fault {
@@ -104,6 +175,9 @@ pub enum Action {
     Failover,
     /// Client `client` cannot reach any lock host until `end`.
     IsolateClient { client: u32 },
+    /// These pairs of lock hosts cannot reach each other until `end`; the
+    /// minority side (none in a ring) is the one cut off.
+    SplitServers { shape: Shape, minority: Vec<u32>, cuts: Vec<(u32, u32)> },
 }
 
 impl Action {
@@ -116,7 +190,7 @@ impl Action {
             Action::Loss { .. } => FaultKind::Loss,
             Action::SkewClient { .. } => FaultKind::Skew,
             Action::Failover => FaultKind::Failover,
-            Action::IsolateClient { .. } => FaultKind::Partition,
+            Action::IsolateClient { .. } | Action::SplitServers { .. } => FaultKind::Partition,
         }
     }
 }
@@ -140,16 +214,26 @@ pub struct Targets {
     /// A crashed server stays down at least this long (Redlock's delayed
     /// restart: longer than any lease it may have granted).
     pub min_down_ms: u64,
+    /// The lock hosts talk among themselves (a consensus cluster).
+    pub cluster: bool,
 }
 
 pub fn schedule(
     kinds: &[FaultKind],
+    shapes: &[Shape],
     rates: Rates,
     time_limit: Duration,
     targets: Targets,
     rng: &mut SmallRng,
 ) -> Vec<Fault> {
-    let Targets { clients, servers, ttl_ms, min_down_ms } = targets;
+    let Targets { clients, servers, ttl_ms, min_down_ms, cluster } = targets;
+    let mut shapes: Vec<Shape> =
+        shapes.iter().copied().filter(|shape| shape.applies(servers, cluster)).collect();
+    shapes.sort();
+    shapes.dedup();
+    if shapes.is_empty() {
+        shapes.push(Shape::Client);
+    }
     let mut faults = Vec::new();
     if kinds.is_empty() || time_limit <= rates.quiet_start + rates.quiet_end {
         return faults;
@@ -188,10 +272,25 @@ pub fn schedule(
                 Action::Loss { probability: rng.gen_range(0.05..0.4) },
                 rng.gen_range(ttl..=ttl * 3),
             ),
-            FaultKind::Partition => (
-                Action::IsolateClient { client: rng.gen_range(0..clients.max(1)) },
-                rng.gen_range(ttl..=ttl * 3),
-            ),
+            FaultKind::Partition => {
+                // Drawn only where there is a choice, so the histories of
+                // single-server runs stay as they were.
+                let shape = if shapes.len() > 1 {
+                    shapes[rng.gen_range(0..shapes.len())]
+                } else {
+                    shapes[0]
+                };
+                let action = match shape {
+                    Shape::Client => {
+                        Action::IsolateClient { client: rng.gen_range(0..clients.max(1)) }
+                    }
+                    shape => {
+                        let (minority, cuts) = shape.split(servers, rng);
+                        Action::SplitServers { shape, minority, cuts }
+                    }
+                };
+                (action, rng.gen_range(ttl..=ttl * 3))
+            }
             // The old primary stays down this long before rejoining.
             FaultKind::Failover => (Action::Failover, rng.gen_range(ttl / 4..=ttl * 2).max(1)),
             FaultKind::Skew => {

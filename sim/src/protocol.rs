@@ -85,6 +85,24 @@ pub enum Request {
         key: String,
         member: String,
     },
+    /// etcd: grant a lease of this TTL; the reply is its id.
+    LeaseGrant {
+        ttl_ms: u64,
+    },
+    /// etcd: one keepalive of a lease (1: extended, 0: gone or expired).
+    LeaseKeepAlive {
+        lease: u64,
+    },
+    /// etcd: revoke a lease, deleting its keys (1: it existed).
+    LeaseRevoke {
+        lease: u64,
+    },
+    /// etcd's TryLock: create the lock key bound to the lease unless a key
+    /// exists; the reply is the key's create revision, or nil if held.
+    TryLock {
+        name: String,
+        lease: u64,
+    },
     /// A write to the protected resource, with the token when there is one.
     Write {
         key: String,
@@ -111,4 +129,8 @@ pub enum Response {
     },
     /// The fenced storage refused a token older than one it accepted.
     StaleFence,
+    /// An etcd member that is not the leader: ask this one instead.
+    NotLeader {
+        leader: Option<u32>,
+    },
 }

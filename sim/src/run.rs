@@ -16,8 +16,9 @@ use serde_json::{json, Value};
 use thiserror::Error;
 
 use crate::client::{Backend, SimClient, REPLICATED_HOSTS};
+use crate::etcd::{self, Member};
 use crate::host::{serve, serve_replicated, Knobs, Primary, ReplicaSet};
-use crate::nemesis::{schedule, Action, Fault, FaultKind, Rates, Targets};
+use crate::nemesis::{schedule, Action, Fault, FaultKind, Rates, Shape, Targets};
 use crate::server::ServerState;
 
 /// Simulated time per turmoil step. Every step costs a few microseconds of
@@ -33,6 +34,9 @@ pub struct SimOptions {
     pub workload: Workload,
     /// The faults that may strike (empty: none).
     pub faults: Vec<FaultKind>,
+    /// The shapes a partition may take (those that split nothing in this
+    /// backend are left out; a client cut off always applies).
+    pub partition_shapes: Vec<Shape>,
     /// Let the seed also choose which of `faults` are on, and how often
     /// (swarm testing).
     pub swarm: bool,
@@ -56,6 +60,7 @@ impl Default for SimOptions {
             backend: Backend::Redis,
             workload: Workload::FencedWrite,
             faults: FaultKind::DEFAULT.to_vec(),
+            partition_shapes: Shape::ALL.to_vec(),
             swarm: false,
             time_limit: Duration::from_secs(60),
             clients: 5,
@@ -84,6 +89,13 @@ impl SimOptions {
             self.ttl_ms,
             self.seed,
         );
+        let mut shapes = self.partition_shapes.clone();
+        shapes.sort();
+        shapes.dedup();
+        if shapes != Shape::ALL {
+            let names: Vec<&str> = shapes.iter().map(|shape| shape.name()).collect();
+            arguments.push_str(&format!(" --partition-shapes {}", names.join(",")));
+        }
         for (on, flag) in [
             (self.swarm, " --swarm"),
             (!self.fencing, " --no-fencing"),
@@ -153,7 +165,19 @@ fn fault_value(fault: &Fault, lock_hosts: &[&str], host: usize) -> Value {
             json!({ "fault": "failover", "targets": [lock_host], "promoted": promoted })
         }
         Action::IsolateClient { client } => {
-            json!({ "fault": "partition", "targets": [format!("client-{client}")], "from": lock_hosts })
+            json!({ "fault": "partition", "shape": "client", "targets": [format!("client-{client}")], "from": lock_hosts })
+        }
+        Action::SplitServers { shape, minority, cuts } => {
+            let cut_off: Vec<&str> = if minority.is_empty() {
+                lock_hosts.to_vec()
+            } else {
+                minority.iter().map(|&host| lock_hosts[host as usize]).collect()
+            };
+            let pairs: Vec<[&str; 2]> = cuts
+                .iter()
+                .map(|&(a, b)| [lock_hosts[a as usize], lock_hosts[b as usize]])
+                .collect();
+            json!({ "fault": "partition", "shape": shape.name(), "targets": cut_off, "cuts": pairs })
         }
     }
 }
@@ -259,6 +283,11 @@ impl Nemesis {
                     sim.partition(format!("client-{client}"), *host);
                 }
             }
+            Action::SplitServers { ref cuts, .. } => {
+                for &(a, b) in cuts {
+                    sim.partition(self.lock_hosts[a as usize], self.lock_hosts[b as usize]);
+                }
+            }
         }
         self.record(fault, Function::Start);
     }
@@ -290,6 +319,11 @@ impl Nemesis {
             Action::IsolateClient { client } => {
                 for host in self.lock_hosts {
                     sim.repair(format!("client-{client}"), *host);
+                }
+            }
+            Action::SplitServers { ref cuts, .. } => {
+                for &(a, b) in cuts {
+                    sim.repair(self.lock_hosts[a as usize], self.lock_hosts[b as usize]);
                 }
             }
             Action::ClockJump { .. } | Action::ClockDrift { .. } => {}
@@ -330,9 +364,16 @@ pub fn run_with_progress(
         servers: lock_hosts.len() as u32,
         ttl_ms: options.ttl_ms,
         // Redlock's delayed restart: down longer than any lease it granted.
-        min_down_ms: if options.backend == Backend::Redlock { options.ttl_ms * 3 / 2 } else { 0 },
+        // (A consensus member's restart keeps its disk: any length will do.)
+        min_down_ms: match options.backend {
+            Backend::Redlock => options.ttl_ms * 3 / 2,
+            backend if backend.is_cluster() => 1,
+            _ => 0,
+        },
+        cluster: options.backend.is_cluster(),
     };
-    let faults = schedule(&kinds, rates, options.time_limit, targets, &mut rng);
+    let faults =
+        schedule(&kinds, &options.partition_shapes, rates, options.time_limit, targets, &mut rng);
 
     let mut sim = turmoil::Builder::new()
         .simulation_duration(options.time_limit + Duration::from_secs(120))
@@ -361,6 +402,17 @@ pub fn run_with_progress(
                 sim.host(host, move || serve_replicated(me, set.clone(), host_knobs.clone()));
             }
             &REPLICATED_HOSTS
+        }
+        None if options.backend.is_cluster() => {
+            for (me, &host) in lock_hosts.iter().enumerate() {
+                let quorum = (options.backend == Backend::EtcdNoQuorum).then_some(1);
+                let member =
+                    Rc::new(RefCell::new(Member::new(me, lock_hosts.len(), quorum, rng.gen())));
+                let host_knobs = Knobs::new(rng.gen(), true);
+                knobs.push(host_knobs.clone());
+                sim.host(host, move || etcd::serve(member.clone(), lock_hosts, host_knobs.clone()));
+            }
+            lock_hosts
         }
         None => {
             for &host in lock_hosts {
@@ -394,7 +446,10 @@ pub fn run_with_progress(
         // Redlock's holds last long enough for a crash and restart of its
         // instances to fall inside one (the failure it is known for), and so
         // do a replicated Redis' for a failover.
-        hold_ms: if options.backend.is_redlock() || replica_set.is_some() {
+        hold_ms: if options.backend.is_cluster() {
+            // An etcd session's holder works a long job under its keepalive.
+            (0, options.ttl_ms * 2)
+        } else if options.backend.is_redlock() || replica_set.is_some() {
             (0, options.ttl_ms / 3)
         } else {
             (0, 20)
@@ -402,6 +457,7 @@ pub fn run_with_progress(
         think_ms: (0, 40),
         send_fence: options.fencing,
         permits: (options.backend.permits() > 1).then(|| options.backend.permits()),
+        keepalive_ms: options.backend.is_cluster().then_some(options.ttl_ms / 3),
     };
     let deadline = Duration::from_millis((options.ttl_ms / 4).clamp(20, 2000));
     let stalls: Vec<Stall> = (0..options.clients).map(|_| Stall::default()).collect();

@@ -216,6 +216,11 @@ impl ServerState {
                     }
                 }
             }
+            // etcd's requests go to the etcd members (`crate::etcd`).
+            Request::LeaseGrant { .. }
+            | Request::LeaseKeepAlive { .. }
+            | Request::LeaseRevoke { .. }
+            | Request::TryLock { .. } => Response::Nil,
             Request::Read { key } => {
                 let (fence, data) = self.resources.get(&key).cloned().unwrap_or_default();
                 Response::Read { fence, data }

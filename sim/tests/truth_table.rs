@@ -9,7 +9,7 @@ use lockcheck_checker::{
     analyze, default_checkers, write_events, Analysis, CheckOptions, EventType, Function,
     HistoryBuilder, Verdict, ViolationKind,
 };
-use lockcheck_sim::{run, Backend, FaultKind, SimOptions, SimRun};
+use lockcheck_sim::{run, Backend, FaultKind, Shape, SimOptions, SimRun};
 
 const MUTEX: &str = "mutual-exclusion";
 const FENCE: &str = "fence-monotonicity";
@@ -559,4 +559,48 @@ fn histories_without_failover_are_the_ones_from_before_it() {
             replay(&options)
         );
     }
+}
+
+// etcd (LOCKS.md §2, §6): a Raft cluster, a lease per acquisition, the lock
+// key's create revision as the token.
+
+fn partition_options(backend: Backend, shapes: &[Shape]) -> SimOptions {
+    SimOptions { partition_shapes: shapes.to_vec(), ..options(backend, &[FaultKind::Partition]) }
+}
+
+#[test]
+fn etcd_under_pause_violates_mutual_exclusion_and_the_revision_fences_the_stale_write() {
+    let options = options(Backend::Etcd, &[FaultKind::Pause]);
+    let checked = find(&options, "sim-etcd pause", |checked| {
+        checked.is(MUTEX, Verdict::Invalid) && checked.stale_fence_writes() > 0
+    });
+    checked.expect_kind(MUTEX, ViolationKind::Overlap);
+    checked.expect(RESOURCE, Verdict::Valid, "the storage must reject every stale token");
+    checked.expect(FENCE, Verdict::Valid, "revisions only grow");
+}
+
+#[test]
+fn etcd_holder_cut_off_from_the_cluster_outlives_its_lease_but_fenced_storage_is_safe() {
+    let options = partition_options(Backend::Etcd, &[Shape::Client]);
+    let checked =
+        find(&options, "sim-etcd client cut off", |checked| checked.is(MUTEX, Verdict::Invalid));
+    checked.expect(RESOURCE, Verdict::Valid, "the storage must reject every stale token");
+}
+
+#[test]
+fn etcd_partitions_among_members_never_let_a_minority_grant() {
+    for (backend, shapes) in [
+        (Backend::Etcd, &[Shape::IsolateOne, Shape::Halves][..]),
+        (Backend::Etcd5, &[Shape::IsolateOne, Shape::Halves, Shape::Ring][..]),
+    ] {
+        let options = partition_options(backend, shapes);
+        for seed in 0..FIND_WITHIN {
+            let checked = check(&options, seed);
+            assert!(checked.fault_starts("partition") > 0, "no partition; {}", checked.context());
+            checked.expect_all_valid("a minority side granted, or a new leader lost a commit");
+        }
+    }
+    // The same partitions find a cluster whose leader commits alone.
+    let broken = partition_options(Backend::EtcdNoQuorum, &[Shape::IsolateOne, Shape::Halves]);
+    find(&broken, "sim-etcd-no-quorum partition", |checked| checked.is(MUTEX, Verdict::Invalid));
 }
