@@ -1,1 +1,176 @@
-//! (in progress)
+//! Runs one real test: connects every logical client to the backend, drives
+//! them all at once through the workload until the time limit, with the
+//! pause nemesis stalling holders if asked, and returns the history recorded
+//! on the wall clock.
+//!
+//! The clients run concurrently on the caller's thread (a backend's client
+//! futures need not be `Send`), so `drive` is awaited inside a tokio runtime,
+//! current-thread or not, never spawned onto one.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::{join, join_all};
+use lockcheck_checker::{Event, EventType, Function, Process};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::RealError;
+use crate::{run_client, ClientPlan, LockClient, Recorder, SharedRecorder, Stall, WorkloadOptions};
+
+/// The pause nemesis of a real test: a client stalls longer than the TTL
+/// right after a grant, before its work (a GC pause), so that its lease
+/// expires and another client takes the lock while it still believes it
+/// holds it (LOCKS.md §1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StallNemesis {
+    /// The quiet time between one stall's end and the next one's start
+    /// (uniform), in ms.
+    pub gap_ms: (u64, u64),
+}
+
+impl Default for StallNemesis {
+    /// The simulator's rates.
+    fn default() -> Self {
+        StallNemesis { gap_ms: (500, 3000) }
+    }
+}
+
+/// One real test.
+#[derive(Debug, Clone)]
+pub struct DriveOptions {
+    pub workload: WorkloadOptions,
+    pub clients: u32,
+    /// How long clients start operations for.
+    pub time_limit: Duration,
+    /// Every random choice (each client's, the nemesis') comes from it.
+    pub seed: u64,
+    /// Stall clients (`--nemesis pause`); `None` for a fault-free run.
+    pub stall: Option<StallNemesis>,
+}
+
+/// One stall of the schedule: from `start` on, client `client` stalls for
+/// `stall_ms` at its next grant; at `end` a stall not yet taken is dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StallFault {
+    pub start: Duration,
+    pub end: Duration,
+    pub client: u32,
+    pub stall_ms: u64,
+}
+
+/// The stalls of a test, as the simulator schedules its `Pause` faults:
+/// after a quiet start, each stall lasts 1.5 to 3 TTLs, then a quiet gap;
+/// the last one ends a quiet period (3 TTLs, at most a fifth of the test)
+/// before the time limit, so every stalled holder wakes while clients run.
+pub fn stall_schedule(
+    nemesis: &StallNemesis,
+    options: &DriveOptions,
+    rng: &mut SmallRng,
+) -> Vec<StallFault> {
+    let ttl_ms = options.workload.ttl_ms.max(1);
+    let quiet_start = Duration::from_secs(1).min(options.time_limit / 10);
+    let quiet_end = Duration::from_millis(ttl_ms * 3).min(options.time_limit / 5);
+    let mut faults = Vec::new();
+    if options.clients == 0 || options.time_limit <= quiet_start + quiet_end {
+        return faults;
+    }
+    let last = options.time_limit - quiet_end;
+    let mut at = quiet_start;
+    loop {
+        let stall_ms = rng.gen_range(ttl_ms * 3 / 2..=ttl_ms * 3);
+        let client = rng.gen_range(0..options.clients);
+        let end = at + Duration::from_millis(stall_ms);
+        if end > last {
+            break;
+        }
+        faults.push(StallFault { start: at, end, client, stall_ms });
+        let (low, high) = nemesis.gap_ms;
+        at = end + Duration::from_millis(rng.gen_range(low..=high.max(low)));
+    }
+    faults
+}
+
+/// Runs a test: connects client 0, 1, … with `connect` (one session each;
+/// a failure to connect is an error, not a history of failures), then runs
+/// every client and the nemesis until `options.time_limit`, and returns the
+/// history. Time 0 is when every client is connected.
+pub async fn drive<C, F, Fut>(options: &DriveOptions, connect: F) -> Result<Vec<Event>, RealError>
+where
+    C: LockClient,
+    F: Fn(u32) -> Fut,
+    Fut: Future<Output = Result<C, RealError>>,
+{
+    let mut rng = SmallRng::seed_from_u64(options.seed);
+    let faults = match &options.stall {
+        Some(nemesis) => stall_schedule(nemesis, options, &mut rng),
+        None => Vec::new(),
+    };
+    let mut clients = Vec::with_capacity(options.clients as usize);
+    for logical in 0..options.clients {
+        clients.push(connect(logical).await?);
+    }
+    let recorder = Recorder::new().shared();
+    let stalls: Vec<Stall> = (0..options.clients).map(|_| Stall::default()).collect();
+    let start = Instant::now();
+    let until = start + options.time_limit;
+    let runs = (0u32..).zip(clients).map(|(logical, mut client)| {
+        let plan = ClientPlan { logical, clients: options.clients, until };
+        let client_rng = SmallRng::seed_from_u64(rng.gen());
+        let (recorder, stall) = (&recorder, &stalls[logical as usize]);
+        async move {
+            run_client(&mut client, &plan, &options.workload, client_rng, recorder, stall).await;
+        }
+    });
+    join(join_all(runs), stall_clients(&faults, &stalls, &recorder, start)).await;
+    Ok(events(recorder))
+}
+
+/// Carries out the stalls, recording each start and stop as the simulator
+/// does: `{"fault":"pause","targets":["client-3"],"stall_ms":…}`.
+async fn stall_clients(
+    faults: &[StallFault],
+    stalls: &[Stall],
+    recorder: &SharedRecorder,
+    start: Instant,
+) {
+    for fault in faults {
+        let stall = &stalls[fault.client as usize];
+        tokio::time::sleep_until(start + fault.start).await;
+        stall.request(fault.stall_ms);
+        record_fault(recorder, fault, Function::Start);
+        tokio::time::sleep_until(start + fault.end).await;
+        stall.take();
+        record_fault(recorder, fault, Function::Stop);
+    }
+}
+
+fn record_fault(recorder: &SharedRecorder, fault: &StallFault, f: Function) {
+    let value = json!({
+        "fault": "pause",
+        "targets": [format!("client-{}", fault.client)],
+        "stall_ms": fault.stall_ms,
+    });
+    recorder.lock().expect("the recorder is never poisoned").record(
+        Process::Nemesis,
+        EventType::Info,
+        f,
+        None,
+        value,
+        None,
+    );
+}
+
+/// The recorded history (every client is done with the recorder).
+fn events(recorder: SharedRecorder) -> Vec<Event> {
+    Arc::try_unwrap(recorder)
+        .map(|recorder| {
+            recorder.into_inner().expect("the recorder is never poisoned").into_events()
+        })
+        .unwrap_or_else(|shared| {
+            shared.lock().expect("the recorder is never poisoned").events().to_vec()
+        })
+}

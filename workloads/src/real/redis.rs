@@ -1,1 +1,562 @@
-//! (in progress)
+//! A single Redis as a lock service, following LOCKS.md §2 to the letter,
+//! with the deliberately broken variants the simulator has
+//! (`sim/src/client.rs`): the same recipes, outcomes and error strings, so a
+//! real history reads like a simulated one.
+//!
+//! * acquire: `SET lock:<name> <value> NX PX <ttl>` (OK = held, nil = `busy`);
+//!   with fencing, `INCR fence:<name>` after the grant (not atomic with it);
+//! * release: compare-and-delete in Lua (`not-held` if the value differs);
+//! * renew: compare-then-`PEXPIRE` in Lua;
+//! * `redis-fenced`: one script sets the lock and `INCR`s its fence, so the
+//!   token is atomic with the grant.
+//!
+//! Every command ends by the operation's deadline. A command whose reply did
+//! not come is `info` (`timeout`, `conn-lost`), and its connection is dropped
+//! so a late reply can never be read as the answer to the next command; a
+//! connection that cannot be opened means nothing was sent: `unavailable`.
+//!
+//! A lost reply needs a network fault; so that `redis-lost-reply` is found
+//! without one, [`RedisClient::lose_replies`] injects lost replies in the
+//! client itself.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, ErrorKind, Script, Value};
+use tokio::time::{timeout_at, Instant};
+
+use super::storage::Storage;
+use super::{ClientConfig, RealError};
+use crate::client::{Grant, LockClient, Outcome};
+use crate::workload::Stall;
+
+/// How long opening a connection may take while setting up a test, before
+/// anything is recorded.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The compare-and-delete release of LOCKS.md §2.
+static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end"#,
+    )
+});
+
+/// The watchdog's renewal: extend only a lock that is still ours.
+static RENEW: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end"#,
+    )
+});
+
+/// `redis-fenced`: the grant and its token in one atomic step; 0 = busy.
+static FENCED_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"if redis.call("set",KEYS[1],ARGV[1],"NX","PX",ARGV[2]) then return redis.call("incr",KEYS[2]) else return 0 end"#,
+    )
+});
+
+/// The Redis key of lock `name`.
+pub(crate) fn lock_key(name: &str) -> String {
+    format!("lock:{name}")
+}
+
+/// The Redis key of lock `name`'s fencing counter.
+pub(crate) fn fence_key(name: &str) -> String {
+    format!("fence:{name}")
+}
+
+/// The commands the recipes send (as `sim/src/protocol.rs` names them).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Command<'a> {
+    /// `SET key value NX PX ttl`
+    SetNxPx { key: &'a str, value: &'a str, ttl_ms: u64 },
+    /// `SETNX key value` (the broken two-step recipe)
+    SetNx { key: &'a str, value: &'a str },
+    /// `PEXPIRE key ttl`
+    PExpire { key: &'a str, ttl_ms: u64 },
+    /// `DEL key` (the broken release)
+    Del { key: &'a str },
+    /// The Lua compare-and-delete release.
+    DelIfEq { key: &'a str, value: &'a str },
+    /// The Lua compare-then-`PEXPIRE` renewal.
+    PExpireIfEq { key: &'a str, value: &'a str, ttl_ms: u64 },
+    /// `INCR key`
+    Incr { key: &'a str },
+    /// The `redis-fenced` script: `SET NX PX` and `INCR` of the fence.
+    FencedAcquire { key: &'a str, fence_key: &'a str, value: &'a str, ttl_ms: u64 },
+}
+
+impl Command<'_> {
+    async fn send(self, connection: &mut MultiplexedConnection) -> redis::RedisResult<Value> {
+        match self {
+            Command::SetNxPx { key, value, ttl_ms } => {
+                redis::cmd("SET")
+                    .arg(key)
+                    .arg(value)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ttl_ms)
+                    .query_async(connection)
+                    .await
+            }
+            Command::SetNx { key, value } => {
+                redis::cmd("SETNX").arg(key).arg(value).query_async(connection).await
+            }
+            Command::PExpire { key, ttl_ms } => {
+                redis::cmd("PEXPIRE").arg(key).arg(ttl_ms).query_async(connection).await
+            }
+            Command::Del { key } => redis::cmd("DEL").arg(key).query_async(connection).await,
+            Command::DelIfEq { key, value } => {
+                RELEASE.key(key).arg(value).invoke_async(connection).await
+            }
+            Command::PExpireIfEq { key, value, ttl_ms } => {
+                RENEW.key(key).arg(value).arg(ttl_ms).invoke_async(connection).await
+            }
+            Command::Incr { key } => redis::cmd("INCR").arg(key).query_async(connection).await,
+            Command::FencedAcquire { key, fence_key, value, ttl_ms } => {
+                FENCED_ACQUIRE
+                    .key(key)
+                    .key(fence_key)
+                    .arg(value)
+                    .arg(ttl_ms)
+                    .invoke_async(connection)
+                    .await
+            }
+        }
+    }
+}
+
+/// Why a command has no reply to act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// No connection could be opened: the command was never sent.
+    NotSent,
+    /// Sent, but the reply did not come (`timeout`, `conn-lost`): it may or
+    /// may not have taken effect.
+    Unknown(&'static str),
+    /// The server answered with an error: it did not take effect.
+    Refused(String),
+}
+
+impl Failure {
+    /// The outcome of an operation that ended with this failure.
+    pub(crate) fn outcome<T>(self) -> Outcome<T> {
+        match self {
+            Failure::NotSent => Outcome::Fail("unavailable".into()),
+            Failure::Unknown(reason) => Outcome::Info(reason.into()),
+            Failure::Refused(code) => Outcome::Fail(format!("redis-error:{code}")),
+        }
+    }
+}
+
+/// One Redis server and this client's one connection to it.
+pub(crate) struct Instance {
+    url: String,
+    client: redis::Client,
+    /// `None` until first use and after a command's reply was given up on.
+    connection: Option<MultiplexedConnection>,
+}
+
+impl std::fmt::Debug for Instance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Instance")
+            .field("url", &self.url)
+            .field("connected", &self.connection.is_some())
+            .finish()
+    }
+}
+
+fn connect_error(url: &str, reason: impl ToString) -> RealError {
+    RealError::Connect { what: "Redis", url: url.to_string(), reason: reason.to_string() }
+}
+
+impl Instance {
+    /// Connects to `url` now, so that a wrong URL or a missing server is a
+    /// setup error rather than a history of `unavailable`.
+    pub(crate) async fn connect(url: &str) -> Result<Instance, RealError> {
+        let client = redis::Client::open(url).map_err(|error| connect_error(url, error))?;
+        let mut instance = Instance { url: url.to_string(), client, connection: None };
+        match timeout_at(Instant::now() + SETUP_TIMEOUT, instance.open()).await {
+            Ok(Ok(())) => Ok(instance),
+            Ok(Err(error)) => Err(connect_error(url, error)),
+            Err(_) => Err(connect_error(url, format!("no answer within {SETUP_TIMEOUT:?}"))),
+        }
+    }
+
+    async fn open(&mut self) -> redis::RedisResult<()> {
+        // The deadline is ours (`timeout_at` around every command), so the
+        // crate's own default timeouts must not cut in first.
+        let config =
+            AsyncConnectionConfig::new().set_connection_timeout(None).set_response_timeout(None);
+        self.connection =
+            Some(self.client.get_multiplexed_async_connection_with_config(&config).await?);
+        Ok(())
+    }
+
+    /// Gives the connection up: the next command opens a new one.
+    pub(crate) fn disconnect(&mut self) {
+        self.connection = None;
+    }
+
+    /// Sends `command` and waits for its reply until `until`.
+    pub(crate) async fn call(
+        &mut self,
+        command: Command<'_>,
+        until: Instant,
+    ) -> Result<Value, Failure> {
+        if self.connection.is_none() && !matches!(timeout_at(until, self.open()).await, Ok(Ok(())))
+        {
+            self.connection = None;
+            return Err(Failure::NotSent);
+        }
+        let Some(connection) = self.connection.as_mut() else {
+            return Err(Failure::NotSent);
+        };
+        match timeout_at(until, command.send(connection)).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => match error.kind() {
+                ErrorKind::Server(_) | ErrorKind::Extension => {
+                    Err(Failure::Refused(error.code().unwrap_or("ERR").to_string()))
+                }
+                // A broken connection, or a reply that could not be parsed:
+                // the command may have run.
+                _ => {
+                    self.connection = None;
+                    Err(Failure::Unknown("conn-lost"))
+                }
+            },
+            Err(_) => {
+                self.connection = None;
+                Err(Failure::Unknown("timeout"))
+            }
+        }
+    }
+}
+
+/// Deletes the keys of `locks` (and of their per-unit locks, `job:day-3` of
+/// `job`), and their fencing counters, on the Redis at `url`: a test must
+/// not start with a previous run's leftovers, such as the never-expiring
+/// key of a crashed `redis-setnx-expire` client. Other keys are untouched.
+pub async fn prepare(url: &str, locks: &[String]) -> Result<(), RealError> {
+    let mut instance = Instance::connect(url).await?;
+    let Some(connection) = instance.connection.as_mut() else {
+        return Err(connect_error(url, "not connected"));
+    };
+    let work = async {
+        for name in locks {
+            let mut keys = vec![lock_key(name), fence_key(name)];
+            for pattern in [lock_key(&glob_escape(name)), fence_key(&glob_escape(name))] {
+                keys.extend(scan(connection, &format!("{pattern}:*")).await?);
+            }
+            redis::cmd("DEL").arg(&keys).query_async::<()>(connection).await?;
+        }
+        Ok::<_, redis::RedisError>(())
+    };
+    match timeout_at(Instant::now() + SETUP_TIMEOUT, work).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(error)) => {
+            Err(RealError::Setup { what: "the Redis lock keys", reason: error.to_string() })
+        }
+        Err(_) => Err(connect_error(url, format!("no answer within {SETUP_TIMEOUT:?}"))),
+    }
+}
+
+/// Every key matching `pattern`.
+async fn scan(
+    connection: &mut MultiplexedConnection,
+    pattern: &str,
+) -> redis::RedisResult<Vec<String>> {
+    let (mut cursor, mut keys) = (0u64, Vec::new());
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(connection)
+            .await?;
+        keys.extend(batch);
+        if next == 0 {
+            return Ok(keys);
+        }
+        cursor = next;
+    }
+}
+
+/// `name` with Redis glob's special characters escaped.
+fn glob_escape(name: &str) -> String {
+    let mut escaped = String::with_capacity(name.len());
+    for c in name.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
+}
+
+/// The single-Redis recipes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RedisRecipe {
+    /// `SET NX PX`, Lua release and renew; with fencing, `INCR` after the
+    /// grant.
+    Plain,
+    /// `redis-fenced`: one script grants and `INCR`s the fence atomically.
+    Fenced,
+    /// Broken: release by plain `DEL` (deletes someone else's lock).
+    DelRelease,
+    /// Broken: `SETNX` then `PEXPIRE` as two commands; a stall between them
+    /// is a crash (`crashed-before-expire`) that leaves a lock without TTL.
+    SetnxExpire,
+    /// Broken: a lost `SET` reply is taken for `busy` (an orphan lock until
+    /// its TTL runs out).
+    LostReply,
+}
+
+impl RedisRecipe {
+    pub const ALL: [RedisRecipe; 5] = [
+        RedisRecipe::Plain,
+        RedisRecipe::Fenced,
+        RedisRecipe::DelRelease,
+        RedisRecipe::SetnxExpire,
+        RedisRecipe::LostReply,
+    ];
+
+    /// The backend's name on the command line (`--backend redis-fenced`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RedisRecipe::Plain => "redis",
+            RedisRecipe::Fenced => "redis-fenced",
+            RedisRecipe::DelRelease => "redis-del-release",
+            RedisRecipe::SetnxExpire => "redis-setnx-expire",
+            RedisRecipe::LostReply => "redis-lost-reply",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<RedisRecipe> {
+        RedisRecipe::ALL.into_iter().find(|recipe| recipe.name() == name)
+    }
+}
+
+/// One session of one logical client against a single Redis.
+#[derive(Debug)]
+pub struct RedisClient {
+    recipe: RedisRecipe,
+    /// Take a token with each grant (`INCR`); `redis-fenced` always does.
+    fencing: bool,
+    name: String,
+    /// Makes lock values unique across runs and processes sharing a server.
+    nonce: u64,
+    grants: u64,
+    deadline: Duration,
+    /// Where a stall strikes inside the two-step `SETNX` recipe.
+    stall: Stall,
+    instance: Instance,
+    storage: Storage,
+    /// The lost-reply injector: the chance that a reply is thrown away.
+    lose_replies: f64,
+    rng: SmallRng,
+}
+
+impl RedisClient {
+    /// Connects to the Redis at `url` and to the storage of `config`.
+    pub async fn connect(
+        url: &str,
+        recipe: RedisRecipe,
+        fencing: bool,
+        stall: Stall,
+        config: &ClientConfig,
+    ) -> Result<RedisClient, RealError> {
+        let instance = Instance::connect(url).await?;
+        let storage = Storage::connect(config).await?;
+        Ok(RedisClient {
+            recipe,
+            fencing,
+            name: config.name.clone(),
+            nonce: rand::random(),
+            grants: 0,
+            deadline: config.deadline,
+            stall,
+            instance,
+            storage,
+            lose_replies: 0.0,
+            rng: SmallRng::seed_from_u64(0),
+        })
+    }
+
+    /// A fault injector in the client, so that the `redis-lost-reply` bug
+    /// shows without a network fault: each reply to a grant command (`SET NX
+    /// PX`, `SETNX`, the `redis-fenced` script) is thrown away with
+    /// probability `chance` (drawn from an RNG seeded with `seed`), after the
+    /// command ran on the server, exactly as if the network had lost it. The
+    /// client then sees a timeout, and drops its connection as it does on a
+    /// real one. A correct recipe records `info`; `redis-lost-reply` takes a
+    /// lost `OK` for `busy`, leaving an orphan lock nobody believes it holds.
+    ///
+    /// Only grant replies are lost: every lost reply of another command is
+    /// an `info` operation, which the checkers must allow to take effect at
+    /// any later time, and enough of them would explain the orphan locks
+    /// away.
+    pub fn lose_replies(mut self, chance: f64, seed: u64) -> RedisClient {
+        self.lose_replies = if chance.is_nan() { 0.0 } else { chance.clamp(0.0, 1.0) };
+        self.rng = SmallRng::seed_from_u64(seed);
+        self
+    }
+
+    fn next_value(&mut self) -> String {
+        self.grants += 1;
+        format!("{}:{:016x}:{}", self.name, self.nonce, self.grants)
+    }
+
+    /// Sends `command` to the lock server, through the lost-reply injector,
+    /// which strikes only the grant commands.
+    async fn call(&mut self, command: Command<'_>, until: Instant) -> Result<Value, Failure> {
+        let reply = self.instance.call(command, until).await;
+        let grant = matches!(
+            command,
+            Command::SetNxPx { .. } | Command::SetNx { .. } | Command::FencedAcquire { .. }
+        );
+        if grant && reply.is_ok() && self.lose_replies > 0.0 && self.rng.gen_bool(self.lose_replies)
+        {
+            self.instance.disconnect();
+            return Err(Failure::Unknown("timeout"));
+        }
+        reply
+    }
+
+    /// The grant of `value`, with a token from `INCR` if fencing.
+    async fn fence(&mut self, key: &str, value: String, until: Instant) -> Outcome<Grant> {
+        if !self.fencing {
+            return Outcome::Ok(Grant { fence: None, lease: Some(value) });
+        }
+        match self.call(Command::Incr { key: &fence_key(key) }, until).await {
+            Ok(Value::Int(fence)) if fence > 0 => {
+                Outcome::Ok(Grant { fence: Some(fence as u64), lease: Some(value) })
+            }
+            // Granted, but the token is unknown: the client gives up (the
+            // lock expires by its TTL).
+            _ => Outcome::Info("fence-lost".into()),
+        }
+    }
+
+    async fn acquire_set(&mut self, key: &str, ttl_ms: u64, until: Instant) -> Outcome<Grant> {
+        let value = self.next_value();
+        let lock = lock_key(key);
+        match self.call(Command::SetNxPx { key: &lock, value: &value, ttl_ms }, until).await {
+            Ok(Value::Okay) => self.fence(key, value, until).await,
+            Ok(Value::Nil) => Outcome::Fail("busy".into()),
+            Ok(_) => Outcome::Info("bad-reply".into()),
+            // The bug: an `OK` that was lost is taken for a refusal.
+            Err(Failure::Unknown(_)) if self.recipe == RedisRecipe::LostReply => {
+                Outcome::Fail("busy".into())
+            }
+            Err(failure) => failure.outcome(),
+        }
+    }
+
+    async fn acquire_fenced(&mut self, key: &str, ttl_ms: u64, until: Instant) -> Outcome<Grant> {
+        let value = self.next_value();
+        let (lock, fence) = (lock_key(key), fence_key(key));
+        let command =
+            Command::FencedAcquire { key: &lock, fence_key: &fence, value: &value, ttl_ms };
+        match self.call(command, until).await {
+            Ok(Value::Int(0)) => Outcome::Fail("busy".into()),
+            Ok(Value::Int(token)) if token > 0 => {
+                Outcome::Ok(Grant { fence: Some(token as u64), lease: Some(value) })
+            }
+            Ok(_) => Outcome::Info("bad-reply".into()),
+            Err(failure) => failure.outcome(),
+        }
+    }
+
+    async fn acquire_setnx_expire(
+        &mut self,
+        key: &str,
+        ttl_ms: u64,
+        until: Instant,
+    ) -> Outcome<Grant> {
+        let value = self.next_value();
+        let lock = lock_key(key);
+        match self.call(Command::SetNx { key: &lock, value: &value }, until).await {
+            Ok(Value::Int(1)) => {}
+            Ok(Value::Int(0)) => return Outcome::Fail("busy".into()),
+            Ok(_) => return Outcome::Info("bad-reply".into()),
+            Err(failure) => return failure.outcome(),
+        }
+        // A stall here, longer than the deadline, is a crash between the
+        // two commands: the key is left without a TTL.
+        let stall_ms = self.stall.take();
+        if stall_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(stall_ms)).await;
+            self.instance.disconnect();
+            return Outcome::Info("crashed-before-expire".into());
+        }
+        match self.call(Command::PExpire { key: &lock, ttl_ms }, until).await {
+            Ok(_) => self.fence(key, value, until).await,
+            Err(Failure::Unknown(reason)) => Outcome::Info(reason.into()),
+            // Held, without a TTL: as unknown as a crash.
+            Err(_) => Outcome::Info("expire-failed".into()),
+        }
+    }
+
+    /// The outcome of a compare-and-something script: 1 = done, 0 = the lock
+    /// is not ours.
+    fn counted(reply: Result<Value, Failure>) -> Outcome<()> {
+        match reply {
+            Ok(Value::Int(1)) => Outcome::Ok(()),
+            Ok(Value::Int(0)) => Outcome::Fail("not-held".into()),
+            Ok(_) => Outcome::Info("bad-reply".into()),
+            Err(failure) => failure.outcome(),
+        }
+    }
+}
+
+impl LockClient for RedisClient {
+    async fn acquire(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
+        let until = Instant::now() + self.deadline;
+        match self.recipe {
+            RedisRecipe::Fenced => self.acquire_fenced(key, ttl_ms, until).await,
+            RedisRecipe::SetnxExpire => self.acquire_setnx_expire(key, ttl_ms, until).await,
+            RedisRecipe::Plain | RedisRecipe::DelRelease | RedisRecipe::LostReply => {
+                self.acquire_set(key, ttl_ms, until).await
+            }
+        }
+    }
+
+    async fn release(&mut self, key: &str, grant: &Grant) -> Outcome<()> {
+        let until = Instant::now() + self.deadline;
+        let (lock, value) = (lock_key(key), grant.lease.clone().unwrap_or_default());
+        if self.recipe == RedisRecipe::DelRelease {
+            // The bug: deletes the key whoever holds it now.
+            return match self.call(Command::Del { key: &lock }, until).await {
+                Ok(_) => Outcome::Ok(()),
+                Err(failure) => failure.outcome(),
+            };
+        }
+        Self::counted(self.call(Command::DelIfEq { key: &lock, value: &value }, until).await)
+    }
+
+    async fn renew(&mut self, key: &str, grant: &Grant, ttl_ms: u64) -> Outcome<()> {
+        let until = Instant::now() + self.deadline;
+        let (lock, value) = (lock_key(key), grant.lease.clone().unwrap_or_default());
+        let command = Command::PExpireIfEq { key: &lock, value: &value, ttl_ms };
+        Self::counted(self.call(command, until).await)
+    }
+
+    async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {
+        self.storage.write(resource, fence, data).await
+    }
+
+    async fn read(&mut self, resource: &str) -> Outcome<(Option<u64>, Option<String>)> {
+        self.storage.read(resource).await
+    }
+
+    async fn reset(&mut self) {
+        self.instance.disconnect();
+        self.storage.reset().await;
+    }
+}

@@ -1,1 +1,1030 @@
-//! (in progress)
+//! Servers the tool manages itself: private instances of Redis, PostgreSQL,
+//! MariaDB and etcd, started from the binaries installed on this machine, on
+//! free loopback ports, each in its own temporary directory.
+//!
+//! The promise is that no server outlives the tool, however it ends:
+//! * a normal return or an error return drops the [`ManagedServer`], which
+//!   stops the server and deletes its directory; so does a panic, unwinding;
+//! * Ctrl-C, SIGTERM or SIGHUP: a handler installed with the first server
+//!   stops every live server (a global registry knows them all), deletes
+//!   their directories, and exits with 128 + the signal (130, 143, 129);
+//! * SIGKILL, or `std::process::exit` without [`stop_all`]: every server is
+//!   started through `setpriv --pdeathsig KILL`, so the kernel kills it when
+//!   its parent dies. The parent-death signal fires when the parent *thread*
+//!   ends, so every server is spawned by one thread that lives as long as
+//!   the tool. Its temporary directory stays behind in that case.
+//!
+//! Each server leads its own process group, so that stopping it also stops
+//! the processes it forks (PostgreSQL's backends), and a Ctrl-C typed at the
+//! terminal reaches the tool, which then stops the servers in order.
+//!
+//! PostgreSQL refuses to run as root (and CI runs as root): then `initdb`
+//! and `postgres` run as the `postgres` user (`setpriv --reuid=postgres`,
+//! which, unlike `runuser`, execs instead of forking, so the parent-death
+//! signal reaches the server itself), in a directory owned by that user.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+use std::{env, thread};
+
+use super::RealError;
+
+/// The servers the tool can start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ServerKind {
+    Redis,
+    Postgres,
+    Mariadb,
+    Etcd,
+}
+
+impl ServerKind {
+    pub const ALL: [ServerKind; 4] =
+        [ServerKind::Redis, ServerKind::Postgres, ServerKind::Mariadb, ServerKind::Etcd];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerKind::Redis => "redis",
+            ServerKind::Postgres => "postgres",
+            ServerKind::Mariadb => "mariadb",
+            ServerKind::Etcd => "etcd",
+        }
+    }
+
+    /// The binaries it needs: the server first, then its setup tool.
+    pub fn binaries(self) -> &'static [&'static str] {
+        match self {
+            ServerKind::Redis => &["redis-server"],
+            ServerKind::Postgres => &["postgres", "initdb"],
+            ServerKind::Mariadb => &["mariadbd", "mariadb-install-db"],
+            ServerKind::Etcd => &["etcd"],
+        }
+    }
+
+    /// The Debian package that installs the binaries.
+    pub fn package(self) -> &'static str {
+        match self {
+            ServerKind::Redis => "redis-server",
+            ServerKind::Postgres => "postgresql",
+            ServerKind::Mariadb => "mariadb-server",
+            ServerKind::Etcd => "etcd-server",
+        }
+    }
+
+    /// The signal that shuts it down cleanly. PostgreSQL's SIGTERM is a
+    /// "smart" shutdown that waits for every client to leave; SIGINT is its
+    /// fast one.
+    fn stop_signal(self) -> &'static str {
+        match self {
+            ServerKind::Postgres => "INT",
+            ServerKind::Redis | ServerKind::Mariadb | ServerKind::Etcd => "TERM",
+        }
+    }
+
+    /// Loopback ports a server listens on: etcd has a peer port too.
+    fn port_count(self) -> usize {
+        match self {
+            ServerKind::Etcd => 2,
+            ServerKind::Redis | ServerKind::Postgres | ServerKind::Mariadb => 1,
+        }
+    }
+}
+
+/// How to start a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerOptions {
+    /// Redis: an append-only file fsynced on every write, so a server killed
+    /// and restarted keeps its keys. (The others always persist.)
+    pub persistent: bool,
+    /// How long the server may take to answer after it was started.
+    pub ready_timeout: Duration,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions { persistent: false, ready_timeout: Duration::from_secs(60) }
+    }
+}
+
+/// How long a server may take to stop cleanly before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+/// How long the signal handler lets servers stop cleanly: shorter, since
+/// someone is waiting for the tool to exit.
+const EXIT_GRACE: Duration = Duration::from_secs(3);
+/// How long a setup tool (`initdb`, `mariadb-install-db`) may run.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(120);
+/// One readiness probe's connect and read timeout.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+const POLL: Duration = Duration::from_millis(25);
+/// Starts retried on a new port when another process took the chosen one
+/// between our probe and the server's bind.
+const PORT_ATTEMPTS: usize = 3;
+const LOG_TAIL_LINES: usize = 25;
+
+/// The program and arguments that run one server (kept to restart it).
+#[derive(Debug, Clone, Default)]
+struct Launch {
+    program: PathBuf,
+    args: Vec<OsString>,
+}
+
+/// A server this tool started, stopped and deleted when dropped.
+#[derive(Debug)]
+pub struct ManagedServer {
+    kind: ServerKind,
+    /// Its key in the registry of live servers.
+    id: u64,
+    dir: PathBuf,
+    /// The client port, then etcd's peer port.
+    ports: Vec<u16>,
+    programs: Programs,
+    launch: Launch,
+    child: Option<Child>,
+    pid: u32,
+    options: ServerOptions,
+}
+
+impl ManagedServer {
+    /// Starts a server of `kind` with the default options and waits until it
+    /// answers.
+    pub fn start(kind: ServerKind) -> Result<ManagedServer, RealError> {
+        ManagedServer::start_with(kind, &ServerOptions::default())
+    }
+
+    /// Starts a server of `kind` and waits until it answers.
+    pub fn start_with(kind: ServerKind, options: &ServerOptions) -> Result<Self, RealError> {
+        let mut server = ManagedServer::create(kind, options)?;
+        let deadline = Instant::now() + options.ready_timeout;
+        for attempt in 1..=PORT_ATTEMPTS {
+            server.ports = reserve_ports(kind.port_count()).map_err(|error| server.error(error))?;
+            server.launch = server.single_launch();
+            server.spawn()?;
+            match server.wait_ready(deadline) {
+                Ok(()) => return Ok(server),
+                Err(failure) if failure.port_taken && attempt < PORT_ATTEMPTS => {
+                    server.kill_process();
+                    release_ports(&std::mem::take(&mut server.ports));
+                    if kind == ServerKind::Etcd {
+                        // Its member id is bound to the old peer URL.
+                        let _ = fs::remove_dir_all(server.data_dir());
+                    }
+                }
+                Err(failure) => return Err(server.error(failure.reason)),
+            }
+        }
+        Err(server.error("no free port"))
+    }
+
+    /// Starts `count` servers of `kind` at once (Redlock's five Redis).
+    pub fn start_many(
+        kind: ServerKind,
+        count: usize,
+        options: &ServerOptions,
+    ) -> Result<Vec<ManagedServer>, RealError> {
+        let results: Vec<Result<ManagedServer, RealError>> = thread::scope(|scope| {
+            let starts: Vec<_> = (0..count)
+                .map(|_| scope.spawn(|| ManagedServer::start_with(kind, options)))
+                .collect();
+            starts
+                .into_iter()
+                .map(|start| start.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+                .collect()
+        });
+        // On an error the servers already started are dropped: stopped.
+        results.into_iter().collect()
+    }
+
+    /// Starts an etcd cluster of `members` (3 for a partition test): every
+    /// member is one server, its URL its client URL.
+    pub fn start_etcd_cluster(
+        members: usize,
+        options: &ServerOptions,
+    ) -> Result<Vec<ManagedServer>, RealError> {
+        let mut servers = Vec::with_capacity(members);
+        if members == 0 {
+            return Ok(servers);
+        }
+        for _ in 0..members {
+            let mut server = ManagedServer::create(ServerKind::Etcd, options)?;
+            server.ports = reserve_ports(2).map_err(|error| server.error(error))?;
+            servers.push(server);
+        }
+        let cluster = servers
+            .iter()
+            .enumerate()
+            .map(|(at, server)| format!("member-{at}=http://127.0.0.1:{}", server.ports[1]))
+            .collect::<Vec<_>>()
+            .join(",");
+        let token = format!("lockcheck-{}-{}", std::process::id(), servers[0].id);
+        for (at, server) in servers.iter_mut().enumerate() {
+            server.launch = server.etcd_launch(&format!("member-{at}"), &cluster, &token);
+            server.spawn()?;
+        }
+        // No member is healthy before a majority has started and elected.
+        let deadline = Instant::now() + options.ready_timeout;
+        for server in &mut servers {
+            server.wait_ready(deadline).map_err(|failure| server.error(failure.reason))?;
+        }
+        Ok(servers)
+    }
+
+    pub fn kind(&self) -> ServerKind {
+        self.kind
+    }
+
+    /// Where clients connect.
+    pub fn url(&self) -> String {
+        let port = self.port();
+        match self.kind {
+            ServerKind::Redis => format!("redis://127.0.0.1:{port}"),
+            ServerKind::Postgres => format!("postgres://postgres@127.0.0.1:{port}/postgres"),
+            ServerKind::Mariadb => format!("mysql://root@127.0.0.1:{port}/test"),
+            ServerKind::Etcd => format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    /// The client port.
+    pub fn port(&self) -> u16 {
+        self.ports.first().copied().unwrap_or(0)
+    }
+
+    /// The server process (the leader of its process group); after
+    /// [`ManagedServer::crash`], the one that was killed.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The temporary directory with its data and log, deleted on stop.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The last lines the server logged.
+    pub fn log_tail(&self) -> String {
+        log_tail(&self.dir.join("server.log"))
+    }
+
+    /// Stops the server and deletes its directory (as dropping it does).
+    pub fn stop(self) {}
+
+    /// Kills the server at once (SIGKILL), keeping its data: a crash, for a
+    /// kill nemesis. [`ManagedServer::restart`] brings it back.
+    pub fn crash(&mut self) {
+        self.kill_process();
+    }
+
+    /// Starts the server again on the same port with the same data, after
+    /// [`ManagedServer::crash`], and waits until it answers.
+    pub fn restart(&mut self) -> Result<(), RealError> {
+        self.kill_process();
+        self.spawn()?;
+        let deadline = Instant::now() + self.options.ready_timeout;
+        self.wait_ready(deadline).map_err(|failure| self.error(failure.reason))
+    }
+
+    /// Freezes the server and its children (SIGSTOP): it accepts
+    /// connections but answers nothing until [`ManagedServer::resume`].
+    pub fn pause(&self) -> Result<(), RealError> {
+        self.signal_group("STOP")
+    }
+
+    pub fn resume(&self) -> Result<(), RealError> {
+        self.signal_group("CONT")
+    }
+
+    fn signal_group(&self, signal: &str) -> Result<(), RealError> {
+        if self.child.is_none() || !send_signal(signal, &format!("-{}", self.pid)) {
+            return Err(self.error(format!("cannot send SIG{signal} to its process group")));
+        }
+        Ok(())
+    }
+
+    /// A registered, empty server of `kind`: its binaries found, its
+    /// directory made and prepared (the database initialised), no process.
+    fn create(kind: ServerKind, options: &ServerOptions) -> Result<ManagedServer, RealError> {
+        let programs = Programs::locate(kind)?;
+        let (id, dir) = new_dir(kind)?;
+        let server = ManagedServer {
+            kind,
+            id,
+            dir,
+            ports: Vec::new(),
+            programs,
+            launch: Launch::default(),
+            child: None,
+            pid: 0,
+            options: options.clone(),
+        };
+        server.prepare()?;
+        Ok(server)
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    fn error(&self, reason: impl std::fmt::Display) -> RealError {
+        RealError::Server { what: self.kind.name(), reason: reason.to_string() }
+    }
+
+    /// Makes the data directory, as the server's setup tool does.
+    fn prepare(&self) -> Result<(), RealError> {
+        let data = self.data_dir();
+        match self.kind {
+            ServerKind::Redis => fs::create_dir(&data).map_err(|error| self.error(error)),
+            ServerKind::Etcd => Ok(()),
+            ServerKind::Postgres => {
+                let mut args: Vec<OsString> = vec!["-D".into(), data.into()];
+                args.extend(
+                    ["-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"]
+                        .map(OsString::from),
+                );
+                self.run_setup(&self.programs.setup, args)
+            }
+            ServerKind::Mariadb => {
+                let mut args = vec![
+                    OsString::from("--no-defaults"),
+                    flag("--datadir=", &data),
+                    "--auth-root-authentication-method=normal".into(),
+                    "--skip-name-resolve".into(),
+                ];
+                if self.programs.root {
+                    args.push("--user=root".into());
+                }
+                fs::write(self.dir.join("init.sql"), "CREATE DATABASE IF NOT EXISTS test;\n")
+                    .map_err(|error| self.error(error))?;
+                self.run_setup(&self.programs.setup, args)
+            }
+        }
+    }
+
+    /// Runs a setup tool to the end, owned like a server, so that a Ctrl-C
+    /// during a slow `initdb` stops it too.
+    fn run_setup(&self, program: &Path, args: Vec<OsString>) -> Result<(), RealError> {
+        let log_path = self.dir.join("setup.log");
+        let launch = Launch { program: program.to_path_buf(), args };
+        let command = self.command(&launch, &log_path).map_err(|error| self.error(error))?;
+        let mut child = spawn_owned(self.id, command).map_err(|error| self.error(error))?;
+        let status = wait_timeout(&mut child, SETUP_TIMEOUT).map_err(|error| self.error(error));
+        if !matches!(status, Ok(Some(_))) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        set_leader(self.id, None);
+        let outcome = match status? {
+            Some(status) if status.success() => return Ok(()),
+            Some(status) => format!("exited with {status}"),
+            None => format!("did not finish within {} s", SETUP_TIMEOUT.as_secs()),
+        };
+        Err(self.error(format!(
+            "{} {outcome}; last lines of {}:\n{}",
+            program.display(),
+            log_path.display(),
+            log_tail(&log_path)
+        )))
+    }
+
+    /// How to run this server alone on its ports.
+    fn single_launch(&self) -> Launch {
+        let (data, port) = (self.data_dir(), self.port().to_string());
+        let args: Vec<OsString> = match self.kind {
+            ServerKind::Redis => {
+                let mut args: Vec<OsString> =
+                    ["--port", port.as_str(), "--bind", "127.0.0.1", "--save", ""]
+                        .map(OsString::from)
+                        .into();
+                let persistence: &[&str] = if self.options.persistent {
+                    &["--appendonly", "yes", "--appendfsync", "always"]
+                } else {
+                    &["--appendonly", "no"]
+                };
+                args.extend(persistence.iter().map(OsString::from));
+                args.extend(["--dir".into(), data.into_os_string()]);
+                args
+            }
+            ServerKind::Postgres => {
+                let mut args: Vec<OsString> = vec!["-D".into(), data.into(), "-p".into()];
+                args.push(port.into());
+                args.extend(["-k".into(), self.dir.clone().into_os_string()]);
+                // fsync off: a killed server loses nothing the kernel has,
+                // and a test never survives the machine.
+                for setting in ["listen_addresses=127.0.0.1", "fsync=off", "max_connections=200"] {
+                    args.extend(["-c".into(), setting.into()]);
+                }
+                args
+            }
+            ServerKind::Mariadb => {
+                let mut args = vec![
+                    OsString::from("--no-defaults"),
+                    flag("--datadir=", &data),
+                    format!("--port={port}").into(),
+                    "--bind-address=127.0.0.1".into(),
+                    flag("--socket=", &self.dir.join("mysql.sock")),
+                    flag("--pid-file=", &self.dir.join("mariadbd.pid")),
+                    flag("--init-file=", &self.dir.join("init.sql")),
+                    "--skip-name-resolve".into(),
+                    // Readiness probes leave before authenticating, which
+                    // MariaDB would otherwise count towards blocking us.
+                    "--max-connect-errors=1000000".into(),
+                ];
+                if self.programs.root {
+                    args.push("--user=root".into());
+                }
+                args
+            }
+            ServerKind::Etcd => {
+                let cluster = format!("default=http://127.0.0.1:{}", self.ports[1]);
+                let token = format!("lockcheck-{}-{}", std::process::id(), self.id);
+                return self.etcd_launch("default", &cluster, &token);
+            }
+        };
+        Launch { program: self.programs.server.clone(), args }
+    }
+
+    /// How to run one etcd member `name` of `cluster` (`name=peer-url,…`).
+    fn etcd_launch(&self, name: &str, cluster: &str, token: &str) -> Launch {
+        let client = format!("http://127.0.0.1:{}", self.ports[0]);
+        let peer = format!("http://127.0.0.1:{}", self.ports[1]);
+        let mut args: Vec<OsString> = vec!["--name".into(), name.into()];
+        args.extend(["--data-dir".into(), self.data_dir().into_os_string()]);
+        for (option, value) in [
+            ("--listen-client-urls", client.as_str()),
+            ("--advertise-client-urls", &client),
+            ("--listen-peer-urls", &peer),
+            ("--initial-advertise-peer-urls", &peer),
+            ("--initial-cluster", cluster),
+            ("--initial-cluster-state", "new"),
+            ("--initial-cluster-token", token),
+        ] {
+            args.extend([option.into(), value.into()]);
+        }
+        Launch { program: self.programs.server.clone(), args }
+    }
+
+    /// `launch` wrapped so the kernel kills it with its parent, run as the
+    /// `postgres` user where PostgreSQL needs it, in its own process group,
+    /// logging to `log_path` (appended: a restart keeps the earlier lines).
+    fn command(&self, launch: &Launch, log_path: &Path) -> io::Result<Command> {
+        let log = OpenOptions::new().create(true).append(true).open(log_path)?;
+        let mut command = Command::new(&self.programs.setpriv);
+        if self.kind == ServerKind::Postgres && self.programs.root {
+            command.args(["--reuid=postgres", "--regid=postgres", "--init-groups"]);
+        }
+        command.args(["--pdeathsig", "KILL", "--"]).arg(&launch.program).args(&launch.args);
+        command.current_dir(&self.dir).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+        command.process_group(0);
+        Ok(command)
+    }
+
+    fn spawn(&mut self) -> Result<(), RealError> {
+        let log_path = self.dir.join("server.log");
+        let command = self.command(&self.launch, &log_path).map_err(|error| self.error(error))?;
+        let child = spawn_owned(self.id, command).map_err(|error| self.error(error))?;
+        self.pid = child.id();
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// Probes until the server answers, it exits, or `deadline` passes.
+    fn wait_ready(&mut self, deadline: Instant) -> Result<(), NotReady> {
+        loop {
+            let exited = match self.child.as_mut().map(Child::try_wait) {
+                None => Some("is not running".to_string()),
+                Some(Ok(Some(status))) => Some(format!("exited with {status}")),
+                Some(Ok(None)) => None,
+                Some(Err(error)) => Some(format!("cannot be waited for: {error}")),
+            };
+            if let Some(exited) = exited {
+                let tail = self.log_tail();
+                let port_taken = tail.to_lowercase().contains("already in use");
+                let reason = format!("it {exited}; {}", self.tail_note(&tail));
+                return Err(NotReady { reason, port_taken });
+            }
+            let last = match probe(self.kind, self.port()) {
+                Ok(()) => return Ok(()),
+                Err(reason) => reason,
+            };
+            if Instant::now() >= deadline {
+                self.kill_process();
+                let reason = format!(
+                    "it did not answer within {} s (last probe: {last}); {}",
+                    self.options.ready_timeout.as_secs(),
+                    self.tail_note(&self.log_tail())
+                );
+                return Err(NotReady { reason, port_taken: false });
+            }
+            thread::sleep(POLL);
+        }
+    }
+
+    fn tail_note(&self, tail: &str) -> String {
+        format!("last lines of {}:\n{tail}", self.dir.join("server.log").display())
+    }
+
+    /// Kills the server and whatever it forked, at once.
+    fn kill_process(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+            kill_group(child.id());
+        }
+        set_leader(self.id, None);
+    }
+
+    /// Asks the server to shut down, kills it if it does not in time, and
+    /// kills its leftover children.
+    fn shut_down(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            send_signal(self.kind.stop_signal(), &child.id().to_string());
+            if !matches!(wait_timeout(&mut child, STOP_GRACE), Ok(Some(_))) {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            kill_group(child.id());
+        }
+    }
+}
+
+impl Drop for ManagedServer {
+    fn drop(&mut self) {
+        self.shut_down();
+        let _ = fs::remove_dir_all(&self.dir);
+        release_ports(&self.ports);
+        registry().live.remove(&self.id);
+    }
+}
+
+/// Why a server did not become ready.
+#[derive(Debug)]
+struct NotReady {
+    reason: String,
+    /// It failed to bind its port: start it again on another.
+    port_taken: bool,
+}
+
+/// The binaries one kind of server runs, found on this machine.
+#[derive(Debug, Clone)]
+struct Programs {
+    server: PathBuf,
+    /// `initdb` or `mariadb-install-db`; the server again where none.
+    setup: PathBuf,
+    setpriv: PathBuf,
+    /// The tool runs as root (PostgreSQL must then switch user).
+    root: bool,
+}
+
+impl Programs {
+    fn locate(kind: ServerKind) -> Result<Programs, RealError> {
+        let setpriv = find_on_path("setpriv")
+            .ok_or(RealError::MissingBinary { binary: "setpriv", package: "util-linux" })?;
+        let missing = |binary| RealError::MissingBinary { binary, package: kind.package() };
+        let (server, setup) = match kind {
+            ServerKind::Postgres => {
+                let bin = postgres_bin_dir().ok_or(missing("postgres"))?;
+                (bin.join("postgres"), bin.join("initdb"))
+            }
+            ServerKind::Mariadb => (
+                find_on_path("mariadbd").ok_or(missing("mariadbd"))?,
+                find_on_path("mariadb-install-db").ok_or(missing("mariadb-install-db"))?,
+            ),
+            ServerKind::Redis | ServerKind::Etcd => {
+                let binary = kind.binaries()[0];
+                let server = find_on_path(binary).ok_or(missing(binary))?;
+                (server.clone(), server)
+            }
+        };
+        Ok(Programs { server, setup, setpriv, root: running_as_root() })
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    fs::metadata(path)
+        .map(|metadata| metadata.is_file() && metadata.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// A binary on PATH, or in an sbin directory: Debian installs `mariadbd`
+/// in /usr/sbin, which is not on an ordinary user's PATH.
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = env::var_os("PATH").unwrap_or_default();
+    let sbin = ["/usr/local/sbin", "/usr/sbin", "/sbin"].map(PathBuf::from);
+    env::split_paths(&path)
+        .chain(sbin)
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
+}
+
+/// PostgreSQL's bin directory: the one `postgres` on PATH really lives in
+/// (symlinks resolved, so `initdb` is of the same version), else Debian's
+/// newest `/usr/lib/postgresql/<major>/bin`, which is not on PATH.
+fn postgres_bin_dir() -> Option<PathBuf> {
+    let complete =
+        |bin: &Path| is_executable(&bin.join("postgres")) && is_executable(&bin.join("initdb"));
+    let on_path = find_on_path("postgres")
+        .and_then(|postgres| fs::canonicalize(postgres).ok())
+        .and_then(|postgres| postgres.parent().map(Path::to_path_buf));
+    if let Some(bin) = on_path.filter(|bin| complete(bin)) {
+        return Some(bin);
+    }
+    let mut installed: Vec<(u32, PathBuf)> = fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .flatten()
+        .filter_map(|entry| {
+            let major = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            let bin = entry.path().join("bin");
+            complete(&bin).then_some((major, bin))
+        })
+        .collect();
+    installed.sort();
+    installed.pop().map(|(_, bin)| bin)
+}
+
+/// `/proc/self` belongs to the process's effective user.
+fn running_as_root() -> bool {
+    fs::metadata("/proc/self").map(|metadata| metadata.uid() == 0).unwrap_or(false)
+}
+
+fn flag(name: &str, path: &Path) -> OsString {
+    let mut flag = OsString::from(name);
+    flag.push(path);
+    flag
+}
+
+/// The last lines of a log, read from its end (a log may be large).
+fn log_tail(path: &Path) -> String {
+    let read = || -> io::Result<String> {
+        let mut file = File::open(path)?;
+        let length = file.metadata()?.len();
+        file.seek(SeekFrom::Start(length.saturating_sub(16 * 1024)))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    };
+    match read() {
+        Ok(text) => {
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
+        }
+        Err(error) => format!("(cannot read it: {error})"),
+    }
+}
+
+fn wait_timeout(child: &mut Child, timeout: Duration) -> io::Result<Option<ExitStatus>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        if Instant::now() >= deadline {
+            return Ok(None);
+        }
+        thread::sleep(POLL.min(Duration::from_millis(10)));
+    }
+}
+
+/// Sends `signal` (`TERM`, `KILL`, …) to `target`: a pid, or `-pgid` for a
+/// whole process group. The `kill` command, since this workspace has no
+/// unsafe code to call kill(2) with. Whether it was delivered.
+fn send_signal(signal: &str, target: &str) -> bool {
+    Command::new("kill")
+        .args(["-s", signal, "--", target])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|status| status.success())
+        .unwrap_or(false)
+}
+
+/// Kills what is left of a server's process group (a PostgreSQL backend,
+/// a forked Redis child); usually nothing.
+fn kill_group(leader: u32) {
+    send_signal("KILL", &format!("-{leader}"));
+}
+
+/// Whether a process runs (a zombie has ended: it waits only to be reaped).
+fn process_alive(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
+            Some(!matches!(state, 'Z' | 'X' | 'x'))
+        })
+        .unwrap_or(false)
+}
+
+// ---------------------------------------------------------------------------
+// Ports
+
+/// Ports handed to live servers of this process, never handed out twice.
+static PORTS_IN_USE: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
+/// Free loopback ports, from the kernel: bound all at once (so they differ),
+/// then released for the server to bind. Another process may take one in
+/// between: the start then retries on another.
+fn reserve_ports(count: usize) -> io::Result<Vec<u16>> {
+    let mut in_use = PORTS_IN_USE.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut listeners = Vec::new();
+    let mut ports = Vec::with_capacity(count);
+    while ports.len() < count {
+        if listeners.len() > count + 64 {
+            return Err(io::Error::other("the kernel keeps handing out ports in use"));
+        }
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+        let port = listener.local_addr()?.port();
+        if in_use.insert(port) {
+            ports.push(port);
+        }
+        listeners.push(listener);
+    }
+    Ok(ports)
+}
+
+fn release_ports(ports: &[u16]) {
+    let mut in_use = PORTS_IN_USE.lock().unwrap_or_else(PoisonError::into_inner);
+    for port in ports {
+        in_use.remove(port);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The registry of live servers, the spawner thread and the signal handler
+
+/// A live server: what the signal handler must stop and delete.
+#[derive(Debug)]
+struct Live {
+    dir: PathBuf,
+    /// The running process (the server, or its setup tool), if any.
+    leader: Option<u32>,
+    stop_signal: &'static str,
+}
+
+#[derive(Debug)]
+struct Registry {
+    live: BTreeMap<u64, Live>,
+    /// The tool is exiting: start nothing more.
+    closing: bool,
+}
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry { live: BTreeMap::new(), closing: false });
+static NEXT_SERVER: AtomicU64 = AtomicU64::new(0);
+
+fn registry() -> MutexGuard<'static, Registry> {
+    REGISTRY.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn set_leader(id: u64, leader: Option<u32>) {
+    if let Some(live) = registry().live.get_mut(&id) {
+        live.leader = leader;
+    }
+}
+
+/// Registers a new server and makes its directory,
+/// `<temp>/lockcheck-<kind>-<pid>-<n>`, owned by `postgres` where
+/// PostgreSQL will run as that user.
+fn new_dir(kind: ServerKind) -> Result<(u64, PathBuf), RealError> {
+    let error = |reason: String| RealError::Server { what: kind.name(), reason };
+    install_signal_handler().map_err(|reason| error(format!("cannot catch signals: {reason}")))?;
+    let id = NEXT_SERVER.fetch_add(1, Ordering::Relaxed);
+    let name = format!("lockcheck-{}-{}-{id}", kind.name(), std::process::id());
+    let dir = env::temp_dir().join(name);
+    {
+        let mut registry = registry();
+        if registry.closing {
+            return Err(error("the tool is exiting".to_string()));
+        }
+        let live = Live { dir: dir.clone(), leader: None, stop_signal: kind.stop_signal() };
+        registry.live.insert(id, live);
+    }
+    let made = || -> io::Result<()> {
+        // Left by an earlier process of the same pid that was SIGKILLed.
+        if dir.exists() {
+            fs::remove_dir_all(&dir)?;
+        }
+        fs::create_dir(&dir)?;
+        if kind == ServerKind::Postgres && running_as_root() {
+            let status = Command::new("chown").arg("postgres:postgres").arg(&dir).status()?;
+            if !status.success() {
+                return Err(io::Error::other(format!(
+                    "chown postgres:postgres {} {status} (does the postgres user exist?)",
+                    dir.display()
+                )));
+            }
+        }
+        Ok(())
+    };
+    if let Err(reason) = made() {
+        registry().live.remove(&id);
+        let _ = fs::remove_dir_all(&dir);
+        return Err(error(format!("cannot make {}: {reason}", dir.display())));
+    }
+    Ok((id, dir))
+}
+
+struct SpawnRequest {
+    id: u64,
+    command: Command,
+    reply: mpsc::Sender<io::Result<Child>>,
+}
+
+/// Spawns `command` from the spawner thread, which lives as long as the
+/// tool (so the parent-death signal fires only when the tool dies), and
+/// records the process as server `id`'s leader before anyone can look.
+fn spawn_owned(id: u64, command: Command) -> io::Result<Child> {
+    static SPAWNER: OnceLock<Option<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (requests, inbox) = mpsc::channel();
+        let thread = thread::Builder::new().name("lockcheck-spawner".to_string());
+        thread.spawn(move || serve_spawns(inbox)).ok().map(|_| requests)
+    });
+    let gone = || io::Error::other("the thread that spawns servers is gone");
+    let spawner = spawner.as_ref().ok_or_else(gone)?;
+    let (reply, answer) = mpsc::channel();
+    spawner.send(SpawnRequest { id, command, reply }).map_err(|_| gone())?;
+    answer.recv().map_err(|_| gone())?
+}
+
+/// The spawner thread: never returns (its channel's sender is a static).
+fn serve_spawns(inbox: mpsc::Receiver<SpawnRequest>) {
+    for SpawnRequest { id, mut command, reply } in inbox {
+        // Spawned under the registry's lock: the signal handler, which takes
+        // it, either sees the process or stops it from being spawned.
+        let mut registry = registry();
+        let spawned = if registry.closing {
+            Err(io::Error::other("the tool is exiting"))
+        } else {
+            command.spawn()
+        };
+        if let (Ok(child), Some(live)) = (&spawned, registry.live.get_mut(&id)) {
+            live.leader = Some(child.id());
+        }
+        drop(registry);
+        let _ = reply.send(spawned);
+    }
+}
+
+/// On SIGINT, SIGTERM or SIGHUP: stop every server, delete their
+/// directories, exit with 128 + the signal. Installed once, with the first
+/// server.
+fn install_signal_handler() -> Result<(), String> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
+    INSTALLED
+        .get_or_init(|| {
+            let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+                .map_err(|error| error.to_string())?;
+            let thread = thread::Builder::new().name("lockcheck-signals".to_string());
+            thread
+                .spawn(move || {
+                    if let Some(signal) = signals.forever().next() {
+                        stop_all();
+                        std::process::exit(128 + signal);
+                    }
+                })
+                .map(|_| ())
+                .map_err(|error| error.to_string())
+        })
+        .clone()
+}
+
+/// Stops every live managed server and deletes its directory, and starts no
+/// more. For a tool about to `std::process::exit` (which runs no `Drop`),
+/// and for the signal handler. Servers still owned are then dead: dropping
+/// them does nothing more.
+pub fn stop_all() {
+    // The lock is held to the end: no server starts meanwhile.
+    let mut registry = registry();
+    registry.closing = true;
+    let live = std::mem::take(&mut registry.live);
+    let leaders: Vec<u32> = live.values().filter_map(|live| live.leader).collect();
+    for live in live.values() {
+        if let Some(leader) = live.leader {
+            send_signal(live.stop_signal, &leader.to_string());
+        }
+    }
+    let deadline = Instant::now() + EXIT_GRACE;
+    while leaders.iter().any(|&leader| process_alive(leader)) && Instant::now() < deadline {
+        thread::sleep(POLL);
+    }
+    for &leader in &leaders {
+        send_signal("KILL", &leader.to_string());
+        kill_group(leader);
+    }
+    for live in live.values() {
+        let _ = fs::remove_dir_all(&live.dir);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Readiness probes: each speaks just enough of the server's protocol to
+// know it serves requests, not merely that its port is open.
+
+fn probe(kind: ServerKind, port: u16) -> Result<(), String> {
+    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let mut stream = TcpStream::connect_timeout(&address, PROBE_TIMEOUT)
+        .map_err(|error| format!("connect: {error}"))?;
+    let timeouts = stream
+        .set_read_timeout(Some(PROBE_TIMEOUT))
+        .and_then(|()| stream.set_write_timeout(Some(PROBE_TIMEOUT)));
+    timeouts.map_err(|error| error.to_string())?;
+    match kind {
+        ServerKind::Redis => probe_redis(&mut stream),
+        ServerKind::Postgres => probe_postgres(&mut stream),
+        ServerKind::Mariadb => probe_mariadb(&mut stream),
+        ServerKind::Etcd => probe_etcd(&mut stream, port),
+    }
+}
+
+/// Reads what the server sends until `limit` bytes, a newline (when
+/// `line`), or the end.
+fn read_reply(stream: &mut TcpStream, limit: usize, line: bool) -> Result<Vec<u8>, String> {
+    let mut reply = Vec::new();
+    let mut buffer = [0u8; 512];
+    while reply.len() < limit && !(line && reply.contains(&b'\n')) {
+        match stream.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(read) => reply.extend_from_slice(&buffer[..read]),
+            Err(error) if reply.is_empty() => return Err(format!("read: {error}")),
+            Err(_) => break,
+        }
+    }
+    Ok(reply)
+}
+
+/// `PING` answers `+PONG`, or `-LOADING` while the AOF is read back.
+fn probe_redis(stream: &mut TcpStream) -> Result<(), String> {
+    stream.write_all(b"PING\r\n").map_err(|error| format!("write: {error}"))?;
+    let reply = read_reply(stream, 256, true)?;
+    match reply.starts_with(b"+PONG") {
+        true => Ok(()),
+        false => Err(format!("PING answered {:?}", String::from_utf8_lossy(&reply).trim())),
+    }
+}
+
+/// A startup message as user `postgres`: `R` (authentication: trust says
+/// ok) once it accepts sessions, `E` while it starts up.
+fn probe_postgres(stream: &mut TcpStream) -> Result<(), String> {
+    let mut body = 196_608u32.to_be_bytes().to_vec(); // protocol 3.0
+    for part in ["user", "postgres", "database", "postgres", ""] {
+        body.extend_from_slice(part.as_bytes());
+        body.push(0);
+    }
+    let mut message = u32::try_from(body.len() + 4).unwrap_or(u32::MAX).to_be_bytes().to_vec();
+    message.extend(body);
+    stream.write_all(&message).map_err(|error| format!("write: {error}"))?;
+    let reply = read_reply(stream, 1024, false)?;
+    match reply.first() {
+        Some(b'R') => {
+            let _ = stream.write_all(b"X\0\0\0\x04"); // Terminate
+            Ok(())
+        }
+        Some(b'E') => {
+            // Fields: a type byte, then a zero-terminated string; M = message.
+            let fields = reply.get(5..).unwrap_or_default();
+            let message = fields
+                .split(|&byte| byte == 0)
+                .find_map(|field| field.strip_prefix(b"M"))
+                .map(|text| String::from_utf8_lossy(text).into_owned())
+                .unwrap_or_default();
+            Err(format!("refused the session: {message}"))
+        }
+        _ => Err(format!("answered {:?}", String::from_utf8_lossy(&reply))),
+    }
+}
+
+/// The server greets first: a handshake packet (protocol 10) once it
+/// serves, an error packet (0xff) otherwise.
+fn probe_mariadb(stream: &mut TcpStream) -> Result<(), String> {
+    let reply = read_reply(stream, 5, false)?;
+    match reply.get(4) {
+        Some(10) => Ok(()),
+        Some(0xff) => {
+            let rest = read_reply(stream, 512, false).unwrap_or_default();
+            Err(format!("error packet: {}", String::from_utf8_lossy(&rest)))
+        }
+        _ => Err(format!("greeted with {reply:?}")),
+    }
+}
+
+/// `GET /health` says `"health":"true"` once the member has a leader.
+fn probe_etcd(stream: &mut TcpStream, port: u16) -> Result<(), String> {
+    let request =
+        format!("GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).map_err(|error| format!("write: {error}"))?;
+    let reply = read_reply(stream, 64 * 1024, false)?;
+    let reply = String::from_utf8_lossy(&reply);
+    match reply.contains("\"health\":\"true\"") {
+        true => Ok(()),
+        false => Err(format!("/health answered {:?}", reply.lines().last().unwrap_or_default())),
+    }
+}

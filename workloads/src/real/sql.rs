@@ -1,1 +1,784 @@
-//! (in progress)
+//! The SQL locks of LOCKS.md §2, issued against a real PostgreSQL or
+//! MySQL/MariaDB: session and transaction advisory locks, `GET_LOCK`, and the
+//! lease tables with a fencing token.
+//!
+//! Each [`SqlClient`] is one logical client on one connection, so a
+//! session-bound lock stays on the session that took it. Every operation
+//! ends within the client's deadline. When its outcome is unknown (a timeout,
+//! a lost connection) it is `info`, and the session is given up: `reset`
+//! opens a new one, while the server frees the old one's advisory and
+//! `GET_LOCK` locks only when it notices the connection is gone. That gap is
+//! the "connection cut: server frees it, client still believes" failure of
+//! LOCKS.md §6, and a test kills connections to show it.
+//!
+//! Advisory locks and `GET_LOCK` issue no fencing token (`Grant::fence` is
+//! `None`); the lease tables do (their `fence` column).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::time::Duration;
+
+use mysql_async::prelude::Queryable;
+use tokio::task::JoinHandle;
+use tokio::time::{timeout_at, Instant};
+use tokio_postgres::{NoTls, SimpleQueryMessage, Statement};
+
+use super::storage::Storage;
+use super::{ClientConfig, RealError};
+use crate::client::{Grant, LockClient, Outcome};
+
+/// The SQL lock recipes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SqlRecipe {
+    /// `pg_try_advisory_lock(k)` / `pg_advisory_unlock(k)`, bound to the
+    /// session; `k` is [`advisory_key`] of the lock's name.
+    PostgresAdvisory,
+    /// `BEGIN; SELECT pg_try_advisory_xact_lock(k)`, the transaction held
+    /// open while the lock is held; `COMMIT` releases it.
+    PostgresAdvisoryXact,
+    /// The lease table `lockcheck_leases` with a fence column, expiring by
+    /// the database's clock (`now()`).
+    PostgresLease,
+    /// `GET_LOCK(name, 0)` / `RELEASE_LOCK(name)`, bound to the session;
+    /// the name is [`mysql_lock_name`] of the lock's.
+    MysqlGetLock,
+    /// The lease table with `INSERT IGNORE`, `TIMESTAMP(3)`, `NOW(3)`, and the
+    /// token set by `fence = LAST_INSERT_ID(fence + 1)` and read back on the
+    /// same connection.
+    MysqlLease,
+}
+
+impl SqlRecipe {
+    pub const ALL: [SqlRecipe; 5] = [
+        SqlRecipe::PostgresAdvisory,
+        SqlRecipe::PostgresAdvisoryXact,
+        SqlRecipe::PostgresLease,
+        SqlRecipe::MysqlGetLock,
+        SqlRecipe::MysqlLease,
+    ];
+
+    /// The backend's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            SqlRecipe::PostgresAdvisory => "postgres-advisory",
+            SqlRecipe::PostgresAdvisoryXact => "postgres-advisory-xact",
+            SqlRecipe::PostgresLease => "postgres-lease",
+            SqlRecipe::MysqlGetLock => "mysql-get-lock",
+            SqlRecipe::MysqlLease => "mysql-lease",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<SqlRecipe> {
+        SqlRecipe::ALL.into_iter().find(|recipe| recipe.name() == name)
+    }
+
+    /// Spoken to MySQL/MariaDB (else PostgreSQL).
+    pub fn is_mysql(self) -> bool {
+        matches!(self, SqlRecipe::MysqlGetLock | SqlRecipe::MysqlLease)
+    }
+
+    /// Grants carry a fencing token.
+    pub fn has_fence(self) -> bool {
+        matches!(self, SqlRecipe::PostgresLease | SqlRecipe::MysqlLease)
+    }
+
+    fn server(self) -> &'static str {
+        if self.is_mysql() {
+            "MySQL"
+        } else {
+            "PostgreSQL"
+        }
+    }
+}
+
+/// The lease table of both databases.
+const LEASES: &str = "lockcheck_leases";
+
+/// How long `prepare` and `connect` may take: longer than an operation's
+/// deadline, since nothing is recorded yet and a cold server may be slow.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serialises PostgreSQL's `CREATE TABLE IF NOT EXISTS` across processes
+/// (two racing on a missing table can both create its row type, and one
+/// fails on `pg_type`'s unique index): an arbitrary constant key.
+const CREATE_LOCK_KEY: i64 = 0x6c6f_636b_6c65_6173;
+
+/// 64-bit FNV-1a of `bytes`: tiny, and fixed by its specification, so a
+/// lock's key is the same in every build, process and version of lockcheck.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The advisory-lock key of lock `name`: the 64-bit FNV-1a hash of the UTF-8
+/// bytes of `lockcheck:<name>`, reinterpreted as a signed `bigint`. The
+/// prefix keeps lockcheck's keys apart from an application's; two names that
+/// collide share one lock, which can only refuse, never grant, too much.
+pub fn advisory_key(name: &str) -> i64 {
+    fnv1a(format!("lockcheck:{name}").as_bytes()) as i64
+}
+
+/// The `GET_LOCK` name of lock `name`: `lockcheck:<name>`, or, when that is
+/// longer than the server's 64 characters, `lockcheck:` and the 16 hex
+/// digits of [`advisory_key`]'s hash.
+pub fn mysql_lock_name(name: &str) -> String {
+    let full = format!("lockcheck:{name}");
+    if full.chars().count() <= 64 {
+        full
+    } else {
+        format!("lockcheck:{:016x}", advisory_key(name) as u64)
+    }
+}
+
+/// Why an operation's statements did not all complete.
+enum Failure {
+    /// The server answered with an error: the statement did not take effect.
+    Refused(String),
+    /// The outcome is unknown (the connection broke mid-request).
+    Lost(String),
+}
+
+impl From<tokio_postgres::Error> for Failure {
+    fn from(error: tokio_postgres::Error) -> Self {
+        match error.as_db_error() {
+            Some(db) => Failure::Refused(format!("db-error:{}", db.code().code())),
+            None => Failure::Lost("conn-lost".into()),
+        }
+    }
+}
+
+impl From<mysql_async::Error> for Failure {
+    fn from(error: mysql_async::Error) -> Self {
+        match error {
+            mysql_async::Error::Server(error) => {
+                Failure::Refused(format!("db-error:{}", error.code))
+            }
+            _ => Failure::Lost("conn-lost".into()),
+        }
+    }
+}
+
+type Step<T> = Result<Outcome<T>, Failure>;
+
+fn busy<T>() -> Step<T> {
+    Ok(Outcome::Fail("busy".into()))
+}
+
+fn not_held<T>() -> Step<T> {
+    Ok(Outcome::Fail("not-held".into()))
+}
+
+/// One PostgreSQL connection, its prepared statements, and the lock its
+/// open transaction holds (the transaction-advisory recipe).
+struct PgSession {
+    client: tokio_postgres::Client,
+    /// Drives the socket; aborted with the session, so a given-up session's
+    /// socket closes at once and the server frees its locks.
+    connection: JoinHandle<()>,
+    statements: HashMap<&'static str, Statement>,
+    transaction_holds: Option<String>,
+}
+
+impl Drop for PgSession {
+    fn drop(&mut self) {
+        self.connection.abort();
+    }
+}
+
+/// Whether this session holds advisory key `k` (bound as its high and low
+/// 32 bits, which is how `pg_locks` shows a `bigint` key).
+const PG_HOLDS: &str = "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
+     AND pid = pg_backend_pid() AND granted AND classid = $1 AND objid = $2 AND objsubid = 1)";
+const PG_TRY_LOCK: &str = "SELECT pg_try_advisory_lock($1)";
+const PG_UNLOCK: &str = "SELECT pg_advisory_unlock($1)";
+const PG_LEASE_INSERT: &str =
+    "INSERT INTO lockcheck_leases (name) VALUES ($1) ON CONFLICT DO NOTHING";
+const PG_LEASE_ACQUIRE: &str = "UPDATE lockcheck_leases \
+     SET owner = $2, expires_at = now() + $3::bigint * interval '1 millisecond', fence = fence + 1 \
+     WHERE name = $1 AND (owner IS NULL OR expires_at < now()) RETURNING fence";
+const PG_LEASE_RELEASE: &str = "UPDATE lockcheck_leases SET owner = NULL, expires_at = NULL \
+     WHERE name = $1 AND owner = $2 AND fence = $3";
+const PG_LEASE_RENEW: &str = "UPDATE lockcheck_leases \
+     SET expires_at = now() + $4::bigint * interval '1 millisecond' \
+     WHERE name = $1 AND owner = $2 AND fence = $3 AND expires_at >= now()";
+
+fn key_halves(key: i64) -> (u32, u32) {
+    let key = key as u64;
+    ((key >> 32) as u32, key as u32)
+}
+
+fn fence_of(grant: &Grant) -> i64 {
+    grant.fence.and_then(|fence| i64::try_from(fence).ok()).unwrap_or(-1)
+}
+
+impl PgSession {
+    async fn open(url: &str) -> Result<PgSession, tokio_postgres::Error> {
+        let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
+        // The connection's own error surfaces to the pending and next queries.
+        let connection = tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(PgSession { client, connection, statements: HashMap::new(), transaction_holds: None })
+    }
+
+    /// `sql`, prepared once per session.
+    async fn statement(&mut self, sql: &'static str) -> Result<Statement, Failure> {
+        if let Some(statement) = self.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare(sql).await?;
+        self.statements.insert(sql, statement.clone());
+        Ok(statement)
+    }
+
+    /// The single boolean that `sql` returns for `params`.
+    async fn boolean(
+        &mut self,
+        sql: &'static str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<bool, Failure> {
+        let statement = self.statement(sql).await?;
+        Ok(self.client.query_one(&statement, params).await?.try_get(0)?)
+    }
+
+    async fn execute(
+        &mut self,
+        sql: &'static str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<u64, Failure> {
+        let statement = self.statement(sql).await?;
+        Ok(self.client.execute(&statement, params).await?)
+    }
+
+    async fn holds(&mut self, key: &str) -> Step<()> {
+        let (high, low) = key_halves(advisory_key(key));
+        if self.boolean(PG_HOLDS, &[&high, &low]).await? {
+            Ok(Outcome::Ok(()))
+        } else {
+            not_held()
+        }
+    }
+
+    async fn acquire(
+        &mut self,
+        recipe: SqlRecipe,
+        key: &str,
+        ttl_ms: u64,
+        owner: &str,
+    ) -> Step<Grant> {
+        match recipe {
+            SqlRecipe::PostgresAdvisoryXact => self.acquire_xact(key).await,
+            SqlRecipe::PostgresLease => self.acquire_lease(key, ttl_ms, owner).await,
+            _ => match self.boolean(PG_TRY_LOCK, &[&advisory_key(key)]).await? {
+                true => Ok(Outcome::Ok(Grant::default())),
+                false => busy(),
+            },
+        }
+    }
+
+    /// Opens the transaction and tries the lock in one round trip; the
+    /// transaction stays open while the lock is held, and is rolled back at
+    /// once if the lock is busy.
+    async fn acquire_xact(&mut self, key: &str) -> Step<Grant> {
+        if self.transaction_holds.is_some() {
+            // One transaction, one lock: the workload never asks for two.
+            return busy();
+        }
+        let sql = format!("BEGIN; SELECT pg_try_advisory_xact_lock({})", advisory_key(key));
+        let messages = match self.client.simple_query(&sql).await {
+            Ok(messages) => messages,
+            Err(error) => {
+                // A statement refused inside the transaction leaves it
+                // aborted: end it, or every later BEGIN here fails too.
+                let _ = self.client.batch_execute("ROLLBACK").await;
+                return Err(error.into());
+            }
+        };
+        let granted = messages.iter().any(
+            |message| matches!(message, SimpleQueryMessage::Row(row) if row.get(0) == Some("t")),
+        );
+        if granted {
+            self.transaction_holds = Some(key.to_string());
+            return Ok(Outcome::Ok(Grant::default()));
+        }
+        self.client.batch_execute("ROLLBACK").await?;
+        busy()
+    }
+
+    async fn acquire_lease(&mut self, key: &str, ttl_ms: u64, owner: &str) -> Step<Grant> {
+        let ttl_ms = i64::try_from(ttl_ms).unwrap_or(i64::MAX);
+        self.execute(PG_LEASE_INSERT, &[&key]).await?;
+        let statement = self.statement(PG_LEASE_ACQUIRE).await?;
+        let row = self.client.query_opt(&statement, &[&key, &owner, &ttl_ms]).await?;
+        match row {
+            Some(row) => {
+                let fence: i64 = row.try_get(0)?;
+                let fence = u64::try_from(fence).ok();
+                Ok(Outcome::Ok(Grant { fence, lease: Some(owner.to_string()) }))
+            }
+            None => busy(),
+        }
+    }
+
+    async fn release(&mut self, recipe: SqlRecipe, key: &str, grant: &Grant) -> Step<()> {
+        match recipe {
+            SqlRecipe::PostgresAdvisoryXact => {
+                if self.transaction_holds.as_deref() != Some(key) {
+                    return not_held();
+                }
+                // Whatever COMMIT answers, the transaction is over: even a
+                // refused COMMIT rolls back, freeing the lock.
+                self.transaction_holds = None;
+                self.client.batch_execute("COMMIT").await?;
+                Ok(Outcome::Ok(()))
+            }
+            SqlRecipe::PostgresLease => {
+                let owner = grant.lease.as_deref().unwrap_or_default();
+                let rows =
+                    self.execute(PG_LEASE_RELEASE, &[&key, &owner, &fence_of(grant)]).await?;
+                if rows == 1 {
+                    Ok(Outcome::Ok(()))
+                } else {
+                    not_held()
+                }
+            }
+            _ => match self.boolean(PG_UNLOCK, &[&advisory_key(key)]).await? {
+                true => Ok(Outcome::Ok(())),
+                false => not_held(),
+            },
+        }
+    }
+
+    /// A lease's renewal; an advisory lock has no lease, so its renewal
+    /// checks that this session still holds it, which a cut connection fails.
+    async fn renew(
+        &mut self,
+        recipe: SqlRecipe,
+        key: &str,
+        grant: &Grant,
+        ttl_ms: u64,
+    ) -> Step<()> {
+        if recipe != SqlRecipe::PostgresLease {
+            return self.holds(key).await;
+        }
+        let owner = grant.lease.as_deref().unwrap_or_default();
+        let ttl_ms = i64::try_from(ttl_ms).unwrap_or(i64::MAX);
+        let rows = self.execute(PG_LEASE_RENEW, &[&key, &owner, &fence_of(grant), &ttl_ms]).await?;
+        if rows == 1 {
+            Ok(Outcome::Ok(()))
+        } else {
+            not_held()
+        }
+    }
+}
+
+const MY_GET_LOCK: &str = "SELECT GET_LOCK(?, 0)";
+const MY_RELEASE_LOCK: &str = "SELECT RELEASE_LOCK(?)";
+const MY_HOLDS: &str = "SELECT IS_USED_LOCK(?) = CONNECTION_ID()";
+const MY_LEASE_INSERT: &str = "INSERT IGNORE INTO lockcheck_leases (name) VALUES (?)";
+const MY_LEASE_ACQUIRE: &str = "UPDATE lockcheck_leases \
+     SET owner = ?, expires_at = NOW(3) + INTERVAL ? MICROSECOND, fence = LAST_INSERT_ID(fence + 1) \
+     WHERE name = ? AND (owner IS NULL OR expires_at < NOW(3))";
+const MY_LEASE_RELEASE: &str = "UPDATE lockcheck_leases SET owner = NULL, expires_at = NULL \
+     WHERE name = ? AND owner = ? AND fence = ?";
+const MY_LEASE_RENEW: &str = "UPDATE lockcheck_leases \
+     SET expires_at = NOW(3) + INTERVAL ? MICROSECOND \
+     WHERE name = ? AND owner = ? AND fence = ? AND expires_at >= NOW(3)";
+
+/// One MySQL/MariaDB connection.
+struct MySession {
+    conn: mysql_async::Conn,
+}
+
+fn micros(ttl_ms: u64) -> u64 {
+    ttl_ms.saturating_mul(1000)
+}
+
+impl MySession {
+    async fn open(url: &str) -> Result<MySession, String> {
+        let opts = mysql_async::Opts::from_url(url).map_err(|error| error.to_string())?;
+        // Found rows, not changed rows: a renewal that sets the same expiry
+        // (within one millisecond of the last) still counts as held.
+        let opts = mysql_async::OptsBuilder::from_opts(opts).client_found_rows(true);
+        let conn = mysql_async::Conn::new(opts).await.map_err(|error| error.to_string())?;
+        Ok(MySession { conn })
+    }
+
+    async fn number(&mut self, sql: &'static str, name: &str) -> Result<Option<i64>, Failure> {
+        let row: Option<Option<i64>> = self.conn.exec_first(sql, (name,)).await?;
+        Ok(row.flatten())
+    }
+
+    /// 1 if the last statement matched one row: held (else not).
+    fn matched_one(&self) -> Step<()> {
+        if self.conn.affected_rows() == 1 {
+            Ok(Outcome::Ok(()))
+        } else {
+            not_held()
+        }
+    }
+
+    async fn acquire(
+        &mut self,
+        recipe: SqlRecipe,
+        key: &str,
+        ttl_ms: u64,
+        owner: &str,
+    ) -> Step<Grant> {
+        if recipe == SqlRecipe::MysqlGetLock {
+            // 1: held; 0: busy; NULL: an error (the session was killed, say).
+            return match self.number(MY_GET_LOCK, &mysql_lock_name(key)).await? {
+                Some(1) => Ok(Outcome::Ok(Grant::default())),
+                Some(_) => busy(),
+                None => Err(Failure::Refused("get-lock-null".into())),
+            };
+        }
+        self.conn.exec_drop(MY_LEASE_INSERT, (key,)).await?;
+        self.conn.exec_drop(MY_LEASE_ACQUIRE, (owner, micros(ttl_ms), key)).await?;
+        if self.conn.affected_rows() != 1 {
+            return busy();
+        }
+        // The token is the insert id of this very statement, on this very
+        // connection: the OK packet carries it; ask again if it did not.
+        let fence = match self.conn.last_insert_id() {
+            Some(fence) => Some(fence),
+            None => self.conn.query_first::<u64, _>("SELECT LAST_INSERT_ID()").await?,
+        };
+        match fence {
+            Some(fence) => Ok(Outcome::Ok(Grant { fence: Some(fence), lease: Some(owner.into()) })),
+            // Granted, but the token is unknown: give up the session.
+            None => Err(Failure::Lost("fence-lost".into())),
+        }
+    }
+
+    async fn release(&mut self, recipe: SqlRecipe, key: &str, grant: &Grant) -> Step<()> {
+        if recipe == SqlRecipe::MysqlGetLock {
+            // 1: released; 0: someone else's; NULL: nobody's.
+            return match self.number(MY_RELEASE_LOCK, &mysql_lock_name(key)).await? {
+                Some(1) => Ok(Outcome::Ok(())),
+                _ => not_held(),
+            };
+        }
+        let owner = grant.lease.as_deref().unwrap_or_default();
+        self.conn.exec_drop(MY_LEASE_RELEASE, (key, owner, fence_of(grant))).await?;
+        self.matched_one()
+    }
+
+    /// A lease's renewal; `GET_LOCK` has no lease, so its renewal checks
+    /// that this session still holds the lock.
+    async fn renew(
+        &mut self,
+        recipe: SqlRecipe,
+        key: &str,
+        grant: &Grant,
+        ttl_ms: u64,
+    ) -> Step<()> {
+        if recipe == SqlRecipe::MysqlGetLock {
+            return match self.number(MY_HOLDS, &mysql_lock_name(key)).await? {
+                Some(1) => Ok(Outcome::Ok(())),
+                _ => not_held(),
+            };
+        }
+        let owner = grant.lease.as_deref().unwrap_or_default();
+        let params = (micros(ttl_ms), key, owner, fence_of(grant));
+        self.conn.exec_drop(MY_LEASE_RENEW, params).await?;
+        self.matched_one()
+    }
+}
+
+/// A PostgreSQL session is boxed: it is far larger than a MySQL one.
+enum Session {
+    Postgres(Box<PgSession>),
+    Mysql(MySession),
+}
+
+impl Session {
+    async fn open(recipe: SqlRecipe, url: &str) -> Result<Session, String> {
+        if recipe.is_mysql() {
+            MySession::open(url).await.map(Session::Mysql)
+        } else {
+            PgSession::open(url)
+                .await
+                .map(|session| Session::Postgres(Box::new(session)))
+                .map_err(|error| error.to_string())
+        }
+    }
+
+    /// The server said the connection is gone (PostgreSQL reports it).
+    fn is_closed(&self) -> bool {
+        match self {
+            Session::Postgres(session) => session.client.is_closed(),
+            Session::Mysql(session) => session.conn.is_disconnected(),
+        }
+    }
+}
+
+fn connect_error(recipe: SqlRecipe, url: &str, reason: impl ToString) -> RealError {
+    RealError::Connect { what: recipe.server(), url: url.to_string(), reason: reason.to_string() }
+}
+
+/// Runs `work` within `SETUP_TIMEOUT`, a timeout being a connect error.
+async fn in_setup_time<T>(
+    recipe: SqlRecipe,
+    url: &str,
+    work: impl Future<Output = Result<T, RealError>>,
+) -> Result<T, RealError> {
+    tokio::time::timeout(SETUP_TIMEOUT, work).await.unwrap_or_else(|_| {
+        Err(connect_error(recipe, url, format!("no answer within {SETUP_TIMEOUT:?}")))
+    })
+}
+
+/// Creates the lease table on PostgreSQL (the exact columns of LOCKS.md §2),
+/// under an advisory lock so that concurrent preparers do not collide.
+async fn create_pg_leases(session: &PgSession) -> Result<(), tokio_postgres::Error> {
+    session
+        .client
+        .batch_execute(&format!(
+            "BEGIN; SELECT pg_advisory_xact_lock({CREATE_LOCK_KEY}); \
+             CREATE TABLE IF NOT EXISTS {LEASES} (name VARCHAR(100) PRIMARY KEY, \
+             owner VARCHAR(64), expires_at TIMESTAMPTZ, fence BIGINT NOT NULL DEFAULT 0); COMMIT;"
+        ))
+        .await
+}
+
+/// Creates the lease table on MySQL/MariaDB. `NULL DEFAULT NULL` matters:
+/// without it an old server makes the first `TIMESTAMP` column
+/// `ON UPDATE CURRENT_TIMESTAMP`, which would move the expiry on every update.
+async fn create_my_leases(session: &mut MySession) -> Result<(), mysql_async::Error> {
+    session
+        .conn
+        .query_drop(format!(
+            "CREATE TABLE IF NOT EXISTS {LEASES} (name VARCHAR(100) PRIMARY KEY, \
+             owner VARCHAR(64), expires_at TIMESTAMP(3) NULL DEFAULT NULL, \
+             fence BIGINT NOT NULL DEFAULT 0)"
+        ))
+        .await
+}
+
+/// One logical client of a SQL lock: its lock session and its connection to
+/// the protected resources.
+pub struct SqlClient {
+    recipe: SqlRecipe,
+    url: String,
+    name: String,
+    deadline: Duration,
+    grants: u64,
+    /// `None` when it could not be opened: the next operation tries again.
+    session: Option<Session>,
+    /// The last operation's outcome was unknown: the session is given up at
+    /// the next `reset` (or use). It stays open until then, so that its
+    /// locks outlive the operation's `info`, as a real client's would.
+    broken: bool,
+    storage: Storage,
+}
+
+impl std::fmt::Debug for SqlClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlClient")
+            .field("recipe", &self.recipe)
+            .field("url", &self.url)
+            .field("name", &self.name)
+            .field("connected", &self.session.is_some())
+            .field("broken", &self.broken)
+            .finish()
+    }
+}
+
+impl SqlClient {
+    /// Creates the recipe's lease table if it has one (idempotent, safe from
+    /// several processes at once); for the others, checks the server answers.
+    /// Call it once per test, before any client connects.
+    pub async fn prepare(url: &str, recipe: SqlRecipe) -> Result<(), RealError> {
+        let setup = |reason: String| RealError::Setup { what: "the lease table", reason };
+        let work = async {
+            let session = Session::open(recipe, url)
+                .await
+                .map_err(|reason| connect_error(recipe, url, reason))?;
+            match (recipe, session) {
+                (SqlRecipe::PostgresLease, Session::Postgres(session)) => {
+                    create_pg_leases(&session).await.map_err(|error| setup(error.to_string()))
+                }
+                (SqlRecipe::MysqlLease, Session::Mysql(mut session)) => {
+                    create_my_leases(&mut session).await.map_err(|error| setup(error.to_string()))
+                }
+                _ => Ok(()),
+            }
+        };
+        in_setup_time(recipe, url, work).await
+    }
+
+    /// Opens the lock session at `url` and the client's storage session.
+    pub async fn connect(
+        url: &str,
+        recipe: SqlRecipe,
+        config: &ClientConfig,
+    ) -> Result<SqlClient, RealError> {
+        let session = in_setup_time(recipe, url, async {
+            Session::open(recipe, url).await.map_err(|reason| connect_error(recipe, url, reason))
+        })
+        .await?;
+        Ok(SqlClient {
+            recipe,
+            url: url.to_string(),
+            name: config.name.clone(),
+            deadline: config.deadline,
+            grants: 0,
+            session: Some(session),
+            broken: false,
+            storage: Storage::connect(config).await?,
+        })
+    }
+
+    pub fn recipe(&self) -> SqlRecipe {
+        self.recipe
+    }
+
+    /// A lease owner unique to this grant: `<client>:<n>`.
+    fn next_owner(&mut self) -> String {
+        self.grants += 1;
+        format!("{}:{}", self.name, self.grants)
+    }
+
+    /// The lock session, replaced first if it was given up; `None` if no
+    /// session can be opened by `until` (nothing was sent, so the operation
+    /// fails `unavailable`).
+    async fn session(&mut self, until: Instant) -> Option<&mut Session> {
+        if self.broken || self.session.as_ref().is_some_and(Session::is_closed) {
+            self.session = None;
+            self.broken = false;
+        }
+        if self.session.is_none() {
+            if let Ok(Ok(session)) = timeout_at(until, Session::open(self.recipe, &self.url)).await
+            {
+                self.session = Some(session);
+            }
+        }
+        self.session.as_mut()
+    }
+
+    /// The outcome of an operation's statements run until its deadline; an
+    /// unknown one gives up the session.
+    fn settle<T>(&mut self, result: Result<Step<T>, tokio::time::error::Elapsed>) -> Outcome<T> {
+        match result {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(Failure::Refused(reason))) => Outcome::Fail(reason),
+            Ok(Err(Failure::Lost(reason))) => {
+                self.broken = true;
+                Outcome::Info(reason)
+            }
+            Err(_) => {
+                self.broken = true;
+                Outcome::Info("timeout".into())
+            }
+        }
+    }
+}
+
+impl LockClient for SqlClient {
+    async fn acquire(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
+        let until = Instant::now() + self.deadline;
+        let (recipe, owner) = (self.recipe, self.next_owner());
+        let result = match self.session(until).await {
+            None => return Outcome::Fail("unavailable".into()),
+            Some(Session::Postgres(session)) => {
+                timeout_at(until, session.acquire(recipe, key, ttl_ms, &owner)).await
+            }
+            Some(Session::Mysql(session)) => {
+                timeout_at(until, session.acquire(recipe, key, ttl_ms, &owner)).await
+            }
+        };
+        self.settle(result)
+    }
+
+    async fn release(&mut self, key: &str, grant: &Grant) -> Outcome<()> {
+        let until = Instant::now() + self.deadline;
+        let recipe = self.recipe;
+        let result = match self.session(until).await {
+            None => return Outcome::Fail("unavailable".into()),
+            Some(Session::Postgres(session)) => {
+                timeout_at(until, session.release(recipe, key, grant)).await
+            }
+            Some(Session::Mysql(session)) => {
+                timeout_at(until, session.release(recipe, key, grant)).await
+            }
+        };
+        self.settle(result)
+    }
+
+    async fn renew(&mut self, key: &str, grant: &Grant, ttl_ms: u64) -> Outcome<()> {
+        let until = Instant::now() + self.deadline;
+        let recipe = self.recipe;
+        let result = match self.session(until).await {
+            None => return Outcome::Fail("unavailable".into()),
+            Some(Session::Postgres(session)) => {
+                timeout_at(until, session.renew(recipe, key, grant, ttl_ms)).await
+            }
+            Some(Session::Mysql(session)) => {
+                timeout_at(until, session.renew(recipe, key, grant, ttl_ms)).await
+            }
+        };
+        self.settle(result)
+    }
+
+    async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {
+        self.storage.write(resource, fence, data).await
+    }
+
+    async fn read(&mut self, resource: &str) -> Outcome<(Option<u64>, Option<String>)> {
+        self.storage.read(resource).await
+    }
+
+    /// Gives up the lock session (its socket closes; the server frees its
+    /// session locks when it notices) and opens a new one, within the
+    /// deadline; if that fails, the next operation tries again.
+    async fn reset(&mut self) {
+        self.session = None;
+        self.broken = false;
+        let until = Instant::now() + self.deadline;
+        if let Ok(Ok(session)) = timeout_at(until, Session::open(self.recipe, &self.url)).await {
+            self.session = Some(session);
+        }
+        self.storage.reset().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv1a_matches_the_reference_vectors() {
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn advisory_keys_are_stable_and_distinct() {
+        assert_eq!(advisory_key("lock-0"), fnv1a(b"lockcheck:lock-0") as i64);
+        assert_ne!(advisory_key("lock-0"), advisory_key("lock-1"));
+    }
+
+    #[test]
+    fn key_halves_are_how_pg_locks_shows_a_bigint_key() {
+        assert_eq!(key_halves(-1), (u32::MAX, u32::MAX));
+        assert_eq!(key_halves(0x0000_0001_0000_0002), (1, 2));
+    }
+
+    #[test]
+    fn long_names_are_hashed_to_fit_get_lock() {
+        assert_eq!(mysql_lock_name("report"), "lockcheck:report");
+        let long = "x".repeat(80);
+        let name = mysql_lock_name(&long);
+        assert_eq!(name.len(), 26);
+        assert_eq!(name, mysql_lock_name(&long));
+    }
+
+    #[test]
+    fn recipes_round_trip_their_names() {
+        for recipe in SqlRecipe::ALL {
+            assert_eq!(SqlRecipe::parse(recipe.name()), Some(recipe));
+        }
+    }
+}

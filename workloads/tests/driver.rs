@@ -1,0 +1,314 @@
+//! The driver of real tests, against in-memory backends: a correct lease
+//! lock with a fence counter and fenced storage, and a broken one that never
+//! refuses. Their histories are checked as `lockcheck check` checks them.
+//! Most tests run on tokio's paused clock: seconds of workload in
+//! milliseconds, the same every run.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use lockcheck_checker::{
+    analyze, default_checkers, Analysis, CheckOptions, Event, EventType, Function, HistoryBuilder,
+    Process, Verdict,
+};
+use lockcheck_workloads::real::driver::{
+    drive, stall_schedule, DriveOptions, StallFault, StallNemesis,
+};
+use lockcheck_workloads::real::RealError;
+use lockcheck_workloads::{Grant, LockClient, Outcome, Workload, WorkloadOptions};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use serde_json::Value;
+use tokio::time::Instant;
+
+/// A lease held: by whom, until when.
+#[derive(Debug)]
+struct Lease {
+    id: String,
+    expires: Instant,
+}
+
+/// The state of the in-memory lock service and storage.
+#[derive(Debug, Default)]
+struct World {
+    leases: HashMap<String, Lease>,
+    fence: u64,
+    grants: u64,
+    /// Per resource: the token of the last accepted write, and its data.
+    resources: HashMap<String, (Option<u64>, String)>,
+}
+
+/// One session of a client of the in-memory service.
+#[derive(Debug)]
+struct FakeClient {
+    world: Rc<RefCell<World>>,
+    name: String,
+    /// Grants every acquire, held or not.
+    never_refuses: bool,
+}
+
+/// Every operation takes a millisecond, as a round trip on loopback might.
+async fn round_trip() {
+    tokio::time::sleep(Duration::from_millis(1)).await;
+}
+
+impl FakeClient {
+    /// Whether `lease` still holds `key`.
+    fn holds(world: &World, key: &str, lease: Option<&String>) -> bool {
+        world
+            .leases
+            .get(key)
+            .is_some_and(|held| Some(&held.id) == lease && held.expires > Instant::now())
+    }
+}
+
+impl LockClient for FakeClient {
+    async fn acquire(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
+        round_trip().await;
+        let mut world = self.world.borrow_mut();
+        let free = world.leases.get(key).is_none_or(|held| held.expires <= Instant::now());
+        if !free && !self.never_refuses {
+            return Outcome::Fail("busy".to_string());
+        }
+        world.fence += 1;
+        world.grants += 1;
+        let id = format!("{}#{}", self.name, world.grants);
+        let expires = Instant::now() + Duration::from_millis(ttl_ms);
+        world.leases.insert(key.to_string(), Lease { id: id.clone(), expires });
+        Outcome::Ok(Grant { fence: Some(world.fence), lease: Some(id) })
+    }
+
+    async fn release(&mut self, key: &str, grant: &Grant) -> Outcome<()> {
+        round_trip().await;
+        let mut world = self.world.borrow_mut();
+        if !FakeClient::holds(&world, key, grant.lease.as_ref()) {
+            return Outcome::Fail("not-held".to_string());
+        }
+        world.leases.remove(key);
+        Outcome::Ok(())
+    }
+
+    async fn renew(&mut self, key: &str, grant: &Grant, ttl_ms: u64) -> Outcome<()> {
+        round_trip().await;
+        let mut world = self.world.borrow_mut();
+        if !FakeClient::holds(&world, key, grant.lease.as_ref()) {
+            return Outcome::Fail("not-held".to_string());
+        }
+        if let Some(held) = world.leases.get_mut(key) {
+            held.expires = Instant::now() + Duration::from_millis(ttl_ms);
+        }
+        Outcome::Ok(())
+    }
+
+    /// Fenced: `UPDATE … WHERE fence <= $t`.
+    async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {
+        round_trip().await;
+        let mut world = self.world.borrow_mut();
+        let last = world.resources.get(resource).and_then(|(last, _)| *last);
+        if let (Some(fence), Some(last)) = (fence, last) {
+            if fence < last {
+                return Outcome::Fail("stale-fence".to_string());
+            }
+        }
+        world.resources.insert(resource.to_string(), (fence.or(last), data.to_string()));
+        Outcome::Ok(())
+    }
+
+    async fn read(&mut self, resource: &str) -> Outcome<(Option<u64>, Option<String>)> {
+        round_trip().await;
+        let world = self.world.borrow();
+        let (fence, data) = world.resources.get(resource).cloned().unwrap_or_default();
+        Outcome::Ok((fence, (!data.is_empty()).then_some(data)))
+    }
+
+    async fn reset(&mut self) {}
+}
+
+fn options(stall: Option<StallNemesis>) -> DriveOptions {
+    DriveOptions {
+        workload: WorkloadOptions {
+            workload: Workload::FencedWrite,
+            locks: vec!["lock-0".to_string(), "lock-1".to_string()],
+            resources: vec!["resource-0".to_string(), "resource-1".to_string()],
+            ttl_ms: 200,
+            hold_ms: (0, 20),
+            think_ms: (0, 40),
+            send_fence: true,
+            permits: None,
+            keepalive_ms: None,
+        },
+        clients: 5,
+        time_limit: Duration::from_secs(20),
+        seed: 7,
+        stall,
+    }
+}
+
+/// Drives the in-memory backend on tokio's paused clock.
+fn drive_fake(options: &DriveOptions, never_refuses: bool) -> Vec<Event> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    let world = Rc::new(RefCell::new(World::default()));
+    let connect = |logical: u32| {
+        let world = world.clone();
+        async move {
+            Ok::<_, RealError>(FakeClient {
+                world,
+                name: format!("client-{logical}"),
+                never_refuses,
+            })
+        }
+    };
+    runtime.block_on(drive(options, connect)).expect("every client connects")
+}
+
+fn check(events: &[Event]) -> Analysis {
+    let mut builder = HistoryBuilder::with_capacity(events.len());
+    for event in events {
+        builder.push(event).expect("the driver records a well-formed history");
+    }
+    analyze(&builder.finish(), &default_checkers(), &CheckOptions::default())
+}
+
+fn verdict(analysis: &Analysis, checker: &str) -> Option<Verdict> {
+    analysis
+        .results
+        .iter()
+        .find(|result| result.checker == checker)
+        .and_then(|result| result.verdict)
+}
+
+fn count(events: &[Event], f: Function, event_type: EventType) -> usize {
+    events.iter().filter(|event| event.f == f && event.event_type == event_type).count()
+}
+
+fn value(event: &Event) -> Value {
+    event
+        .value
+        .as_ref()
+        .map(|raw| serde_json::from_str(raw.get()).expect("JSON"))
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_correct_lock_without_faults_is_valid() {
+    let events = drive_fake(&options(None), false);
+    assert!(count(&events, Function::Acquire, EventType::Ok) > 100, "the clients got locks");
+    assert!(count(&events, Function::Acquire, EventType::Fail) > 0, "and contended for them");
+    assert!(count(&events, Function::Write, EventType::Ok) > 100, "and wrote");
+    assert!(events.iter().all(|event| event.process != Process::Nemesis));
+    let analysis = check(&events);
+    assert_eq!(analysis.verdict, Verdict::Valid, "{:#?}", analysis.results);
+}
+
+#[test]
+fn a_lock_that_never_refuses_breaks_mutual_exclusion() {
+    let events = drive_fake(&options(None), true);
+    let analysis = check(&events);
+    assert_eq!(verdict(&analysis, "mutual-exclusion"), Some(Verdict::Invalid));
+    assert_eq!(analysis.verdict, Verdict::Invalid);
+}
+
+#[test]
+fn stalls_longer_than_the_ttl_break_mutual_exclusion_but_not_fenced_storage() {
+    let events = drive_fake(&options(Some(StallNemesis::default())), false);
+    let faults: Vec<&Event> =
+        events.iter().filter(|event| event.process == Process::Nemesis).collect();
+    assert!(faults.len() >= 4, "several stalls in 20 s: {}", faults.len());
+    for pair in faults.chunks(2) {
+        assert_eq!((&pair[0].f, &pair[1].f), (&Function::Start, &Function::Stop));
+        assert_eq!(value(pair[0]), value(pair[1]));
+    }
+    for fault in &faults {
+        assert_eq!(fault.event_type, EventType::Info);
+        let value = value(fault);
+        assert_eq!(value["fault"], "pause");
+        let target = value["targets"][0].as_str().expect("a target");
+        assert!(target.starts_with("client-"), "{value}");
+        let stall_ms = value["stall_ms"].as_u64().expect("stall_ms");
+        assert!((300..=600).contains(&stall_ms), "1.5 to 3 TTLs: {value}");
+    }
+    let analysis = check(&events);
+    assert_eq!(verdict(&analysis, "mutual-exclusion"), Some(Verdict::Invalid));
+    assert_eq!(verdict(&analysis, "resource-safety"), Some(Verdict::Valid));
+    assert!(
+        events.iter().any(|event| event.error.as_deref() == Some("stale-fence")),
+        "the fenced storage rejected a stalled holder's write"
+    );
+}
+
+#[test]
+fn the_stall_schedule_follows_the_seed_and_stays_inside_the_test() {
+    let options = options(Some(StallNemesis::default()));
+    let nemesis = StallNemesis::default();
+    let schedule = |seed| stall_schedule(&nemesis, &options, &mut SmallRng::seed_from_u64(seed));
+    assert_eq!(schedule(1), schedule(1));
+    assert_ne!(schedule(1), schedule(2));
+    let faults: Vec<StallFault> = schedule(1);
+    assert!(!faults.is_empty());
+    let quiet_end = Duration::from_millis(3 * options.workload.ttl_ms);
+    for (at, fault) in faults.iter().enumerate() {
+        assert!(fault.client < options.clients);
+        assert_eq!(fault.end - fault.start, Duration::from_millis(fault.stall_ms));
+        assert!(fault.end + quiet_end <= options.time_limit, "{fault:?}");
+        if let Some(next) = faults.get(at + 1) {
+            assert!(next.start >= fault.end + Duration::from_millis(500), "{next:?}");
+        }
+    }
+    let fault_free = DriveOptions { time_limit: Duration::from_millis(100), ..options.clone() };
+    assert!(stall_schedule(&nemesis, &fault_free, &mut SmallRng::seed_from_u64(1)).is_empty());
+}
+
+#[test]
+fn a_client_that_cannot_connect_is_an_error_not_a_history() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("rt");
+    let world = Rc::new(RefCell::new(World::default()));
+    let connect = |logical: u32| {
+        let world = world.clone();
+        async move {
+            if logical == 2 {
+                return Err(RealError::Connect {
+                    what: "fake",
+                    url: "fake://nowhere".to_string(),
+                    reason: "refused".to_string(),
+                });
+            }
+            Ok(FakeClient { world, name: format!("client-{logical}"), never_refuses: false })
+        }
+    };
+    let outcome = runtime.block_on(drive(&options(None), connect));
+    assert!(matches!(outcome, Err(RealError::Connect { what: "fake", .. })), "{outcome:?}");
+}
+
+#[test]
+fn on_the_wall_clock_the_history_takes_real_time() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("rt");
+    let world = Rc::new(RefCell::new(World::default()));
+    let connect = |logical: u32| {
+        let world = world.clone();
+        async move {
+            Ok::<_, RealError>(FakeClient {
+                world,
+                name: format!("client-{logical}"),
+                never_refuses: false,
+            })
+        }
+    };
+    let options = DriveOptions { time_limit: Duration::from_millis(300), ..options(None) };
+    let wall = std::time::Instant::now();
+    let events = runtime.block_on(drive(&options, connect)).expect("every client connects");
+    let elapsed = wall.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(300) && elapsed < Duration::from_secs(5),
+        "{elapsed:?}"
+    );
+    let last_ns = events.last().expect("events").time_ns;
+    assert!(last_ns >= 250_000_000 && last_ns <= elapsed.as_nanos() as u64, "{last_ns}");
+    assert!(events.windows(2).all(|pair| pair[0].time_ns <= pair[1].time_ns));
+    assert_eq!(check(&events).verdict, Verdict::Valid);
+}

@@ -1,0 +1,202 @@
+//! The etcd lock (lease + the v3 Lock API, the lock key's create revision as
+//! the fencing token) against a real etcd: Debian's 3.4 passes a clean run,
+//! and a holder stalled past its lease loses mutual exclusion while the
+//! fenced storage stays safe (LOCKS.md §6).
+//!
+//! The server: `LOCKCHECK_ETCD_URL` (comma-separated client URLs), or else a
+//! private etcd each test starts from the `etcd` on PATH and stops at its
+//! end; without one the test fails, naming the package to install. The
+//! protected resources live in PostgreSQL at `LOCKCHECK_POSTGRES_URL`
+//! (default `postgres://postgres@127.0.0.1:5432/test`).
+
+use std::time::Duration;
+
+use lockcheck_checker::{
+    analyze, default_checkers, Analysis, CheckOptions, EventType, Function, HistoryBuilder,
+    Process, Verdict,
+};
+use lockcheck_workloads::real::etcd::EtcdClient;
+use lockcheck_workloads::real::servers::{ManagedServer, ServerKind};
+use lockcheck_workloads::real::storage::Storage;
+use lockcheck_workloads::real::ClientConfig;
+use lockcheck_workloads::{
+    run_client, ClientPlan, LockClient, Outcome, Recorder, Stall, Workload, WorkloadOptions,
+};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use serde_json::json;
+
+fn postgres_url() -> String {
+    std::env::var("LOCKCHECK_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string())
+}
+
+/// The cluster's endpoints, and the server this test started (stopped and
+/// deleted when dropped), if it started one.
+fn etcd() -> (Vec<String>, Option<ManagedServer>) {
+    if let Ok(urls) = std::env::var("LOCKCHECK_ETCD_URL") {
+        return (urls.split(',').map(str::to_string).collect(), None);
+    }
+    let server = ManagedServer::start(ServerKind::Etcd)
+        .unwrap_or_else(|error| panic!("this test needs an etcd server: {error}"));
+    (vec![server.url()], Some(server))
+}
+
+fn config(client: u32) -> ClientConfig {
+    ClientConfig {
+        name: format!("client-{client}"),
+        deadline: Duration::from_millis(1000),
+        storage_url: postgres_url(),
+        fenced_storage: true,
+    }
+}
+
+async fn connect(endpoints: &[String], client: u32) -> EtcdClient {
+    EtcdClient::connect(endpoints, &config(client))
+        .await
+        .unwrap_or_else(|error| panic!("etcd must be reachable at {endpoints:?}: {error}"))
+}
+
+fn options(tag: &str, ttl_ms: u64) -> WorkloadOptions {
+    WorkloadOptions {
+        workload: Workload::FencedWrite,
+        locks: (0..2).map(|lock| format!("{tag}-lock-{lock}")).collect(),
+        resources: (0..2).map(|lock| format!("{tag}-resource-{lock}")).collect(),
+        ttl_ms,
+        hold_ms: (0, 20),
+        think_ms: (0, 40),
+        send_fence: true,
+        permits: None,
+        keepalive_ms: None,
+    }
+}
+
+/// Runs five clients for `run_for`, stalling client 0 for `stall_ms` (if
+/// any) at its first grant after 500 ms, and checks the history.
+async fn run(
+    endpoints: &[String],
+    options: &WorkloadOptions,
+    run_for: Duration,
+    stall_ms: u64,
+) -> Analysis {
+    const CLIENTS: u32 = 5;
+    Storage::prepare(&postgres_url(), &options.resources)
+        .await
+        .unwrap_or_else(|error| panic!("PostgreSQL (storage) must be reachable: {error}"));
+    let mut clients = Vec::new();
+    for client in 0..CLIENTS {
+        clients.push(connect(endpoints, client).await);
+    }
+    let recorder = Recorder::new().shared();
+    let stalls: Vec<Stall> = (0..CLIENTS).map(|_| Stall::default()).collect();
+    let until = tokio::time::Instant::now() + run_for;
+    let local = tokio::task::LocalSet::new();
+    for (logical, mut client) in (0u32..).zip(clients) {
+        let plan = ClientPlan { logical, clients: CLIENTS, until };
+        let (options, recorder) = (options.clone(), recorder.clone());
+        let stall = stalls[logical as usize].clone();
+        local.spawn_local(async move {
+            let rng = SmallRng::seed_from_u64(u64::from(logical));
+            run_client(&mut client, &plan, &options, rng, &recorder, &stall).await;
+        });
+    }
+    if stall_ms > 0 {
+        let (recorder, stall) = (recorder.clone(), stalls[0].clone());
+        local.spawn_local(async move {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let value = json!({ "fault": "pause", "targets": ["client-0"], "stall_ms": stall_ms });
+            recorder.lock().expect("not poisoned").record(
+                Process::Nemesis,
+                EventType::Info,
+                Function::Start,
+                None,
+                value,
+                None,
+            );
+            stall.request(stall_ms);
+        });
+    }
+    local.await;
+    let events = std::mem::take(&mut *recorder.lock().expect("not poisoned")).into_events();
+    let mut builder = HistoryBuilder::with_capacity(events.len());
+    for event in &events {
+        builder.push(event).expect("the workload records a well-formed history");
+    }
+    let check_options = CheckOptions {
+        linearizability_time_limit: Some(Duration::from_secs(20)),
+        ..CheckOptions::default()
+    };
+    let analysis = analyze(&builder.finish(), &default_checkers(), &check_options);
+    let grants = events
+        .iter()
+        .filter(|event| event.f == Function::Acquire && event.event_type == EventType::Ok)
+        .count();
+    let infos = events.iter().filter(|event| event.event_type == EventType::Info).count();
+    eprintln!(
+        "etcd: {} events, {grants} grants, {infos} info; {}",
+        events.len(),
+        describe(&analysis).replace('\n', " ")
+    );
+    assert!(grants >= 5, "only {grants} grants in {run_for:?}");
+    analysis
+}
+
+fn verdict_of(analysis: &Analysis, checker: &str) -> Option<Verdict> {
+    analysis.results.iter().find(|result| result.checker == checker).and_then(|r| r.verdict)
+}
+
+/// Every checker's verdict and the first violations, for a failure message.
+fn describe(analysis: &Analysis) -> String {
+    let mut text = format!("verdict {}\n", analysis.verdict.as_str());
+    for result in &analysis.results {
+        let verdict = result.verdict.map_or("n/a", Verdict::as_str);
+        text.push_str(&format!("  {}: {verdict}\n", result.checker));
+        for violation in result.violations.iter().take(2) {
+            text.push_str(&format!("    {}\n", violation.explanation));
+        }
+        if let Some(reason) = &result.reason {
+            text.push_str(&format!("    ({reason})\n"));
+        }
+    }
+    text
+}
+
+#[tokio::test]
+async fn etcd_lock_clean_run_is_valid() {
+    let (endpoints, _server) = etcd();
+    let analysis = run(&endpoints, &options("etcd-clean", 2000), Duration::from_secs(3), 0).await;
+    assert_eq!(analysis.verdict, Verdict::Valid, "{}", describe(&analysis));
+}
+
+/// Busy while held, fences growing, a renewal, and a release only by the
+/// holder; returns the TTL the server granted, in seconds.
+async fn check_semantics(endpoints: &[String], tag: &str) -> i64 {
+    let (mut a, mut b) = (connect(endpoints, 0).await, connect(endpoints, 1).await);
+    let key = format!("{tag}-lock");
+    let Outcome::Ok(first) = a.acquire(&key, 1000).await else { panic!("a's acquire") };
+    assert!(first.fence.is_some(), "{first:?}");
+    assert_eq!(b.acquire(&key, 1000).await, Outcome::Fail("busy".into()));
+    assert_eq!(a.renew(&key, &first, 1000).await, Outcome::Ok(()));
+    assert_eq!(b.release(&key, &first).await, Outcome::Fail("not-held".into()));
+    assert_eq!(a.release(&key, &first).await, Outcome::Ok(()));
+    let Outcome::Ok(second) = b.acquire(&key, 1000).await else { panic!("b's acquire") };
+    assert!(second.fence > first.fence, "{first:?} then {second:?}");
+    assert_eq!(b.release(&key, &second).await, Outcome::Ok(()));
+    a.granted_ttl_s().expect("a lease was granted")
+}
+
+#[tokio::test]
+async fn etcd_holder_stall_past_the_lease_breaks_mutex_but_fenced_storage_holds() {
+    let (endpoints, _server) = etcd();
+    // A TTL of 1 s, which etcd raises to its minimum (2 s by default).
+    let ttl_s = check_semantics(&endpoints, "etcd-semantics").await;
+    assert!((1..=3).contains(&ttl_s), "etcd granted a {ttl_s} s lease for 1 s");
+    // The lessor revokes expired leases every 500 ms: stall well past that.
+    let stall_ms = 1000 * ttl_s as u64 + 2000;
+    let run_for = Duration::from_millis(stall_ms + 1500);
+    let analysis = run(&endpoints, &options("etcd-stall", 1000), run_for, stall_ms).await;
+    let report = describe(&analysis);
+    assert_eq!(verdict_of(&analysis, "mutual-exclusion"), Some(Verdict::Invalid), "{report}");
+    assert_eq!(verdict_of(&analysis, "resource-safety"), Some(Verdict::Valid), "{report}");
+    assert_eq!(verdict_of(&analysis, "fence-monotonicity"), Some(Verdict::Valid), "{report}");
+}

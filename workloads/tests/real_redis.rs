@@ -1,0 +1,429 @@
+//! The Redis backends and the PostgreSQL storage of the protected resources,
+//! against real servers: clean runs must be valid, and each broken variant
+//! (and a holder stall past the TTL) must be found by the checker LOCKS.md §6
+//! says finds it.
+//!
+//! Servers: Redis at `LOCKCHECK_REDIS_URL` (default redis://127.0.0.1:6379),
+//! PostgreSQL at `LOCKCHECK_POSTGRES_URL` (default
+//! postgres://postgres@127.0.0.1:5432/test); Redlock's five instances are
+//! managed `redis-server` processes on free loopback ports. A server
+//! that cannot be reached fails the test: nothing is skipped. Each test uses
+//! its own lock and resource names, and deletes only those.
+
+use std::future::Future;
+use std::net::TcpListener;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use lockcheck_checker::{
+    analyze, default_checkers, write_events, Analysis, CheckOptions, Event, EventType, Function,
+    HistoryBuilder, Process, Verdict,
+};
+use lockcheck_workloads::real::redis::{self as real_redis, RedisClient, RedisRecipe};
+use lockcheck_workloads::real::redlock::RedlockClient;
+use lockcheck_workloads::real::servers::{ManagedServer, ServerKind, ServerOptions};
+use lockcheck_workloads::real::storage::Storage;
+use lockcheck_workloads::real::{ClientConfig, RealError};
+use lockcheck_workloads::{
+    run_client, ClientPlan, LockClient, Outcome, Recorder, SharedRecorder, Stall, Workload,
+    WorkloadOptions,
+};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+fn redis_url() -> String {
+    std::env::var("LOCKCHECK_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_string())
+}
+
+fn postgres_url() -> String {
+    std::env::var("LOCKCHECK_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string())
+}
+
+/// One real run: a workload against a backend, with or without stalls.
+#[derive(Debug, Clone)]
+struct Spec {
+    /// Prefix of the run's lock and resource names, unique per test.
+    name: &'static str,
+    workload: Workload,
+    clients: u32,
+    locks: u32,
+    ttl_ms: u64,
+    run_for: Duration,
+    /// Grants carry tokens, writes send them and the storage fences.
+    fencing: bool,
+    /// Stall a holder past its TTL now and then (the GC pause).
+    stalls: bool,
+    seed: u64,
+}
+
+impl Spec {
+    fn new(name: &'static str) -> Spec {
+        Spec {
+            name,
+            workload: Workload::FencedWrite,
+            clients: 5,
+            locks: 2,
+            ttl_ms: 400,
+            run_for: Duration::from_secs(3),
+            fencing: true,
+            stalls: false,
+            seed: 1,
+        }
+    }
+
+    fn locks(&self) -> Vec<String> {
+        (0..self.locks).map(|lock| format!("{}-lock-{lock}", self.name)).collect()
+    }
+
+    fn resources(&self) -> Vec<String> {
+        (0..self.locks).map(|lock| format!("{}-resource-{lock}", self.name)).collect()
+    }
+
+    fn options(&self) -> WorkloadOptions {
+        WorkloadOptions {
+            workload: self.workload,
+            locks: self.locks(),
+            resources: self.resources(),
+            ttl_ms: self.ttl_ms,
+            hold_ms: (0, 20),
+            think_ms: (0, 40),
+            send_fence: self.fencing,
+            permits: None,
+            keepalive_ms: None,
+        }
+    }
+
+    /// As the simulator sets it: a quarter of the TTL.
+    fn config(&self, logical: u32) -> ClientConfig {
+        ClientConfig {
+            name: format!("client-{logical}"),
+            deadline: Duration::from_millis(self.ttl_ms / 4),
+            storage_url: postgres_url(),
+            fenced_storage: self.fencing,
+        }
+    }
+}
+
+/// Empties the run's resources and deletes its lock keys on every Redis.
+async fn prepare(spec: &Spec, redis_urls: &[String]) {
+    let url = postgres_url();
+    Storage::prepare(&url, &spec.resources())
+        .await
+        .unwrap_or_else(|error| panic!("PostgreSQL must be reachable at {url}: {error}"));
+    for url in redis_urls {
+        real_redis::prepare(url, &spec.locks())
+            .await
+            .unwrap_or_else(|error| panic!("Redis must be reachable at {url}: {error}"));
+    }
+}
+
+/// The nemesis of a stalling run: every so often one client stalls at its
+/// next grant for 1.5 to 3 TTLs (as the simulator's pause fault does),
+/// recorded as a `pause` fault. It stays quiet for the last 3 TTLs.
+async fn stall_holders(spec: &Spec, stalls: &[Stall], recorder: &SharedRecorder, until: Duration) {
+    let mut rng = SmallRng::seed_from_u64(spec.seed ^ 0x5eed);
+    let started = tokio::time::Instant::now();
+    let record = |f: Function, client: usize, stall_ms: u64| {
+        let value = json!({ "fault": "pause", "targets": [format!("client-{client}")], "stall_ms": stall_ms });
+        recorder.lock().unwrap().record(Process::Nemesis, EventType::Info, f, None, value, None);
+    };
+    let quiet = Duration::from_millis(spec.ttl_ms * 3);
+    loop {
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(50..=200))).await;
+        if started.elapsed() + quiet >= until {
+            return;
+        }
+        let client = rng.gen_range(0..stalls.len());
+        let stall_ms = rng.gen_range(spec.ttl_ms * 3 / 2..=spec.ttl_ms * 3);
+        stalls[client].request(stall_ms);
+        record(Function::Start, client, stall_ms);
+        tokio::time::sleep(Duration::from_millis(stall_ms)).await;
+        // A stall not taken by now is dropped, as the simulator's is.
+        stalls[client].take();
+        record(Function::Stop, client, stall_ms);
+    }
+}
+
+/// Runs `spec` with one client per logical client from `connect`, and
+/// checks the history as `lockcheck check` does.
+async fn run<C, F, Fut>(spec: &Spec, redis_urls: &[String], connect: F) -> Checked
+where
+    C: LockClient,
+    F: Fn(ClientConfig, Stall) -> Fut,
+    Fut: Future<Output = Result<C, RealError>>,
+{
+    prepare(spec, redis_urls).await;
+    let stalls: Vec<Stall> = (0..spec.clients).map(|_| Stall::default()).collect();
+    let mut clients = Vec::new();
+    for logical in 0..spec.clients {
+        let client = connect(spec.config(logical), stalls[logical as usize].clone()).await;
+        clients.push(client.unwrap_or_else(|error| panic!("client {logical}: {error}")));
+    }
+    let recorder = Recorder::new().shared();
+    let options = spec.options();
+    let until = tokio::time::Instant::now() + spec.run_for;
+    let workers = clients.iter_mut().enumerate().map(|(logical, client)| {
+        let plan = ClientPlan { logical: logical as u32, clients: spec.clients, until };
+        let rng = SmallRng::seed_from_u64(spec.seed * 1000 + logical as u64);
+        let (options, recorder, stall) = (&options, &recorder, &stalls[logical]);
+        async move { run_client(client, &plan, options, rng, recorder, stall).await }
+    });
+    let nemesis = async {
+        if spec.stalls {
+            stall_holders(spec, &stalls, &recorder, spec.run_for).await;
+        }
+    };
+    tokio::join!(join_all(workers), nemesis);
+    drop(clients);
+    let events = recorder.lock().unwrap().events().to_vec();
+    check(spec, events)
+}
+
+/// A run's history and what the checkers made of it.
+struct Checked {
+    analysis: Analysis,
+    events: Vec<Event>,
+}
+
+fn check(spec: &Spec, events: Vec<Event>) -> Checked {
+    let mut builder = HistoryBuilder::with_capacity(events.len());
+    for event in &events {
+        builder.push(event).expect("the recorder writes well-formed histories");
+    }
+    let options = CheckOptions {
+        linearizability_time_limit: Some(Duration::from_secs(10)),
+        ..CheckOptions::default()
+    };
+    let analysis = analyze(&builder.finish(), &default_checkers(), &options);
+    let checked = Checked { analysis, events };
+    let granted = checked
+        .events
+        .iter()
+        .filter(|event| event.f == Function::Acquire && event.event_type == EventType::Ok)
+        .count();
+    assert!(
+        granted >= 10,
+        "only {granted} grants: the run did not exercise the lock\n{}",
+        describe(spec, &checked)
+    );
+    checked
+}
+
+fn verdict(checked: &Checked, checker: &str) -> Option<Verdict> {
+    let results = &checked.analysis.results;
+    results.iter().find(|result| result.checker == checker).and_then(|result| result.verdict)
+}
+
+/// Each checker's verdict and first violation, for assertion messages; the
+/// history is saved for a person to look at.
+fn describe(spec: &Spec, checked: &Checked) -> String {
+    let path = std::env::temp_dir().join(format!("lockcheck-{}.jsonl", spec.name));
+    let saved = std::fs::File::create(&path)
+        .and_then(|file| write_events(std::io::BufWriter::new(file), &checked.events));
+    let mut lines = vec![format!(
+        "{}: {} (history {})",
+        spec.name,
+        checked.analysis.verdict.as_str(),
+        match saved {
+            Ok(()) => format!("in {}", path.display()),
+            Err(error) => format!("not saved: {error}"),
+        }
+    )];
+    for result in &checked.analysis.results {
+        let verdict = result.verdict.map_or("n/a", |verdict| verdict.as_str());
+        let first = result.violations.first().map_or("", |v| v.explanation.as_str());
+        lines.push(format!("  {}: {verdict} {first}", result.checker));
+    }
+    lines.join("\n")
+}
+
+fn assert_valid(spec: &Spec, checked: &Checked) {
+    assert_eq!(checked.analysis.verdict, Verdict::Valid, "{}", describe(spec, checked));
+}
+
+fn assert_invalid(spec: &Spec, checked: &Checked, checker: &str) {
+    assert_eq!(verdict(checked, checker), Some(Verdict::Invalid), "{}", describe(spec, checked));
+}
+
+async fn redis_run(spec: &Spec, recipe: RedisRecipe, lose_replies: f64) -> Checked {
+    let url = redis_url();
+    let urls = [url.clone()];
+    run(spec, &urls, |config: ClientConfig, stall: Stall| {
+        let url = url.clone();
+        // Each client loses its own replies.
+        let seed = config
+            .name
+            .bytes()
+            .fold(spec.seed, |seed, byte| seed.wrapping_mul(31).wrapping_add(u64::from(byte)));
+        async move {
+            let client = RedisClient::connect(&url, recipe, spec.fencing, stall, &config).await?;
+            Ok(client.lose_replies(lose_replies, seed))
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn redis_clean_run_is_valid() {
+    let spec = Spec::new("real-redis-clean");
+    let analysis = redis_run(&spec, RedisRecipe::Plain, 0.0).await;
+    assert_valid(&spec, &analysis);
+}
+
+#[tokio::test]
+async fn redis_fenced_clean_run_is_valid() {
+    let spec = Spec::new("real-redis-fenced-clean");
+    let analysis = redis_run(&spec, RedisRecipe::Fenced, 0.0).await;
+    assert_valid(&spec, &analysis);
+}
+
+#[tokio::test]
+async fn redis_lost_replies_taken_as_unknown_stay_valid() {
+    let spec = Spec { seed: 3, ..Spec::new("real-redis-lossy") };
+    let analysis = redis_run(&spec, RedisRecipe::Plain, 0.1).await;
+    assert_valid(&spec, &analysis);
+}
+
+#[tokio::test]
+async fn redis_holder_stall_violates_mutex_but_fenced_storage_rejects_stale_write() {
+    let spec = Spec { stalls: true, ..Spec::new("real-redis-stall") };
+    let analysis = redis_run(&spec, RedisRecipe::Plain, 0.0).await;
+    assert_invalid(&spec, &analysis, "mutual-exclusion");
+    assert_eq!(
+        verdict(&analysis, "resource-safety"),
+        Some(Verdict::Valid),
+        "{}",
+        describe(&spec, &analysis)
+    );
+}
+
+#[tokio::test]
+async fn redis_del_release_deletes_another_holders_lock() {
+    let spec = Spec { stalls: true, ..Spec::new("real-redis-del-release") };
+    let analysis = redis_run(&spec, RedisRecipe::DelRelease, 0.0).await;
+    assert_invalid(&spec, &analysis, "mutual-exclusion");
+}
+
+#[tokio::test]
+async fn redis_setnx_expire_crash_leaves_the_lock_stuck() {
+    let spec = Spec { stalls: true, ttl_ms: 300, ..Spec::new("real-redis-setnx-expire") };
+    let analysis = redis_run(&spec, RedisRecipe::SetnxExpire, 0.0).await;
+    assert_invalid(&spec, &analysis, "liveness");
+}
+
+#[tokio::test]
+async fn redis_lost_reply_taken_for_busy_is_not_linearizable() {
+    let spec = Spec { seed: 3, ..Spec::new("real-redis-lost-reply") };
+    let analysis = redis_run(&spec, RedisRecipe::LostReply, 0.1).await;
+    assert_invalid(&spec, &analysis, "linearizability");
+}
+
+#[tokio::test]
+async fn redlock_over_five_instances_clean_run_is_valid() {
+    let servers = ManagedServer::start_many(ServerKind::Redis, 5, &ServerOptions::default())
+        .unwrap_or_else(|error| panic!("five redis-server instances: {error}"));
+    let urls: Vec<String> = servers.iter().map(ManagedServer::url).collect();
+    // Redlock issues no token: the writes go unfenced.
+    let spec = Spec { fencing: false, ..Spec::new("real-redlock-clean") };
+    let analysis = run(&spec, &urls, |config: ClientConfig, _stall: Stall| {
+        let urls = urls.clone();
+        async move { RedlockClient::connect(&urls, &config).await }
+    })
+    .await;
+    assert_valid(&spec, &analysis);
+}
+
+async fn storage(resources: &[String], fenced: bool) -> Storage {
+    let url = postgres_url();
+    Storage::prepare(&url, resources)
+        .await
+        .unwrap_or_else(|error| panic!("PostgreSQL must be reachable at {url}: {error}"));
+    let config = ClientConfig {
+        name: "client-0".to_string(),
+        deadline: Duration::from_millis(500),
+        storage_url: url,
+        fenced_storage: fenced,
+    };
+    Storage::connect(&config).await.expect("a storage session")
+}
+
+#[tokio::test]
+async fn fenced_storage_rejects_an_older_token() {
+    let resource = "real-storage-fenced".to_string();
+    let mut storage = storage(std::slice::from_ref(&resource), true).await;
+    assert_eq!(storage.read(&resource).await, Outcome::Ok((None, None)));
+    assert_eq!(storage.write(&resource, Some(5), "x").await, Outcome::Ok(()));
+    assert_eq!(storage.write(&resource, Some(5), "y").await, Outcome::Ok(()));
+    assert_eq!(storage.write(&resource, Some(4), "z").await, Outcome::Fail("stale-fence".into()));
+    assert_eq!(storage.read(&resource).await, Outcome::Ok((Some(5), Some("y".into()))));
+    // A write without a token is not fenced, and keeps the token.
+    assert_eq!(storage.write(&resource, None, "w").await, Outcome::Ok(()));
+    assert_eq!(storage.read(&resource).await, Outcome::Ok((Some(5), Some("w".into()))));
+    // A new session sees the same rows.
+    storage.reset().await;
+    assert_eq!(storage.write(&resource, Some(6), "v").await, Outcome::Ok(()));
+    assert_eq!(storage.read(&resource).await, Outcome::Ok((Some(6), Some("v".into()))));
+}
+
+#[tokio::test]
+async fn unfenced_storage_accepts_an_older_token() {
+    let resource = "real-storage-unfenced".to_string();
+    let mut storage = storage(std::slice::from_ref(&resource), false).await;
+    assert_eq!(storage.write(&resource, Some(5), "x").await, Outcome::Ok(()));
+    assert_eq!(storage.write(&resource, Some(4), "z").await, Outcome::Ok(()));
+    assert_eq!(storage.read(&resource).await, Outcome::Ok((None, Some("z".into()))));
+}
+
+#[tokio::test]
+async fn storage_prepare_empties_the_resources_and_their_units() {
+    let resource = "real-storage-prepare".to_string();
+    let mut storage = storage(std::slice::from_ref(&resource), true).await;
+    let unit = format!("{resource}:day-1");
+    assert_eq!(storage.write(&resource, Some(3), "x").await, Outcome::Ok(()));
+    assert_eq!(storage.write(&unit, Some(3), "y").await, Outcome::Ok(()));
+    Storage::prepare(&postgres_url(), std::slice::from_ref(&resource)).await.expect("prepared");
+    assert_eq!(storage.read(&resource).await, Outcome::Ok((None, None)));
+    assert_eq!(storage.read(&unit).await, Outcome::Ok((None, None)));
+}
+
+#[tokio::test]
+async fn unreachable_redis_is_a_setup_error() {
+    // A port nothing listens on: bound, then released.
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let spec = Spec::new("real-redis-unreachable");
+    let url = format!("redis://127.0.0.1:{port}");
+    let connected =
+        RedisClient::connect(&url, RedisRecipe::Plain, true, Stall::default(), &spec.config(0))
+            .await;
+    assert!(matches!(connected, Err(RealError::Connect { .. })), "{connected:?}");
+}
+
+#[tokio::test]
+async fn redis_outcomes_when_the_server_stops_answering_or_is_gone() {
+    let mut server = ManagedServer::start(ServerKind::Redis)
+        .unwrap_or_else(|error| panic!("a managed redis-server: {error}"));
+    let spec = Spec::new("real-redis-outcomes");
+    let url = server.url();
+    prepare(&spec, std::slice::from_ref(&url)).await;
+    let [first, second, third] = ["a", "b", "c"].map(|lock| format!("{}-{lock}", spec.name));
+    let mut client =
+        RedisClient::connect(&url, RedisRecipe::Plain, true, Stall::default(), &spec.config(0))
+            .await
+            .expect("connected");
+    assert!(matches!(client.acquire(&first, 10_000).await, Outcome::Ok(_)));
+    // Frozen: the command may have run, its reply does not come.
+    server.pause().expect("paused");
+    assert_eq!(client.acquire(&second, 10_000).await, Outcome::Info("timeout".into()));
+    server.resume().expect("resumed");
+    client.reset().await;
+    // The late reply to the lost SET is not taken for this one's.
+    assert_eq!(client.acquire(&first, 10_000).await, Outcome::Fail("busy".into()));
+    assert!(matches!(client.acquire(&third, 10_000).await, Outcome::Ok(_)));
+    server.crash();
+    assert!(matches!(client.acquire(spec.name, 10_000).await, Outcome::Info(_)));
+    client.reset().await;
+    // Nothing can be sent: certainly not taken.
+    assert_eq!(client.acquire(spec.name, 10_000).await, Outcome::Fail("unavailable".into()));
+}
