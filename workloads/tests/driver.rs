@@ -17,7 +17,7 @@ use lockcheck_workloads::real::driver::{
     drive, stall_schedule, DriveOptions, StallFault, StallNemesis,
 };
 use lockcheck_workloads::real::RealError;
-use lockcheck_workloads::{Grant, LockClient, Outcome, Workload, WorkloadOptions};
+use lockcheck_workloads::{Grant, LockClient, Outcome, Stall, Workload, WorkloadOptions};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use serde_json::Value;
@@ -154,7 +154,7 @@ fn drive_fake(options: &DriveOptions, never_refuses: bool) -> Vec<Event> {
         .build()
         .expect("a runtime");
     let world = Rc::new(RefCell::new(World::default()));
-    let connect = |logical: u32| {
+    let connect = |logical: u32, _stall: Stall| {
         let world = world.clone();
         async move {
             Ok::<_, RealError>(FakeClient {
@@ -268,7 +268,7 @@ fn the_stall_schedule_follows_the_seed_and_stays_inside_the_test() {
 fn a_client_that_cannot_connect_is_an_error_not_a_history() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("rt");
     let world = Rc::new(RefCell::new(World::default()));
-    let connect = |logical: u32| {
+    let connect = |logical: u32, _stall: Stall| {
         let world = world.clone();
         async move {
             if logical == 2 {
@@ -289,7 +289,7 @@ fn a_client_that_cannot_connect_is_an_error_not_a_history() {
 fn on_the_wall_clock_the_history_takes_real_time() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("rt");
     let world = Rc::new(RefCell::new(World::default()));
-    let connect = |logical: u32| {
+    let connect = |logical: u32, _stall: Stall| {
         let world = world.clone();
         async move {
             Ok::<_, RealError>(FakeClient {

@@ -94,14 +94,15 @@ pub fn stall_schedule(
     faults
 }
 
-/// Runs a test: connects client 0, 1, … with `connect` (one session each;
-/// a failure to connect is an error, not a history of failures), then runs
+/// Runs a test: connects client 0, 1, … with `connect`, given the client's
+/// stall point (one session each; a failure to connect is an error, not a
+/// history of failures), then runs
 /// every client and the nemesis until `options.time_limit`, and returns the
 /// history. Time 0 is when every client is connected.
 pub async fn drive<C, F, Fut>(options: &DriveOptions, connect: F) -> Result<Vec<Event>, RealError>
 where
     C: LockClient,
-    F: Fn(u32) -> Fut,
+    F: Fn(u32, Stall) -> Fut,
     Fut: Future<Output = Result<C, RealError>>,
 {
     let mut rng = SmallRng::seed_from_u64(options.seed);
@@ -109,12 +110,14 @@ where
         Some(nemesis) => stall_schedule(nemesis, options, &mut rng),
         None => Vec::new(),
     };
+    // Each client's stall point, shared with its backend client too: a
+    // recipe with a step inside (SETNX, then EXPIRE) stalls there.
+    let stalls: Vec<Stall> = (0..options.clients).map(|_| Stall::default()).collect();
     let mut clients = Vec::with_capacity(options.clients as usize);
     for logical in 0..options.clients {
-        clients.push(connect(logical).await?);
+        clients.push(connect(logical, stalls[logical as usize].clone()).await?);
     }
     let recorder = Recorder::new().shared();
-    let stalls: Vec<Stall> = (0..options.clients).map(|_| Stall::default()).collect();
     let start = Instant::now();
     let until = start + options.time_limit;
     let runs = (0u32..).zip(clients).map(|(logical, mut client)| {
