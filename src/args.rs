@@ -16,6 +16,7 @@ Exit codes:
   2   unknown: a checker could not decide, or nothing could be checked
   64  usage error (bad arguments)
   65  bad input data (a history that cannot be read; the message names file, line and field)
+  69  a server a real backend needs is not installed or cannot be reached
   70  internal error (a bug in lockcheck: please report it)";
 
 #[derive(Debug, Parser)]
@@ -154,7 +155,10 @@ pub struct AnalyzeArgs {
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// The lock backend: sim-redis, sim-lease-table, sim-redlock,
+    /// The lock backend. Real: redis, redis-fenced, redlock, etcd,
+    /// postgres-advisory, postgres-advisory-xact, postgres-lease,
+    /// mysql-get-lock, mysql-lease, and the broken redis-del-release,
+    /// redis-setnx-expire, redis-lost-reply. Simulated: sim-redis, sim-lease-table, sim-redlock,
     /// sim-redis-semaphore, sim-etcd (3 members), sim-etcd-5, or a broken
     /// variant (sim-redis-del-release, sim-redis-setnx-expire,
     /// sim-redis-lost-reply, sim-lease-table-client-clock,
@@ -167,9 +171,27 @@ pub struct CheckArgs {
     /// day's lock is released after the run).
     #[arg(long, default_value = "fenced-write")]
     pub workload: String,
-    /// Faults, a comma list of pause, clock, kill, delay, loss, skew, failover, partition; or none.
-    #[arg(long, default_value = "pause,clock,kill,delay,loss")]
-    pub nemesis: String,
+    /// Faults, a comma list of pause, clock, kill, delay, loss, skew,
+    /// failover, partition; or none. [default: pause,clock,kill,delay,loss
+    /// on a simulated backend; pause (client stalls) on a real one]
+    #[arg(long)]
+    pub nemesis: Option<String>,
+    /// A real backend's Redis (a comma list of five for redlock) [default:
+    /// private redis-server instances the tool starts and stops itself]
+    #[arg(long, value_name = "URL", value_delimiter = ',')]
+    pub redis_url: Vec<String>,
+    /// The PostgreSQL of the protected resources and of the postgres-*
+    /// backends [default: a private server the tool starts]
+    #[arg(long, value_name = "URL")]
+    pub postgres_url: Option<String>,
+    /// The MySQL or MariaDB of the mysql-* backends [default: a private
+    /// mariadbd the tool starts]
+    #[arg(long, value_name = "URL")]
+    pub mysql_url: Option<String>,
+    /// The etcd endpoints of the etcd backend, a comma list [default: a
+    /// private etcd the tool starts]
+    #[arg(long, value_name = "URL", value_delimiter = ',')]
+    pub etcd_url: Vec<String>,
     /// The shapes a partition takes, a comma list of client (a client cut
     /// off from every lock host), isolate-one (a member cut off from the
     /// others), halves (a minority and a majority of members), ring (each
@@ -226,6 +248,15 @@ pub struct CheckArgs {
 }
 
 impl CheckArgs {
+    pub fn workload(&self) -> Result<Workload, String> {
+        Workload::parse(&self.workload).ok_or_else(|| {
+            format!(
+                "unknown workload {:?}: use mutex, fenced-write, cron or cron-release",
+                self.workload
+            )
+        })
+    }
+
     /// The simulator's options, or what is wrong with the arguments.
     pub fn sim_options(&self) -> Result<SimOptions, String> {
         let backend = Backend::parse(&self.backend).ok_or_else(|| {
@@ -236,20 +267,11 @@ impl CheckArgs {
                 names.join(", ")
             )
         })?;
-        let workload = match self.workload.as_str() {
-            "mutex" => Workload::Mutex,
-            "fenced-write" => Workload::FencedWrite,
-            "cron" => Workload::Cron,
-            "cron-release" => Workload::CronRelease,
-            other => {
-                return Err(format!(
-                    "unknown workload {other:?}: use mutex, fenced-write, cron or cron-release"
-                ))
-            }
-        };
+        let workload = self.workload()?;
         let mut faults = Vec::new();
-        if self.nemesis != "none" {
-            for name in self.nemesis.split(',').map(str::trim).filter(|name| !name.is_empty()) {
+        let nemesis = self.nemesis.as_deref().unwrap_or("pause,clock,kill,delay,loss");
+        if nemesis != "none" {
+            for name in nemesis.split(',').map(str::trim).filter(|name| !name.is_empty()) {
                 faults.push(FaultKind::parse(name).ok_or_else(|| {
                     format!("unknown fault {name:?}: use pause, clock, kill, delay, loss, skew, failover, partition, or none")
                 })?);

@@ -15,6 +15,9 @@ use crate::args::{CheckArgs, Format};
 use crate::exit;
 
 pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
+    if let Some(backend) = crate::real::RealBackend::parse(&args.backend) {
+        return crate::real::run(args, backend);
+    }
     let base = match args.sim_options() {
         Ok(options) => options,
         Err(message) => {
@@ -64,7 +67,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     Ok(exit::for_verdict(worst).into())
 }
 
-fn random_seed() -> u64 {
+pub fn random_seed() -> u64 {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|time| time.as_nanos())
@@ -93,7 +96,7 @@ fn simulate(options: &SimOptions) -> anyhow::Result<SimRun> {
 }
 
 /// The checkers' options for a simulated run.
-fn check_options(linearizability_timeout: Duration) -> CheckOptions {
+pub fn check_options(linearizability_timeout: Duration) -> CheckOptions {
     CheckOptions {
         linearizability_time_limit: Some(linearizability_timeout),
         ..CheckOptions::default()
@@ -140,7 +143,7 @@ fn shrink_failure(
 const SHRINK_BUDGET: u32 = 60;
 
 /// `20261130T113300.123Z`: a store folder's name, sortable, in UTC.
-fn utc_stamp(time: SystemTime) -> String {
+pub fn utc_stamp(time: SystemTime) -> String {
     let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
     let (days, seconds) = ((since.as_secs() / 86_400) as i64, since.as_secs() % 86_400);
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).

@@ -7,6 +7,8 @@ pub const INVALID: u8 = 1;
 pub const UNKNOWN: u8 = 2;
 pub const USAGE: u8 = 64;
 pub const BAD_INPUT: u8 = 65;
+/// A server the test needs is missing or unreachable.
+pub const UNAVAILABLE: u8 = 69;
 pub const INTERNAL: u8 = 70;
 
 pub fn for_verdict(verdict: Verdict) -> u8 {

@@ -8,6 +8,7 @@ mod bench_linear;
 mod check;
 mod exit;
 mod matrix;
+mod real;
 mod synth;
 
 use std::process::ExitCode;

@@ -31,6 +31,13 @@ pub enum Workload {
 }
 
 impl Workload {
+    pub const ALL: [Workload; 4] =
+        [Workload::Mutex, Workload::FencedWrite, Workload::Cron, Workload::CronRelease];
+
+    pub fn parse(name: &str) -> Option<Workload> {
+        Workload::ALL.into_iter().find(|workload| workload.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Workload::Mutex => "mutex",

@@ -1,0 +1,405 @@
+//! `lockcheck check --backend <real>`: the same workloads against real
+//! servers, which the tool starts on loopback (and always stops) unless
+//! `--*-url` points at running ones.
+
+use std::fs;
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Context;
+use lockcheck_checker::{
+    analyze, default_checkers, write_events, Analysis, Event, HistoryBuilder, Verdict,
+};
+use lockcheck_reports::{render_json, render_text, Analyzed, TextOptions};
+use lockcheck_workloads::real::driver::{drive, DriveOptions, StallNemesis};
+use lockcheck_workloads::real::etcd::EtcdClient;
+use lockcheck_workloads::real::redis::{self as real_redis, RedisClient, RedisRecipe};
+use lockcheck_workloads::real::redlock::RedlockClient;
+use lockcheck_workloads::real::servers::{ManagedServer, ServerKind};
+use lockcheck_workloads::real::sql::{SqlClient, SqlRecipe};
+use lockcheck_workloads::real::storage::Storage;
+use lockcheck_workloads::real::{ClientConfig, RealError};
+use lockcheck_workloads::{Workload, WorkloadOptions};
+
+use crate::args::{CheckArgs, Format};
+use crate::check::{check_options, random_seed, utc_stamp};
+use crate::exit;
+
+/// A real lock backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RealBackend {
+    Redis(RedisRecipe),
+    Redlock,
+    Etcd,
+    Sql(SqlRecipe),
+}
+
+/// Redlock's instances.
+const REDLOCK_INSTANCES: usize = 5;
+
+/// The shortest lease Debian's etcd 3.4 grants with its default timing.
+const ETCD_MIN_TTL_S: u64 = 2;
+
+/// The chance that `redis-lost-reply` loses a grant's reply: its bug needs a
+/// lost reply to show, and the client injects them itself.
+const LOST_REPLY_CHANCE: f64 = 0.1;
+
+impl RealBackend {
+    pub fn parse(name: &str) -> Option<RealBackend> {
+        match name {
+            "redlock" => Some(RealBackend::Redlock),
+            "etcd" => Some(RealBackend::Etcd),
+            _ => RedisRecipe::parse(name)
+                .map(RealBackend::Redis)
+                .or_else(|| SqlRecipe::parse(name).map(RealBackend::Sql)),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RealBackend::Redis(recipe) => recipe.name(),
+            RealBackend::Redlock => "redlock",
+            RealBackend::Etcd => "etcd",
+            RealBackend::Sql(recipe) => recipe.name(),
+        }
+    }
+}
+
+/// The servers a run uses: URLs given, or private servers started for it.
+/// Dropping it stops and deletes the private ones.
+#[derive(Debug, Default)]
+struct Servers {
+    storage: String,
+    redis: Vec<String>,
+    mysql: Option<String>,
+    etcd: Vec<String>,
+    managed: Vec<ManagedServer>,
+}
+
+impl Servers {
+    fn start(&mut self, kind: ServerKind, count: usize) -> Result<Vec<String>, RealError> {
+        let started = Instant::now();
+        let servers = ManagedServer::start_many(kind, count, &Default::default())?;
+        let urls: Vec<String> = servers.iter().map(ManagedServer::url).collect();
+        eprintln!(
+            "started {count} private {} on {} ({:.1} s)",
+            kind.name(),
+            urls.join(", "),
+            started.elapsed().as_secs_f64()
+        );
+        self.managed.extend(servers);
+        Ok(urls)
+    }
+
+    fn for_backend(args: &CheckArgs, backend: RealBackend) -> Result<Servers, RealError> {
+        let mut servers = Servers::default();
+        servers.storage = match &args.postgres_url {
+            Some(url) => url.clone(),
+            None => servers.start(ServerKind::Postgres, 1)?.remove(0),
+        };
+        match backend {
+            RealBackend::Redis(_) | RealBackend::Redlock => {
+                let count = if backend == RealBackend::Redlock { REDLOCK_INSTANCES } else { 1 };
+                servers.redis = if args.redis_url.is_empty() {
+                    servers.start(ServerKind::Redis, count)?
+                } else {
+                    args.redis_url.clone()
+                };
+            }
+            RealBackend::Etcd => {
+                servers.etcd = if args.etcd_url.is_empty() {
+                    servers.start(ServerKind::Etcd, 1)?
+                } else {
+                    args.etcd_url.clone()
+                };
+            }
+            RealBackend::Sql(recipe) if recipe.is_mysql() => {
+                servers.mysql = Some(match &args.mysql_url {
+                    Some(url) => url.clone(),
+                    None => servers.start(ServerKind::Mariadb, 1)?.remove(0),
+                });
+            }
+            RealBackend::Sql(_) => {}
+        }
+        Ok(servers)
+    }
+}
+
+/// What a real run takes from the arguments, or what is wrong with them.
+fn plan(args: &CheckArgs, backend: RealBackend) -> Result<(Workload, bool), String> {
+    let workload = args.workload()?;
+    let nemesis = args.nemesis.as_deref().unwrap_or("pause");
+    let mut pause = false;
+    for name in nemesis.split(',').map(str::trim).filter(|name| !name.is_empty()) {
+        match name {
+            "none" => {}
+            "pause" => pause = true,
+            other => {
+                return Err(format!(
+                    "the fault {other:?} is not available against real servers yet: use pause (client stalls) or none; the simulated backends (sim-*) have every fault"
+                ))
+            }
+        }
+    }
+    if backend == RealBackend::Redlock && !args.redis_url.is_empty() {
+        if args.redis_url.len() < 3 {
+            return Err(format!(
+                "redlock needs several independent Redis (five is usual): --redis-url has {}",
+                args.redis_url.len()
+            ));
+        }
+    } else if args.redis_url.len() > 1 {
+        return Err(format!("{} uses one Redis: --redis-url has several", backend.name()));
+    }
+    if args.swarm || args.seeds > 1 || args.persistent {
+        return Err(
+            "--swarm, --seeds and --persistent apply to the simulated backends only".to_string()
+        );
+    }
+    if args.clients == 0 || args.locks == 0 {
+        return Err("--clients and --locks must be at least 1".to_string());
+    }
+    let ttl_ms = args.ttl.as_millis() as u64;
+    if !(10..=600_000).contains(&ttl_ms) {
+        return Err("--ttl must be between 10ms and 10m".to_string());
+    }
+    if args.time_limit.is_zero() || args.time_limit > Duration::from_secs(24 * 3600) {
+        return Err("--time-limit must be between 1ms and 24h".to_string());
+    }
+    Ok((workload, pause))
+}
+
+pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
+    let (workload, pause) = match plan(args, backend) {
+        Ok(plan) => plan,
+        Err(message) => {
+            eprintln!("lockcheck: {message}");
+            return Ok(exit::USAGE.into());
+        }
+    };
+    let seed = args.seed.unwrap_or_else(random_seed);
+    eprintln!("seed: {seed}");
+    let servers = match Servers::for_backend(args, backend) {
+        Ok(servers) => servers,
+        Err(error) => return Ok(unavailable(&error)),
+    };
+    let mut ttl_ms = args.ttl.as_millis() as u64;
+    if backend == RealBackend::Etcd {
+        // etcd grants whole seconds, and raises short TTLs to its minimum
+        // (2 s for Debian's 3.4 defaults): stalls must outlast that.
+        let granted = ttl_ms.div_ceil(1000).max(ETCD_MIN_TTL_S) * 1000;
+        if granted != ttl_ms {
+            eprintln!(
+                "etcd leases are whole seconds, at least {ETCD_MIN_TTL_S}: the TTL is {granted} ms"
+            );
+            ttl_ms = granted;
+        }
+    }
+    let options = DriveOptions {
+        workload: WorkloadOptions {
+            workload,
+            locks: (0..args.locks).map(|lock| format!("lock-{lock}")).collect(),
+            resources: (0..args.locks).map(|lock| format!("resource-{lock}")).collect(),
+            ttl_ms,
+            hold_ms: (0, (ttl_ms / 10).max(1)),
+            think_ms: (0, 40),
+            send_fence: !args.no_fencing,
+            permits: None,
+            keepalive_ms: None,
+        },
+        clients: args.clients,
+        time_limit: args.time_limit,
+        seed,
+        stall: pause.then(StallNemesis::default),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let started = Instant::now();
+    let events = match runtime.block_on(drive_backend(args, backend, &servers, &options)) {
+        Ok(events) => events,
+        Err(error) => return Ok(unavailable(&error)),
+    };
+    let wall_s = started.elapsed().as_secs_f64();
+    drop(servers);
+    let mut builder = HistoryBuilder::with_capacity(events.len());
+    for event in &events {
+        builder.push(event).context("the driver recorded a malformed history")?;
+    }
+    let analysis = analyze(
+        &builder.finish(),
+        &default_checkers(),
+        &check_options(args.linearizability_timeout),
+    );
+    let rerun = rerun_command(args, backend, seed);
+    let dir = if args.no_store {
+        None
+    } else {
+        Some(store(args, backend, seed, &events, &analysis, &rerun)?)
+    };
+    let source = format!("{} seed {seed}", backend.name());
+    let analyzed = Analyzed { source: &source, analysis: &analysis };
+    let text = match args.format {
+        Format::Json => render_json(analysis.verdict, &[analyzed], &[]),
+        Format::Text => {
+            let mut text = render_text(&analyzed, &TextOptions::default());
+            let lock_ops = events
+                .iter()
+                .filter(|event| {
+                    event.event_type != lockcheck_checker::EventType::Invoke
+                        && matches!(
+                            event.f,
+                            lockcheck_checker::Function::Acquire
+                                | lockcheck_checker::Function::Release
+                                | lockcheck_checker::Function::Renew
+                        )
+                })
+                .count();
+            text.push_str(&format!(
+                "ran {wall_s:.1} s against real servers, {lock_ops} lock operations ({:.0}/s); faults: {}\n",
+                lock_ops as f64 / wall_s.max(1e-9),
+                if pause { "pause" } else { "none" },
+            ));
+            if let Some(dir) = &dir {
+                text.push_str(&format!("stored in {}\n", dir.display()));
+            }
+            if analysis.verdict != Verdict::Valid {
+                // Real servers' timing is not the seed's: a rerun draws the
+                // same schedule, not always the same history.
+                text.push_str(&format!("rerun: {rerun}\n"));
+            }
+            text
+        }
+    };
+    print!("{text}");
+    Ok(exit::for_verdict(analysis.verdict).into())
+}
+
+/// Exit 69 with the reason: a server is missing or cannot be reached.
+fn unavailable(error: &RealError) -> ExitCode {
+    eprintln!("lockcheck: {error}");
+    match error {
+        RealError::Setup { .. } => exit::INTERNAL.into(),
+        _ => exit::UNAVAILABLE.into(),
+    }
+}
+
+async fn drive_backend(
+    args: &CheckArgs,
+    backend: RealBackend,
+    servers: &Servers,
+    options: &DriveOptions,
+) -> Result<Vec<Event>, RealError> {
+    let workload = &options.workload;
+    let mut resources = workload.resources.clone();
+    if matches!(workload.workload, Workload::Cron | Workload::CronRelease) {
+        // The cron workload writes a report per day: `resource-0:day-3`.
+        resources.truncate(1);
+    }
+    Storage::prepare(&servers.storage, &resources).await?;
+    let config = |logical: u32| ClientConfig {
+        name: format!("client-{logical}"),
+        deadline: Duration::from_millis((workload.ttl_ms / 4).clamp(20, 2000)),
+        storage_url: servers.storage.clone(),
+        fenced_storage: !args.no_fencing,
+    };
+    let locks = &workload.locks;
+    match backend {
+        RealBackend::Redis(recipe) => {
+            let url = &servers.redis[0];
+            real_redis::prepare(url, locks).await?;
+            let fencing = !args.no_fencing;
+            drive(options, |logical, stall| {
+                let config = config(logical);
+                async move {
+                    let client = RedisClient::connect(url, recipe, fencing, stall, &config).await?;
+                    Ok(match recipe {
+                        RedisRecipe::LostReply => client
+                            .lose_replies(LOST_REPLY_CHANCE, options.seed ^ u64::from(logical)),
+                        _ => client,
+                    })
+                }
+            })
+            .await
+        }
+        RealBackend::Redlock => {
+            for url in &servers.redis {
+                real_redis::prepare(url, locks).await?;
+            }
+            let urls = &servers.redis;
+            drive(options, |logical, _stall| {
+                let config = config(logical);
+                async move { RedlockClient::connect(urls, &config).await }
+            })
+            .await
+        }
+        RealBackend::Etcd => {
+            let endpoints = &servers.etcd;
+            drive(options, |logical, _stall| {
+                let config = config(logical);
+                async move { EtcdClient::connect(endpoints, &config).await }
+            })
+            .await
+        }
+        RealBackend::Sql(recipe) => {
+            let url = servers.mysql.as_ref().unwrap_or(&servers.storage);
+            SqlClient::prepare(url, recipe).await?;
+            drive(options, |logical, _stall| {
+                let config = config(logical);
+                async move { SqlClient::connect(url, recipe, &config).await }
+            })
+            .await
+        }
+    }
+}
+
+/// The command that runs the same test again (the same schedule of
+/// faults; the servers' timing may differ).
+fn rerun_command(args: &CheckArgs, backend: RealBackend, seed: u64) -> String {
+    let mut command = format!(
+        "lockcheck check --backend {} --workload {} --nemesis {} --time-limit {}s --clients {} --locks {} --ttl {}ms --seed {seed}",
+        backend.name(),
+        args.workload,
+        args.nemesis.as_deref().unwrap_or("pause"),
+        args.time_limit.as_secs_f64(),
+        args.clients,
+        args.locks,
+        args.ttl.as_millis(),
+    );
+    if let Some(url) = &args.postgres_url {
+        command.push_str(&format!(" --postgres-url {url}"));
+    }
+    for (flag, urls) in [("--redis-url", &args.redis_url), ("--etcd-url", &args.etcd_url)] {
+        if !urls.is_empty() {
+            command.push_str(&format!(" {flag} {}", urls.join(",")));
+        }
+    }
+    if let Some(url) = &args.mysql_url {
+        command.push_str(&format!(" --mysql-url {url}"));
+    }
+    if args.no_fencing {
+        command.push_str(" --no-fencing");
+    }
+    command
+}
+
+fn store(
+    args: &CheckArgs,
+    backend: RealBackend,
+    seed: u64,
+    events: &[Event],
+    analysis: &Analysis,
+    rerun: &str,
+) -> anyhow::Result<std::path::PathBuf> {
+    let test = format!("{}-{}", backend.name(), args.workload);
+    let dir = args.store.join(&test).join(format!("{}-seed-{seed}", utc_stamp(SystemTime::now())));
+    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let history = fs::File::create(dir.join("history.jsonl"))?;
+    write_events(std::io::BufWriter::new(history), events)?;
+    let source = dir.join("history.jsonl").display().to_string();
+    let json = render_json(analysis.verdict, &[Analyzed { source: &source, analysis }], &[]);
+    fs::write(dir.join("results.json"), json)?;
+    fs::write(dir.join("command"), format!("{rerun}\n"))?;
+    Ok(dir)
+}

@@ -1,0 +1,162 @@
+//! `lockcheck check` against real servers that the tool starts itself:
+//! verdicts of LOCKS.md §6, usage errors, a missing server binary, and no
+//! server left running however the tool ends.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn lockcheck(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lockcheck"))
+        .args(args)
+        .output()
+        .expect("the lockcheck binary runs")
+}
+
+fn both(output: &Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Each checker's verdict in a JSON report.
+fn verdicts(output: &Output) -> Vec<(String, String)> {
+    let document: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|error| panic!("not a JSON report ({error}): {}", both(output)));
+    document["histories"][0]["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|result| {
+            (
+                result["checker"].as_str().unwrap_or_default().to_string(),
+                result["verdict"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn verdict_of(verdicts: &[(String, String)], checker: &str) -> String {
+    verdicts
+        .iter()
+        .find(|(name, _)| name == checker)
+        .map(|(_, verdict)| verdict.clone())
+        .unwrap_or_default()
+}
+
+fn check(backend: &str, nemesis: &str, seconds: u32) -> Output {
+    let time_limit = format!("{seconds}s");
+    let args = [
+        "check",
+        "--backend",
+        backend,
+        "--nemesis",
+        nemesis,
+        "--time-limit",
+        &time_limit,
+        "--ttl",
+        "500ms",
+        "--seed",
+        "3",
+        "--no-store",
+        "--format",
+        "json",
+    ];
+    lockcheck(&args)
+}
+
+#[test]
+fn a_clean_redis_run_is_valid_and_a_stalled_holder_breaks_mutual_exclusion_only() {
+    let clean = check("redis", "none", 3);
+    assert_eq!(clean.status.code(), Some(0), "{}", both(&clean));
+    let stalled = check("redis", "pause", 6);
+    assert_eq!(stalled.status.code(), Some(1), "{}", both(&stalled));
+    let found = verdicts(&stalled);
+    assert_eq!(verdict_of(&found, "mutual-exclusion"), "invalid", "{found:?}");
+    assert_eq!(verdict_of(&found, "resource-safety"), "valid", "fenced storage: {found:?}");
+}
+
+#[test]
+fn a_postgres_lease_table_breaks_under_stalls_and_advisory_locks_do_not() {
+    let lease = check("postgres-lease", "pause", 6);
+    assert_eq!(lease.status.code(), Some(1), "{}", both(&lease));
+    assert_eq!(verdict_of(&verdicts(&lease), "resource-safety"), "valid");
+    let advisory = check("postgres-advisory", "pause", 4);
+    assert_eq!(advisory.status.code(), Some(0), "a session lock has no TTL: {}", both(&advisory));
+}
+
+#[test]
+fn faults_not_yet_real_and_bad_urls_are_usage_errors() {
+    let output = check("redis", "kill", 1);
+    assert_eq!(output.status.code(), Some(64), "{}", both(&output));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("pause"), "{}", both(&output));
+    let output = lockcheck(&["check", "--backend", "redlock", "--redis-url", "redis://x:1"]);
+    assert_eq!(output.status.code(), Some(64), "{}", both(&output));
+}
+
+#[test]
+fn a_missing_server_binary_exits_69_naming_its_package() {
+    // A PATH with the tools lockcheck needs but no redis-server.
+    let bin = std::env::temp_dir().join(format!("lockcheck-no-redis-{}", std::process::id()));
+    std::fs::create_dir_all(&bin).expect("a scratch dir");
+    let setpriv = String::from_utf8(
+        Command::new("sh").args(["-c", "command -v setpriv"]).output().expect("sh").stdout,
+    )
+    .expect("a path");
+    let _ = std::os::unix::fs::symlink(setpriv.trim(), bin.join("setpriv"));
+    let output = Command::new(env!("CARGO_BIN_EXE_lockcheck"))
+        .args(["check", "--backend", "redis", "--time-limit", "1s", "--no-store"])
+        .args(["--postgres-url", "postgres://postgres@127.0.0.1:1/none"])
+        .env("PATH", &bin)
+        .output()
+        .expect("the lockcheck binary runs");
+    let _ = std::fs::remove_dir_all(&bin);
+    assert_eq!(output.status.code(), Some(69), "{}", both(&output));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("redis-server"), "{}", both(&output));
+}
+
+/// Processes whose command line names one of this run's private servers
+/// (their data directories are `lockcheck-<kind>-<pid>-<n>`).
+fn servers_of(pid: u32) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if ["redis", "postgres"]
+            .iter()
+            .any(|kind| cmdline.contains(&format!("lockcheck-{kind}-{pid}-")))
+        {
+            found.push(cmdline);
+        }
+    }
+    found
+}
+
+#[test]
+fn ctrl_c_mid_run_leaves_no_server_running() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockcheck"))
+        .args(["check", "--backend", "redis", "--time-limit", "60s", "--no-store"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the lockcheck binary runs");
+    let pid = child.id();
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    while !line.contains("private redis") {
+        line.clear();
+        assert!(stderr.read_line(&mut line).expect("stderr reads") > 0, "exited before starting");
+    }
+    assert!(!servers_of(pid).is_empty(), "the servers are not where this test looks");
+    let status = Command::new("kill").args(["-INT", &pid.to_string()]).status().expect("kill runs");
+    assert!(status.success());
+    let status = child.wait().expect("lockcheck exits");
+    assert_eq!(status.code(), Some(130), "Ctrl-C exits 130");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !servers_of(pid).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(servers_of(pid), Vec::<String>::new(), "servers outlived lockcheck");
+}
