@@ -384,7 +384,8 @@ pub struct BenchArgs {
     /// What to measure: `analyze` (reading and every checker on large
     /// synthetic histories), `porcupine` (the linearizability checker on
     /// porcupine's own test histories, per file), `lease` (the linearizability
-    /// checker on a large fenced-lease history). Comma list.
+    /// checker on a large fenced-lease history), `sim` (the simulator),
+    /// `real` (real Redis and PostgreSQL; not in the default list). Comma list.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "analyze,porcupine,lease,sim")]
     pub only: Vec<BenchPart>,
     /// porcupine's histories (folders jepsen/ and kv/ with VERDICTS.txt).
@@ -423,6 +424,9 @@ pub enum BenchPart {
     Lease,
     /// The simulator: the default `check` run over several seeds.
     Sim,
+    /// Real servers (started for the run): lock operations per second with
+    /// 32 clients beside redis-benchmark and pgbench on the same server.
+    Real,
 }
 
 /// `30s`, `1500ms`, `2m`, `1h`, or a plain number of seconds.

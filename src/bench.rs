@@ -37,6 +37,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             BenchPart::Porcupine => crate::bench_linear::porcupine(args)?,
             BenchPart::Lease => crate::bench_linear::lease(args)?,
             BenchPart::Sim => bench_sim(args)?,
+            BenchPart::Real => crate::bench_real::real(args)?,
         };
         code = code.max(part_code);
         println!();

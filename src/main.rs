@@ -5,6 +5,7 @@ mod analyze;
 mod args;
 mod bench;
 mod bench_linear;
+mod bench_real;
 mod check;
 mod exit;
 mod matrix;

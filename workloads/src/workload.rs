@@ -99,6 +99,15 @@ pub struct ClientPlan {
     pub until: tokio::time::Instant,
 }
 
+/// Sleeps a uniform time from `range`. A range of (0, 0) does not touch the
+/// timer at all: even a zero sleep waits for the runtime's next timer tick
+/// (a millisecond), which would bound a back-to-back benchmark.
+async fn pause(rng: &mut SmallRng, range: (u64, u64)) {
+    if range != (0, 0) {
+        tokio::time::sleep(uniform(rng, range)).await;
+    }
+}
+
 fn uniform(rng: &mut SmallRng, (low, high): (u64, u64)) -> Duration {
     Duration::from_millis(if high > low { rng.gen_range(low..=high) } else { low })
 }
@@ -251,7 +260,7 @@ async fn run_locking<C: LockClient>(
             }
         };
     'ops: while tokio::time::Instant::now() < plan.until {
-        tokio::time::sleep(uniform(&mut rng, options.think_ms)).await;
+        pause(&mut rng, options.think_ms).await;
         let at = rng.gen_range(0..options.locks.len());
         let (lock, resource) = (&options.locks[at], &options.resources[at]);
         record(
@@ -352,7 +361,7 @@ async fn run_locking<C: LockClient>(
         match options.workload {
             Workload::Mutex | Workload::Cron | Workload::CronRelease => {
                 if options.keepalive_ms.is_none() {
-                    tokio::time::sleep(uniform(&mut rng, options.hold_ms)).await
+                    pause(&mut rng, options.hold_ms).await
                 }
             }
             Workload::FencedWrite => {
@@ -372,7 +381,7 @@ async fn run_locking<C: LockClient>(
                     continue;
                 }
                 if options.keepalive_ms.is_none() {
-                    tokio::time::sleep(uniform(&mut rng, options.hold_ms)).await;
+                    pause(&mut rng, options.hold_ms).await;
                 }
             }
         }
