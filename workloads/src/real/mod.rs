@@ -8,6 +8,7 @@ pub mod driver;
 pub mod etcd;
 pub mod redis;
 pub mod redlock;
+pub mod semaphore;
 pub mod servers;
 pub mod sql;
 pub mod storage;
