@@ -157,8 +157,9 @@ pub struct AnalyzeArgs {
 pub struct CheckArgs {
     /// The lock backend. Real: redis, redis-fenced, redlock, etcd,
     /// postgres-advisory, postgres-advisory-xact, postgres-lease,
-    /// mysql-get-lock, mysql-lease, and the broken redis-del-release,
-    /// redis-setnx-expire, redis-lost-reply. Simulated: sim-redis, sim-lease-table, sim-redlock,
+    /// mysql-get-lock, mysql-lease, redis-semaphore (two permits), and the
+    /// broken redis-del-release, redis-setnx-expire, redis-lost-reply,
+    /// redis-semaphore-client-clock. Simulated: sim-redis, sim-lease-table, sim-redlock,
     /// sim-redis-semaphore, sim-etcd (3 members), sim-etcd-5, or a broken
     /// variant (sim-redis-del-release, sim-redis-setnx-expire,
     /// sim-redis-lost-reply, sim-lease-table-client-clock,

@@ -15,6 +15,7 @@ use lockcheck_workloads::real::driver::{drive, DriveOptions, StallNemesis};
 use lockcheck_workloads::real::etcd::EtcdClient;
 use lockcheck_workloads::real::redis::{self as real_redis, RedisClient, RedisRecipe};
 use lockcheck_workloads::real::redlock::RedlockClient;
+use lockcheck_workloads::real::semaphore::{self, RedisSemaphoreClient};
 use lockcheck_workloads::real::servers::{ManagedServer, ServerKind};
 use lockcheck_workloads::real::sql::{SqlClient, SqlRecipe};
 use lockcheck_workloads::real::storage::Storage;
@@ -29,10 +30,18 @@ use crate::exit;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RealBackend {
     Redis(RedisRecipe),
+    /// The sorted-set semaphore of LOCKS.md §3, by the server's `TIME`, or
+    /// (broken) by the caller's clock.
+    Semaphore {
+        client_clock: bool,
+    },
     Redlock,
     Etcd,
     Sql(SqlRecipe),
 }
+
+/// A semaphore's permits, as the simulator's.
+const PERMITS: u32 = 2;
 
 /// Redlock's instances.
 const REDLOCK_INSTANCES: usize = 5;
@@ -48,6 +57,8 @@ impl RealBackend {
     pub fn parse(name: &str) -> Option<RealBackend> {
         match name {
             "redlock" => Some(RealBackend::Redlock),
+            "redis-semaphore" => Some(RealBackend::Semaphore { client_clock: false }),
+            "redis-semaphore-client-clock" => Some(RealBackend::Semaphore { client_clock: true }),
             "etcd" => Some(RealBackend::Etcd),
             _ => RedisRecipe::parse(name)
                 .map(RealBackend::Redis)
@@ -58,6 +69,8 @@ impl RealBackend {
     pub fn name(self) -> &'static str {
         match self {
             RealBackend::Redis(recipe) => recipe.name(),
+            RealBackend::Semaphore { client_clock: false } => "redis-semaphore",
+            RealBackend::Semaphore { client_clock: true } => "redis-semaphore-client-clock",
             RealBackend::Redlock => "redlock",
             RealBackend::Etcd => "etcd",
             RealBackend::Sql(recipe) => recipe.name(),
@@ -98,7 +111,7 @@ impl Servers {
             None => servers.start(ServerKind::Postgres, 1)?.remove(0),
         };
         match backend {
-            RealBackend::Redis(_) | RealBackend::Redlock => {
+            RealBackend::Redis(_) | RealBackend::Semaphore { .. } | RealBackend::Redlock => {
                 let count = if backend == RealBackend::Redlock { REDLOCK_INSTANCES } else { 1 };
                 servers.redis = if args.redis_url.is_empty() {
                     servers.start(ServerKind::Redis, count)?
@@ -204,7 +217,7 @@ pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
             hold_ms: (0, (ttl_ms / 10).max(1)),
             think_ms: (0, 40),
             send_fence: !args.no_fencing,
-            permits: None,
+            permits: matches!(backend, RealBackend::Semaphore { .. }).then_some(PERMITS),
             keepalive_ms: None,
         },
         clients: args.clients,
@@ -319,6 +332,17 @@ async fn drive_backend(
                             .lose_replies(LOST_REPLY_CHANCE, options.seed ^ u64::from(logical)),
                         _ => client,
                     })
+                }
+            })
+            .await
+        }
+        RealBackend::Semaphore { client_clock } => {
+            let url = &servers.redis[0];
+            semaphore::prepare(url, locks).await?;
+            drive(options, |logical, _stall| {
+                let config = config(logical);
+                async move {
+                    RedisSemaphoreClient::connect(url, PERMITS, client_clock, &config).await
                 }
             })
             .await

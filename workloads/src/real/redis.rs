@@ -87,6 +87,10 @@ pub(crate) enum Command<'a> {
     Incr { key: &'a str },
     /// The `redis-fenced` script: `SET NX PX` and `INCR` of the fence.
     FencedAcquire { key: &'a str, fence_key: &'a str, value: &'a str, ttl_ms: u64 },
+    /// Another recipe's script (the semaphore's, `semaphore.rs`).
+    Script(&'a redis::ScriptInvocation<'a>),
+    /// Another recipe's plain command (the semaphore's `ZREM`).
+    Cmd(&'a redis::Cmd),
 }
 
 impl Command<'_> {
@@ -125,6 +129,8 @@ impl Command<'_> {
                     .invoke_async(connection)
                     .await
             }
+            Command::Script(invocation) => invocation.invoke_async(connection).await,
+            Command::Cmd(command) => command.query_async(connection).await,
         }
     }
 }
@@ -265,7 +271,7 @@ pub async fn prepare(url: &str, locks: &[String]) -> Result<(), RealError> {
 }
 
 /// Every key matching `pattern`.
-async fn scan(
+pub(crate) async fn scan(
     connection: &mut MultiplexedConnection,
     pattern: &str,
 ) -> redis::RedisResult<Vec<String>> {
@@ -288,7 +294,7 @@ async fn scan(
 }
 
 /// `name` with Redis glob's special characters escaped.
-fn glob_escape(name: &str) -> String {
+pub(crate) fn glob_escape(name: &str) -> String {
     let mut escaped = String::with_capacity(name.len());
     for c in name.chars() {
         if matches!(c, '*' | '?' | '[' | ']' | '\\') {
