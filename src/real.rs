@@ -4,6 +4,7 @@
 
 use std::fs;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
@@ -11,16 +12,19 @@ use lockcheck_checker::{
     analyze, default_checkers, write_events, Analysis, Event, HistoryBuilder, Verdict,
 };
 use lockcheck_reports::{render_json, render_text, Analyzed, TextOptions};
-use lockcheck_workloads::real::driver::{drive, DriveOptions, StallNemesis};
+use lockcheck_workloads::real::driver::{drive_with, DriveOptions, StallNemesis};
 use lockcheck_workloads::real::etcd::EtcdClient;
+use lockcheck_workloads::real::nemesis::{self, ServerAction, ServerFault, SharedServer};
 use lockcheck_workloads::real::redis::{self as real_redis, RedisClient, RedisRecipe};
 use lockcheck_workloads::real::redlock::RedlockClient;
 use lockcheck_workloads::real::semaphore::{self, RedisSemaphoreClient};
-use lockcheck_workloads::real::servers::{ManagedServer, ServerKind};
+use lockcheck_workloads::real::servers::{ManagedServer, ServerKind, ServerOptions};
 use lockcheck_workloads::real::sql::{SqlClient, SqlRecipe};
 use lockcheck_workloads::real::storage::Storage;
 use lockcheck_workloads::real::{ClientConfig, RealError};
-use lockcheck_workloads::{Workload, WorkloadOptions};
+use lockcheck_workloads::{SharedRecorder, Workload, WorkloadOptions};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
 
 use crate::args::{CheckArgs, Format};
 use crate::check::{check_options, random_seed, utc_stamp};
@@ -39,6 +43,10 @@ pub enum RealBackend {
     Etcd,
     Sql(SqlRecipe),
 }
+
+/// Mixed into the seed for the server faults' schedule, so that it is not
+/// the client stalls' schedule.
+const SERVER_FAULT_SEED: u64 = 0x5e47_e4fa_0175;
 
 /// A semaphore's permits, as the simulator's.
 const PERMITS: u32 = 2;
@@ -86,13 +94,24 @@ struct Servers {
     redis: Vec<String>,
     mysql: Option<String>,
     etcd: Vec<String>,
-    managed: Vec<ManagedServer>,
+    /// The private servers that hold the locks: the nemesis' targets.
+    lock: Vec<SharedServer>,
+    /// The other private servers (the storage's PostgreSQL).
+    other: Vec<ManagedServer>,
 }
 
 impl Servers {
-    fn start(&mut self, kind: ServerKind, count: usize) -> Result<Vec<String>, RealError> {
+    /// Starts `count` private servers of `kind`; `lock`: they hold the
+    /// locks (the storage's PostgreSQL may too: the postgres-* backends).
+    fn start(
+        &mut self,
+        kind: ServerKind,
+        count: usize,
+        lock: bool,
+        options: &ServerOptions,
+    ) -> Result<Vec<String>, RealError> {
         let started = Instant::now();
-        let servers = ManagedServer::start_many(kind, count, &Default::default())?;
+        let servers = ManagedServer::start_many(kind, count, options)?;
         let urls: Vec<String> = servers.iter().map(ManagedServer::url).collect();
         eprintln!(
             "started {count} private {} on {} ({:.1} s)",
@@ -100,28 +119,34 @@ impl Servers {
             urls.join(", "),
             started.elapsed().as_secs_f64()
         );
-        self.managed.extend(servers);
+        if lock {
+            self.lock.extend(servers.into_iter().map(|server| Arc::new(Mutex::new(server))));
+        } else {
+            self.other.extend(servers);
+        }
         Ok(urls)
     }
 
     fn for_backend(args: &CheckArgs, backend: RealBackend) -> Result<Servers, RealError> {
         let mut servers = Servers::default();
+        let options = ServerOptions { persistent: args.persistent, ..ServerOptions::default() };
+        let postgres_locks = matches!(backend, RealBackend::Sql(recipe) if !recipe.is_mysql());
         servers.storage = match &args.postgres_url {
             Some(url) => url.clone(),
-            None => servers.start(ServerKind::Postgres, 1)?.remove(0),
+            None => servers.start(ServerKind::Postgres, 1, postgres_locks, &options)?.remove(0),
         };
         match backend {
             RealBackend::Redis(_) | RealBackend::Semaphore { .. } | RealBackend::Redlock => {
                 let count = if backend == RealBackend::Redlock { REDLOCK_INSTANCES } else { 1 };
                 servers.redis = if args.redis_url.is_empty() {
-                    servers.start(ServerKind::Redis, count)?
+                    servers.start(ServerKind::Redis, count, true, &options)?
                 } else {
                     args.redis_url.clone()
                 };
             }
             RealBackend::Etcd => {
                 servers.etcd = if args.etcd_url.is_empty() {
-                    servers.start(ServerKind::Etcd, 1)?
+                    servers.start(ServerKind::Etcd, 1, true, &options)?
                 } else {
                     args.etcd_url.clone()
                 };
@@ -129,30 +154,85 @@ impl Servers {
             RealBackend::Sql(recipe) if recipe.is_mysql() => {
                 servers.mysql = Some(match &args.mysql_url {
                     Some(url) => url.clone(),
-                    None => servers.start(ServerKind::Mariadb, 1)?.remove(0),
+                    None => servers.start(ServerKind::Mariadb, 1, true, &options)?.remove(0),
                 });
             }
             RealBackend::Sql(_) => {}
         }
         Ok(servers)
     }
+
+    /// The lock servers' names in the history: `redis-0`, `postgres-0`, …
+    fn lock_names(&self) -> Vec<String> {
+        self.lock
+            .iter()
+            .enumerate()
+            .map(|(at, server)| {
+                let server = server.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                format!("{}-{at}", server.kind().name())
+            })
+            .collect()
+    }
+}
+
+/// The faults a real run has on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Faults {
+    /// Client stalls longer than the TTL: the GC pause.
+    pause: bool,
+    /// SIGSTOP, later SIGCONT, of a lock server.
+    sigstop: bool,
+    /// SIGKILL, later a restart, of lock servers.
+    kill: bool,
+}
+
+impl Faults {
+    fn names(self) -> String {
+        let names: Vec<&str> =
+            [(self.pause, "pause"), (self.sigstop, "sigstop"), (self.kill, "kill")]
+                .iter()
+                .filter(|(on, _)| *on)
+                .map(|(_, name)| *name)
+                .collect();
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(",")
+        }
+    }
 }
 
 /// What a real run takes from the arguments, or what is wrong with them.
-fn plan(args: &CheckArgs, backend: RealBackend) -> Result<(Workload, bool), String> {
+fn plan(args: &CheckArgs, backend: RealBackend) -> Result<(Workload, Faults), String> {
     let workload = args.workload()?;
     let nemesis = args.nemesis.as_deref().unwrap_or("pause");
-    let mut pause = false;
+    let mut faults = Faults::default();
     for name in nemesis.split(',').map(str::trim).filter(|name| !name.is_empty()) {
         match name {
             "none" => {}
-            "pause" => pause = true,
+            "pause" => faults.pause = true,
+            "sigstop" => faults.sigstop = true,
+            "kill" => faults.kill = true,
             other => {
                 return Err(format!(
-                    "the fault {other:?} is not available against real servers yet: use pause (client stalls) or none; the simulated backends (sim-*) have every fault"
+                    "the fault {other:?} is not available against real servers yet: use pause (client stalls), sigstop (SIGSTOP of a lock server), kill (SIGKILL and restart of a lock server) or none; the simulated backends (sim-*) have every fault"
                 ))
             }
         }
+    }
+    let given_url = match backend {
+        RealBackend::Redis(_) | RealBackend::Semaphore { .. } | RealBackend::Redlock => {
+            !args.redis_url.is_empty()
+        }
+        RealBackend::Etcd => !args.etcd_url.is_empty(),
+        RealBackend::Sql(recipe) if recipe.is_mysql() => args.mysql_url.is_some(),
+        RealBackend::Sql(_) => args.postgres_url.is_some(),
+    };
+    if (faults.kill || faults.sigstop) && given_url {
+        return Err(
+            "kill and sigstop need the lock servers lockcheck starts itself: leave out the --*-url of the lock service"
+                .to_string(),
+        );
     }
     if backend == RealBackend::Redlock && !args.redis_url.is_empty() {
         if args.redis_url.len() < 3 {
@@ -164,10 +244,8 @@ fn plan(args: &CheckArgs, backend: RealBackend) -> Result<(Workload, bool), Stri
     } else if args.redis_url.len() > 1 {
         return Err(format!("{} uses one Redis: --redis-url has several", backend.name()));
     }
-    if args.swarm || args.seeds > 1 || args.persistent {
-        return Err(
-            "--swarm, --seeds and --persistent apply to the simulated backends only".to_string()
-        );
+    if args.swarm || args.seeds > 1 {
+        return Err("--swarm and --seeds apply to the simulated backends only".to_string());
     }
     if args.clients == 0 || args.locks == 0 {
         return Err("--clients and --locks must be at least 1".to_string());
@@ -179,11 +257,11 @@ fn plan(args: &CheckArgs, backend: RealBackend) -> Result<(Workload, bool), Stri
     if args.time_limit.is_zero() || args.time_limit > Duration::from_secs(24 * 3600) {
         return Err("--time-limit must be between 1ms and 24h".to_string());
     }
-    Ok((workload, pause))
+    Ok((workload, faults))
 }
 
 pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
-    let (workload, pause) = match plan(args, backend) {
+    let (workload, faults) = match plan(args, backend) {
         Ok(plan) => plan,
         Err(message) => {
             eprintln!("lockcheck: {message}");
@@ -223,14 +301,42 @@ pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
         clients: args.clients,
         time_limit: args.time_limit,
         seed,
-        stall: pause.then(StallNemesis::default),
+        stall: faults.pause.then(StallNemesis::default),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     let started = Instant::now();
-    let events = match runtime.block_on(drive_backend(args, backend, &servers, &options)) {
+    let mut rng = SmallRng::seed_from_u64(seed ^ SERVER_FAULT_SEED);
+    let actions: Vec<ServerAction> =
+        [(faults.sigstop, ServerAction::Pause), (faults.kill, ServerAction::Kill)]
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, action)| *action)
+            .collect();
+    // Redlock's delayed restart: a crashed instance stays down longer than
+    // any lease it may have granted.
+    let min_down = match backend {
+        RealBackend::Redlock => Duration::from_millis(ttl_ms * 3 / 2),
+        _ => Duration::ZERO,
+    };
+    let server_faults = nemesis::schedule(
+        &actions,
+        servers.lock.len(),
+        ttl_ms,
+        min_down,
+        args.time_limit,
+        &mut rng,
+    );
+    let names = servers.lock_names();
+    let events = match runtime.block_on(drive_backend(
+        args,
+        backend,
+        &servers,
+        &options,
+        (&server_faults, &names),
+    )) {
         Ok(events) => events,
         Err(error) => return Ok(unavailable(&error)),
     };
@@ -272,7 +378,7 @@ pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
             text.push_str(&format!(
                 "ran {wall_s:.1} s against real servers, {lock_ops} lock operations ({:.0}/s); faults: {}\n",
                 lock_ops as f64 / wall_s.max(1e-9),
-                if pause { "pause" } else { "none" },
+                faults.names(),
             ));
             if let Some(dir) = &dir {
                 text.push_str(&format!("stored in {}\n", dir.display()));
@@ -303,7 +409,12 @@ async fn drive_backend(
     backend: RealBackend,
     servers: &Servers,
     options: &DriveOptions,
+    (faults, names): (&[ServerFault], &[String]),
 ) -> Result<Vec<Event>, RealError> {
+    let lock_servers = &servers.lock;
+    let nemesis = |recorder: SharedRecorder, start| async move {
+        nemesis::run(faults, lock_servers, names, &recorder, start).await
+    };
     let workload = &options.workload;
     let mut resources = workload.resources.clone();
     if matches!(workload.workload, Workload::Cron | Workload::CronRelease) {
@@ -323,28 +434,37 @@ async fn drive_backend(
             let url = &servers.redis[0];
             real_redis::prepare(url, locks).await?;
             let fencing = !args.no_fencing;
-            drive(options, |logical, stall| {
-                let config = config(logical);
-                async move {
-                    let client = RedisClient::connect(url, recipe, fencing, stall, &config).await?;
-                    Ok(match recipe {
-                        RedisRecipe::LostReply => client
-                            .lose_replies(LOST_REPLY_CHANCE, options.seed ^ u64::from(logical)),
-                        _ => client,
-                    })
-                }
-            })
+            drive_with(
+                options,
+                |logical, stall| {
+                    let config = config(logical);
+                    async move {
+                        let client =
+                            RedisClient::connect(url, recipe, fencing, stall, &config).await?;
+                        Ok(match recipe {
+                            RedisRecipe::LostReply => client
+                                .lose_replies(LOST_REPLY_CHANCE, options.seed ^ u64::from(logical)),
+                            _ => client,
+                        })
+                    }
+                },
+                nemesis,
+            )
             .await
         }
         RealBackend::Semaphore { client_clock } => {
             let url = &servers.redis[0];
             semaphore::prepare(url, locks).await?;
-            drive(options, |logical, _stall| {
-                let config = config(logical);
-                async move {
-                    RedisSemaphoreClient::connect(url, PERMITS, client_clock, &config).await
-                }
-            })
+            drive_with(
+                options,
+                |logical, _stall| {
+                    let config = config(logical);
+                    async move {
+                        RedisSemaphoreClient::connect(url, PERMITS, client_clock, &config).await
+                    }
+                },
+                nemesis,
+            )
             .await
         }
         RealBackend::Redlock => {
@@ -352,27 +472,39 @@ async fn drive_backend(
                 real_redis::prepare(url, locks).await?;
             }
             let urls = &servers.redis;
-            drive(options, |logical, _stall| {
-                let config = config(logical);
-                async move { RedlockClient::connect(urls, &config).await }
-            })
+            drive_with(
+                options,
+                |logical, _stall| {
+                    let config = config(logical);
+                    async move { RedlockClient::connect(urls, &config).await }
+                },
+                nemesis,
+            )
             .await
         }
         RealBackend::Etcd => {
             let endpoints = &servers.etcd;
-            drive(options, |logical, _stall| {
-                let config = config(logical);
-                async move { EtcdClient::connect(endpoints, &config).await }
-            })
+            drive_with(
+                options,
+                |logical, _stall| {
+                    let config = config(logical);
+                    async move { EtcdClient::connect(endpoints, &config).await }
+                },
+                nemesis,
+            )
             .await
         }
         RealBackend::Sql(recipe) => {
             let url = servers.mysql.as_ref().unwrap_or(&servers.storage);
             SqlClient::prepare(url, recipe).await?;
-            drive(options, |logical, _stall| {
-                let config = config(logical);
-                async move { SqlClient::connect(url, recipe, &config).await }
-            })
+            drive_with(
+                options,
+                |logical, _stall| {
+                    let config = config(logical);
+                    async move { SqlClient::connect(url, recipe, &config).await }
+                },
+                nemesis,
+            )
             .await
         }
     }
@@ -404,6 +536,9 @@ fn rerun_command(args: &CheckArgs, backend: RealBackend, seed: u64) -> String {
     }
     if args.no_fencing {
         command.push_str(" --no-fencing");
+    }
+    if args.persistent {
+        command.push_str(" --persistent");
     }
     command
 }

@@ -89,7 +89,7 @@ fn a_postgres_lease_table_breaks_under_stalls_and_advisory_locks_do_not() {
 
 #[test]
 fn faults_not_yet_real_and_bad_urls_are_usage_errors() {
-    let output = check("redis", "kill", 1);
+    let output = check("redis", "clock", 1);
     assert_eq!(output.status.code(), Some(64), "{}", both(&output));
     assert!(String::from_utf8_lossy(&output.stderr).contains("pause"), "{}", both(&output));
     let output = lockcheck(&["check", "--backend", "redlock", "--redis-url", "redis://x:1"]);
@@ -159,4 +159,56 @@ fn ctrl_c_mid_run_leaves_no_server_running() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(servers_of(pid), Vec::<String>::new(), "servers outlived lockcheck");
+}
+
+/// How many nemesis events (fault starts and stops) the run recorded.
+fn nemesis_events(output: &Output) -> u64 {
+    let document: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|error| panic!("not a JSON report ({error}): {}", both(output)));
+    document["histories"][0]["summary"]["nemesis_events"].as_u64().unwrap_or_default()
+}
+
+fn check_with(args: &[&str]) -> Output {
+    let mut all = vec!["check", "--ttl", "500ms", "--seed", "1", "--no-store", "--format", "json"];
+    all.extend_from_slice(args);
+    lockcheck(&all)
+}
+
+#[test]
+fn a_redis_killed_without_persistence_repeats_tokens_and_with_it_stays_safe() {
+    let forgetful = check_with(&["--backend", "redis", "--nemesis", "kill", "--time-limit", "10s"]);
+    assert_eq!(forgetful.status.code(), Some(1), "{}", both(&forgetful));
+    let found = verdicts(&forgetful);
+    assert!(
+        ["mutual-exclusion", "fence-monotonicity"]
+            .iter()
+            .any(|checker| verdict_of(&found, checker) == "invalid"),
+        "{found:?}"
+    );
+    assert!(nemesis_events(&forgetful) >= 2, "no kill struck: {}", both(&forgetful));
+    let persistent = check_with(&[
+        "--backend",
+        "redis",
+        "--nemesis",
+        "kill",
+        "--persistent",
+        "--time-limit",
+        "10s",
+    ]);
+    assert_eq!(persistent.status.code(), Some(0), "appendfsync always: {}", both(&persistent));
+    assert!(nemesis_events(&persistent) >= 2, "no kill struck: {}", both(&persistent));
+}
+
+#[test]
+fn redlock_with_a_delayed_restart_stays_safe_when_instances_are_killed() {
+    let output = check_with(&["--backend", "redlock", "--nemesis", "kill", "--time-limit", "10s"]);
+    assert_eq!(output.status.code(), Some(0), "{}", both(&output));
+    assert!(nemesis_events(&output) >= 2, "no kill struck: {}", both(&output));
+}
+
+#[test]
+fn a_redis_server_stopped_and_continued_stays_safe() {
+    let output = check_with(&["--backend", "redis", "--nemesis", "sigstop", "--time-limit", "8s"]);
+    assert_eq!(output.status.code(), Some(0), "{}", both(&output));
+    assert!(nemesis_events(&output) >= 2, "no SIGSTOP struck: {}", both(&output));
 }

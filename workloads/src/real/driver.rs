@@ -105,6 +105,24 @@ where
     F: Fn(u32, Stall) -> Fut,
     Fut: Future<Output = Result<C, RealError>>,
 {
+    drive_with(options, connect, |_, _| async { Ok(()) }).await
+}
+
+/// As [`drive`], with another nemesis running beside the clients (the
+/// server faults of `nemesis.rs`), given the recorder and the test's start.
+/// Its error ends the test with that error.
+pub async fn drive_with<C, F, Fut, N, NFut>(
+    options: &DriveOptions,
+    connect: F,
+    nemesis: N,
+) -> Result<Vec<Event>, RealError>
+where
+    C: LockClient,
+    F: Fn(u32, Stall) -> Fut,
+    Fut: Future<Output = Result<C, RealError>>,
+    N: FnOnce(SharedRecorder, Instant) -> NFut,
+    NFut: Future<Output = Result<(), RealError>>,
+{
     let mut rng = SmallRng::seed_from_u64(options.seed);
     let faults = match &options.stall {
         Some(nemesis) => stall_schedule(nemesis, options, &mut rng),
@@ -128,7 +146,13 @@ where
             run_client(&mut client, &plan, &options.workload, client_rng, recorder, stall).await;
         }
     });
-    join(join_all(runs), stall_clients(&faults, &stalls, &recorder, start)).await;
+    let server_faults = nemesis(recorder.clone(), start);
+    let ((_, ()), faulted) = join(
+        join(join_all(runs), stall_clients(&faults, &stalls, &recorder, start)),
+        server_faults,
+    )
+    .await;
+    faulted?;
     Ok(events(recorder))
 }
 

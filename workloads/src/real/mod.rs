@@ -6,6 +6,7 @@ use std::time::Duration;
 
 pub mod driver;
 pub mod etcd;
+pub mod nemesis;
 pub mod redis;
 pub mod redlock;
 pub mod semaphore;

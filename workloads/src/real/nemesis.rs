@@ -1,0 +1,191 @@
+//! Faults against the servers lockcheck manages: SIGSTOP of a lock server
+//! (`sigstop`) and SIGKILL then restart (`kill`), on a schedule like the
+//! simulator's, each start and stop recorded as a nemesis operation.
+//!
+//! Server operations block (a restart waits until the server answers), so
+//! they run on tokio's blocking pool while the clients go on.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lockcheck_checker::{EventType, Function, Process};
+use rand::rngs::SmallRng;
+use rand::Rng;
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::servers::ManagedServer;
+use super::RealError;
+use crate::SharedRecorder;
+
+/// What a server fault does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerAction {
+    /// SIGSTOP until the fault ends, then SIGCONT.
+    Pause,
+    /// SIGKILL at the start, restarted (same port, same data) at the end.
+    Kill,
+}
+
+impl ServerAction {
+    fn name(self) -> &'static str {
+        match self {
+            ServerAction::Pause => "sigstop",
+            ServerAction::Kill => "kill",
+        }
+    }
+}
+
+/// One server fault: `servers` (indices into the lock servers) from `start`
+/// to `end` after the test began.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerFault {
+    pub start: Duration,
+    pub end: Duration,
+    pub action: ServerAction,
+    pub servers: Vec<usize>,
+}
+
+/// The lock servers a nemesis may strike, shared with whoever stops them at
+/// the end.
+pub type SharedServer = Arc<Mutex<ManagedServer>>;
+
+/// The schedule: after a quiet second, a fault of one of `actions` lasts
+/// half a TTL to two TTLs (a kill at least `min_down`: Redlock's delayed
+/// restart), then a quiet gap of one to three TTLs; all are over a quiet
+/// period (3 TTLs) before the end. A kill may take out up to a majority of
+/// several servers at once.
+pub fn schedule(
+    actions: &[ServerAction],
+    servers: usize,
+    ttl_ms: u64,
+    min_down: Duration,
+    time_limit: Duration,
+    rng: &mut SmallRng,
+) -> Vec<ServerFault> {
+    let mut faults = Vec::new();
+    let quiet_start = Duration::from_secs(1).min(time_limit / 10);
+    let quiet_end = Duration::from_millis(ttl_ms * 3).min(time_limit / 5);
+    if actions.is_empty() || servers == 0 || time_limit <= quiet_start + quiet_end {
+        return faults;
+    }
+    let ttl = ttl_ms.max(2);
+    let last = time_limit - quiet_end;
+    let mut at = quiet_start;
+    loop {
+        let action = actions[rng.gen_range(0..actions.len())];
+        let mut length = Duration::from_millis(rng.gen_range(ttl / 2..=ttl * 2));
+        if action == ServerAction::Kill {
+            length = length.max(min_down);
+        }
+        let end = at + length;
+        if end > last {
+            break;
+        }
+        let first = rng.gen_range(0..servers);
+        let spread = match action {
+            ServerAction::Kill if servers > 1 => rng.gen_range(1..=servers / 2 + 1),
+            _ => 1,
+        };
+        let struck = (0..spread).map(|at| (first + at) % servers).collect();
+        faults.push(ServerFault { start: at, end, action, servers: struck });
+        at = end + Duration::from_millis(rng.gen_range(ttl..=ttl * 3));
+    }
+    faults
+}
+
+fn record(recorder: &SharedRecorder, fault: &ServerFault, names: &[String], f: Function) {
+    let targets: Vec<&str> = fault.servers.iter().map(|&at| names[at].as_str()).collect();
+    recorder.lock().expect("the recorder is never poisoned").record(
+        Process::Nemesis,
+        EventType::Info,
+        f,
+        None,
+        json!({ "fault": fault.action.name(), "targets": targets }),
+        None,
+    );
+}
+
+/// Does `action`'s start or stop to one server, off the runtime's thread.
+async fn strike(
+    server: SharedServer,
+    action: ServerAction,
+    starting: bool,
+) -> Result<(), RealError> {
+    let done = tokio::task::spawn_blocking(move || {
+        let mut server = server.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match (action, starting) {
+            (ServerAction::Pause, true) => server.pause(),
+            (ServerAction::Pause, false) => server.resume(),
+            (ServerAction::Kill, true) => {
+                server.crash();
+                Ok(())
+            }
+            (ServerAction::Kill, false) => server.restart(),
+        }
+    })
+    .await;
+    done.unwrap_or_else(|error| {
+        Err(RealError::Server {
+            what: "nemesis",
+            reason: format!("the fault's task failed: {error}"),
+        })
+    })
+}
+
+/// Carries out `faults` against `servers` (named `names` in the history),
+/// from `start`. A server that cannot be resumed or restarted ends the test
+/// with an error: the history would no longer say what happened.
+pub async fn run(
+    faults: &[ServerFault],
+    servers: &[SharedServer],
+    names: &[String],
+    recorder: &SharedRecorder,
+    start: Instant,
+) -> Result<(), RealError> {
+    for fault in faults {
+        tokio::time::sleep_until(start + fault.start).await;
+        for &at in &fault.servers {
+            strike(servers[at].clone(), fault.action, true).await?;
+        }
+        record(recorder, fault, names, Function::Start);
+        tokio::time::sleep_until(start + fault.end).await;
+        for &at in &fault.servers {
+            strike(servers[at].clone(), fault.action, false).await?;
+        }
+        record(recorder, fault, names, Function::Stop);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+
+    #[test]
+    fn the_schedule_follows_the_seed_heals_before_the_end_and_keeps_kills_down() {
+        let plan = |seed| {
+            schedule(
+                &[ServerAction::Pause, ServerAction::Kill],
+                5,
+                500,
+                Duration::from_millis(750),
+                Duration::from_secs(30),
+                &mut SmallRng::seed_from_u64(seed),
+            )
+        };
+        let faults = plan(1);
+        assert_eq!(faults, plan(1));
+        assert_ne!(faults, plan(2));
+        assert!(faults.len() > 5, "{faults:?}");
+        for fault in &faults {
+            assert!(fault.end <= Duration::from_millis(30_000 - 1_500), "{fault:?}");
+            assert!(fault.servers.len() <= 3 && !fault.servers.is_empty(), "{fault:?}");
+            if fault.action == ServerAction::Kill {
+                assert!(fault.end - fault.start >= Duration::from_millis(750), "{fault:?}");
+            }
+        }
+    }
+}
