@@ -173,8 +173,10 @@ pub struct CheckArgs {
     #[arg(long, default_value = "fenced-write")]
     pub workload: String,
     /// Faults, a comma list of pause, clock, kill, delay, loss, skew,
-    /// failover, partition; or none. [default: pause,clock,kill,delay,loss
-    /// on a simulated backend; pause (client stalls) on a real one]
+    /// failover, partition; or none. Against real servers: pause (client
+    /// stalls), sigstop (SIGSTOP of a lock server), kill (SIGKILL and
+    /// restart). [default: pause,clock,kill,delay,loss on a simulated
+    /// backend; pause on a real one]
     #[arg(long)]
     pub nemesis: Option<String>,
     /// A real backend's Redis (a comma list of five for redlock) [default:
@@ -226,7 +228,7 @@ pub struct CheckArgs {
     #[arg(long)]
     pub no_fencing: bool,
     /// The lock server keeps its keys across a restart (a lease table's
-    /// database always does).
+    /// database always does; a real Redis gets an fsynced append-only file).
     #[arg(long)]
     pub persistent: bool,
     /// Time the linearizability search may take per run before it gives up
