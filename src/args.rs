@@ -175,7 +175,7 @@ pub struct CheckArgs {
     /// Faults, a comma list of pause, clock, kill, delay, loss, skew,
     /// failover, partition; or none. Against real servers: pause (client
     /// stalls), sigstop (SIGSTOP of a lock server), kill (SIGKILL and
-    /// restart). [default: pause,clock,kill,delay,loss on a simulated
+    /// restart), conn-kill (the SQL server ends the lock sessions). [default: pause,clock,kill,delay,loss on a simulated
     /// backend; pause on a real one]
     #[arg(long)]
     pub nemesis: Option<String>,

@@ -184,16 +184,22 @@ struct Faults {
     sigstop: bool,
     /// SIGKILL, later a restart, of lock servers.
     kill: bool,
+    /// The SQL server ends the lock sessions.
+    conn_kill: bool,
 }
 
 impl Faults {
     fn names(self) -> String {
-        let names: Vec<&str> =
-            [(self.pause, "pause"), (self.sigstop, "sigstop"), (self.kill, "kill")]
-                .iter()
-                .filter(|(on, _)| *on)
-                .map(|(_, name)| *name)
-                .collect();
+        let names: Vec<&str> = [
+            (self.pause, "pause"),
+            (self.sigstop, "sigstop"),
+            (self.kill, "kill"),
+            (self.conn_kill, "conn-kill"),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, name)| *name)
+        .collect();
         if names.is_empty() {
             "none".to_string()
         } else {
@@ -213,9 +219,16 @@ fn plan(args: &CheckArgs, backend: RealBackend) -> Result<(Workload, Faults), St
             "pause" => faults.pause = true,
             "sigstop" => faults.sigstop = true,
             "kill" => faults.kill = true,
+            "conn-kill" if matches!(backend, RealBackend::Sql(_)) => faults.conn_kill = true,
+            "conn-kill" => {
+                return Err(format!(
+                    "conn-kill ends SQL sessions: it applies to the postgres-* and mysql-* backends, not {}",
+                    backend.name()
+                ))
+            }
             other => {
                 return Err(format!(
-                    "the fault {other:?} is not available against real servers yet: use pause (client stalls), sigstop (SIGSTOP of a lock server), kill (SIGKILL and restart of a lock server) or none; the simulated backends (sim-*) have every fault"
+                    "the fault {other:?} is not available against real servers yet: use pause (client stalls), sigstop (SIGSTOP of a lock server), kill (SIGKILL and restart of a lock server), conn-kill (the SQL server ends the lock sessions) or none; the simulated backends (sim-*) have every fault"
                 ))
             }
         }
@@ -309,12 +322,15 @@ pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
         .context("cannot start the async runtime")?;
     let started = Instant::now();
     let mut rng = SmallRng::seed_from_u64(seed ^ SERVER_FAULT_SEED);
-    let actions: Vec<ServerAction> =
-        [(faults.sigstop, ServerAction::Pause), (faults.kill, ServerAction::Kill)]
-            .iter()
-            .filter(|(on, _)| *on)
-            .map(|(_, action)| *action)
-            .collect();
+    let actions: Vec<ServerAction> = [
+        (faults.sigstop, ServerAction::Pause),
+        (faults.kill, ServerAction::Kill),
+        (faults.conn_kill, ServerAction::ConnKill),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, action)| *action)
+    .collect();
     // Redlock's delayed restart: a crashed instance stays down longer than
     // any lease it may have granted.
     let min_down = match backend {
@@ -412,8 +428,15 @@ async fn drive_backend(
     (faults, names): (&[ServerFault], &[String]),
 ) -> Result<Vec<Event>, RealError> {
     let lock_servers = &servers.lock;
+    let sessions = match backend {
+        RealBackend::Sql(recipe) if recipe.is_mysql() => {
+            servers.mysql.as_deref().map(|url| (url, true))
+        }
+        RealBackend::Sql(_) => Some((servers.storage.as_str(), false)),
+        _ => None,
+    };
     let nemesis = |recorder: SharedRecorder, start| async move {
-        nemesis::run(faults, lock_servers, names, &recorder, start).await
+        nemesis::run(faults, lock_servers, names, sessions, &recorder, start).await
     };
     let workload = &options.workload;
     let mut resources = workload.resources.clone();

@@ -25,6 +25,9 @@ pub enum ServerAction {
     Pause,
     /// SIGKILL at the start, restarted (same port, same data) at the end.
     Kill,
+    /// The server ends every lock session at the start (no server process
+    /// is touched: it works on servers given by URL too).
+    ConnKill,
 }
 
 impl ServerAction {
@@ -32,6 +35,7 @@ impl ServerAction {
         match self {
             ServerAction::Pause => "sigstop",
             ServerAction::Kill => "kill",
+            ServerAction::ConnKill => "conn-kill",
         }
     }
 }
@@ -66,14 +70,21 @@ pub fn schedule(
     let mut faults = Vec::new();
     let quiet_start = Duration::from_secs(1).min(time_limit / 10);
     let quiet_end = Duration::from_millis(ttl_ms * 3).min(time_limit / 5);
-    if actions.is_empty() || servers == 0 || time_limit <= quiet_start + quiet_end {
+    let only_sessions = actions.iter().all(|&action| action == ServerAction::ConnKill);
+    if actions.is_empty()
+        || (servers == 0 && !only_sessions)
+        || time_limit <= quiet_start + quiet_end
+    {
         return faults;
     }
     let ttl = ttl_ms.max(2);
     let last = time_limit - quiet_end;
     let mut at = quiet_start;
     loop {
-        let action = actions[rng.gen_range(0..actions.len())];
+        let mut action = actions[rng.gen_range(0..actions.len())];
+        if servers == 0 {
+            action = ServerAction::ConnKill;
+        }
         let mut length = Duration::from_millis(rng.gen_range(ttl / 2..=ttl * 2));
         if action == ServerAction::Kill {
             length = length.max(min_down);
@@ -82,26 +93,40 @@ pub fn schedule(
         if end > last {
             break;
         }
-        let first = rng.gen_range(0..servers);
-        let spread = match action {
-            ServerAction::Kill if servers > 1 => rng.gen_range(1..=servers / 2 + 1),
-            _ => 1,
+        let struck = if action == ServerAction::ConnKill {
+            Vec::new()
+        } else {
+            let first = rng.gen_range(0..servers);
+            let spread = match action {
+                ServerAction::Kill if servers > 1 => rng.gen_range(1..=servers / 2 + 1),
+                _ => 1,
+            };
+            (0..spread).map(|at| (first + at) % servers).collect()
         };
-        let struck = (0..spread).map(|at| (first + at) % servers).collect();
         faults.push(ServerFault { start: at, end, action, servers: struck });
         at = end + Duration::from_millis(rng.gen_range(ttl..=ttl * 3));
     }
     faults
 }
 
-fn record(recorder: &SharedRecorder, fault: &ServerFault, names: &[String], f: Function) {
+fn record(
+    recorder: &SharedRecorder,
+    fault: &ServerFault,
+    names: &[String],
+    f: Function,
+    sessions: Option<u64>,
+) {
     let targets: Vec<&str> = fault.servers.iter().map(|&at| names[at].as_str()).collect();
+    let mut value = json!({ "fault": fault.action.name(), "targets": targets });
+    if let Some(sessions) = sessions {
+        value["sessions"] = json!(sessions);
+    }
     recorder.lock().expect("the recorder is never poisoned").record(
         Process::Nemesis,
         EventType::Info,
         f,
         None,
-        json!({ "fault": fault.action.name(), "targets": targets }),
+        value,
         None,
     );
 }
@@ -122,6 +147,7 @@ async fn strike(
                 Ok(())
             }
             (ServerAction::Kill, false) => server.restart(),
+            (ServerAction::ConnKill, _) => Ok(()),
         }
     })
     .await;
@@ -133,27 +159,39 @@ async fn strike(
     })
 }
 
+/// Where the conn-kill fault ends sessions: a SQL server's URL, and whether
+/// it is MySQL/MariaDB.
+pub type Sessions<'a> = Option<(&'a str, bool)>;
+
 /// Carries out `faults` against `servers` (named `names` in the history),
-/// from `start`. A server that cannot be resumed or restarted ends the test
-/// with an error: the history would no longer say what happened.
+/// and conn-kill against `sessions`, from `start`. A server that cannot be
+/// resumed or restarted ends the test with an error: the history would no
+/// longer say what happened.
 pub async fn run(
     faults: &[ServerFault],
     servers: &[SharedServer],
     names: &[String],
+    sessions: Sessions<'_>,
     recorder: &SharedRecorder,
     start: Instant,
 ) -> Result<(), RealError> {
     for fault in faults {
         tokio::time::sleep_until(start + fault.start).await;
+        let mut killed = None;
+        if fault.action == ServerAction::ConnKill {
+            if let Some((url, mysql)) = sessions {
+                killed = Some(super::sql::kill_lock_sessions(url, mysql).await?);
+            }
+        }
         for &at in &fault.servers {
             strike(servers[at].clone(), fault.action, true).await?;
         }
-        record(recorder, fault, names, Function::Start);
+        record(recorder, fault, names, Function::Start, killed);
         tokio::time::sleep_until(start + fault.end).await;
         for &at in &fault.servers {
             strike(servers[at].clone(), fault.action, false).await?;
         }
-        record(recorder, fault, names, Function::Stop);
+        record(recorder, fault, names, Function::Stop, None);
     }
     Ok(())
 }
@@ -176,6 +214,16 @@ mod tests {
                 &mut SmallRng::seed_from_u64(seed),
             )
         };
+        let sessions = schedule(
+            &[ServerAction::ConnKill],
+            0,
+            500,
+            Duration::ZERO,
+            Duration::from_secs(30),
+            &mut SmallRng::seed_from_u64(1),
+        );
+        assert!(!sessions.is_empty(), "conn-kill needs no managed server");
+        assert!(sessions.iter().all(|fault| fault.servers.is_empty()));
         let faults = plan(1);
         assert_eq!(faults, plan(1));
         assert_ne!(faults, plan(2));

@@ -212,9 +212,60 @@ fn fence_of(grant: &Grant) -> i64 {
     grant.fence.and_then(|fence| i64::try_from(fence).ok()).unwrap_or(-1)
 }
 
+/// The `application_name` of the PostgreSQL sessions that hold locks.
+pub const LOCK_SESSION_NAME: &str = "lockcheck-lock";
+
+/// The server ends every lock session of this test (`pg_terminate_backend`
+/// on PostgreSQL, `KILL CONNECTION` on MySQL/MariaDB): the conn-kill fault.
+/// Session-bound locks are freed while their clients still believe they
+/// hold them. Returns how many sessions were ended.
+pub async fn kill_lock_sessions(url: &str, mysql: bool) -> Result<u64, RealError> {
+    let failed = |reason: String| RealError::Setup { what: "conn-kill", reason };
+    if mysql {
+        let opts = mysql_async::Opts::from_url(url).map_err(|error| failed(error.to_string()))?;
+        let mut conn =
+            mysql_async::Conn::new(opts).await.map_err(|error| failed(error.to_string()))?;
+        let ids: Vec<u64> = conn
+            .query(
+                "SELECT ID FROM information_schema.PROCESSLIST \
+                 WHERE ID <> CONNECTION_ID() AND DB = DATABASE() AND COMMAND <> 'Daemon'",
+            )
+            .await
+            .map_err(|error| failed(error.to_string()))?;
+        let mut killed = 0;
+        for id in ids {
+            // Gone already, or not ours to kill: either way not a lock session now.
+            if conn.query_drop(format!("KILL CONNECTION {id}")).await.is_ok() {
+                killed += 1;
+            }
+        }
+        let _ = conn.disconnect().await;
+        return Ok(killed);
+    }
+    let (client, connection) =
+        tokio_postgres::connect(url, NoTls).await.map_err(|error| failed(error.to_string()))?;
+    let connection = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let rows = client
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = $1 AND pid <> pg_backend_pid()",
+            &[&LOCK_SESSION_NAME],
+        )
+        .await
+        .map_err(|error| failed(error.to_string()));
+    drop(client);
+    let _ = connection.await;
+    Ok(rows?.len() as u64)
+}
+
 impl PgSession {
     async fn open(url: &str) -> Result<PgSession, tokio_postgres::Error> {
-        let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
+        let mut config: tokio_postgres::Config = url.parse()?;
+        // So that the conn-kill nemesis finds the lock sessions, and only them.
+        config.application_name(LOCK_SESSION_NAME);
+        let (client, connection) = config.connect(NoTls).await?;
         // The connection's own error surfaces to the pending and next queries.
         let connection = tokio::spawn(async move {
             let _ = connection.await;
