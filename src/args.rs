@@ -163,7 +163,7 @@ pub struct CheckArgs {
     /// sim-redis-semaphore, sim-etcd (3 members), sim-etcd-5, or a broken
     /// variant (sim-redis-del-release, sim-redis-setnx-expire,
     /// sim-redis-lost-reply, sim-lease-table-client-clock,
-    /// sim-redlock-no-delay, sim-redis-semaphore-client-clock).
+    /// sim-redlock-no-delay, sim-redis-semaphore-client-clock, sim-etcd-no-quorum).
     #[arg(long, default_value = "sim-redis")]
     pub backend: String,
     /// mutex (contention on a few locks), fenced-write (holders write to the
@@ -202,7 +202,8 @@ pub struct CheckArgs {
     /// apply to the consensus backends (sim-etcd).
     #[arg(long, default_value = "client,isolate-one,halves,ring")]
     pub partition_shapes: String,
-    /// Simulated time the clients run for (e.g. 60s, 5m).
+    /// How long the clients run (e.g. 60s, 5m): simulated time, or wall
+    /// time against real servers.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s")]
     pub time_limit: Duration,
     /// Logical clients.
