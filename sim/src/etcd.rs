@@ -32,11 +32,10 @@ use std::time::Duration;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{oneshot, Notify};
 use turmoil::net::{TcpListener, TcpStream, UdpSocket};
 
-use crate::host::{Knobs, PORT};
+use crate::host::{serve_requests, Knobs, PORT};
 use crate::protocol::{Request, Response};
 
 /// The members' hosts; a 3-member cluster uses the first three.
@@ -635,53 +634,22 @@ async fn client_connection(
     wake: Rc<Notify>,
     knobs: Rc<Knobs>,
 ) {
-    let (reader, mut writer) = stream.into_split();
-    let mut reader = BufReader::new(reader);
-    let mut line = String::new();
-    loop {
-        line.clear();
-        match reader.read_line(&mut line).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        while knobs.paused.get() {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        let Ok(request) = serde_json::from_str::<Request>(&line) else {
-            return;
-        };
-        if knobs.chance(knobs.loss.get() / 2.0) {
-            continue; // the request was lost
-        }
-        let Some(command) = command(request) else {
-            return;
-        };
-        let proposed = member.borrow_mut().propose(command);
-        let response = match proposed {
-            Ok(answer) => {
-                wake.notify_one();
-                match answer.await {
-                    Ok(response) => response,
-                    // Leadership lost before it applied: the outcome is
-                    // unknown, and the client times out.
-                    Err(_) => return,
+    serve_requests(stream, &knobs, |request| {
+        let (member, wake) = (member.clone(), wake.clone());
+        async move {
+            let proposed = member.borrow_mut().propose(command(request)?);
+            match proposed {
+                Ok(answer) => {
+                    wake.notify_one();
+                    // Leadership lost before it applied (an error): the
+                    // outcome is unknown, and the client times out.
+                    answer.await.ok()
                 }
+                Err(not_leader) => Some(not_leader),
             }
-            Err(not_leader) => not_leader,
-        };
-        let delay = knobs.delay();
-        if !delay.is_zero() {
-            tokio::time::sleep(delay).await;
         }
-        if knobs.chance(knobs.loss.get() / 2.0) {
-            continue; // the reply was lost
-        }
-        let mut reply = serde_json::to_vec(&response).expect("responses serialize");
-        reply.push(b'\n');
-        if writer.write_all(&reply).await.is_err() {
-            return;
-        }
-    }
+    })
+    .await
 }
 
 #[cfg(test)]

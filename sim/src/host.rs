@@ -183,12 +183,16 @@ pub async fn serve_replicated(
     }
 }
 
-async fn connection(
-    stream: TcpStream,
-    state: Rc<RefCell<ServerState>>,
-    knobs: Rc<Knobs>,
-    replicating: Option<Rc<Replicating>>,
-) {
+/// Serves one client connection: each line is a request that `handle`
+/// answers (`None`: the connection closes), with the host's knobs applied
+/// around it: a pause holds the request, loss drops it or its reply, delay
+/// holds the reply. Every service's connections share this loop, so the
+/// knobs draw their randomness in the same order everywhere.
+pub(crate) async fn serve_requests<F, Fut>(stream: TcpStream, knobs: &Knobs, mut handle: F)
+where
+    F: FnMut(Request) -> Fut,
+    Fut: std::future::Future<Output = Option<Response>>,
+{
     let (reader, mut writer) = stream.into_split();
     let mut reader = BufReader::new(reader);
     let mut line = String::new();
@@ -207,17 +211,9 @@ async fn connection(
         if knobs.chance(knobs.loss.get() / 2.0) {
             continue; // the request was lost
         }
-        let replicated = replicating.as_deref();
-        if replicated.is_some_and(|host| !host.is_primary()) {
-            return; // a replica takes no writes (and no client asks it)
-        }
-        let key = replicated.and(ServerState::redis_key(&request)).map(str::to_string);
-        let response = state.borrow_mut().handle(request, knobs.now_ms());
-        if let (Some(host), Some(key)) = (replicated, key) {
-            if let Some(change) = state.borrow().change(&key, &response) {
-                host.ship(change, &knobs);
-            }
-        }
+        let Some(response) = handle(request).await else {
+            return;
+        };
         let delay = knobs.delay();
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
@@ -231,6 +227,31 @@ async fn connection(
             return;
         }
     }
+}
+
+async fn connection(
+    stream: TcpStream,
+    state: Rc<RefCell<ServerState>>,
+    knobs: Rc<Knobs>,
+    replicating: Option<Rc<Replicating>>,
+) {
+    serve_requests(stream, &knobs, |request| {
+        let replicated = replicating.as_deref();
+        let response = if replicated.is_some_and(|host| !host.is_primary()) {
+            None // a replica takes no writes (and no client asks it)
+        } else {
+            let key = replicated.and(ServerState::redis_key(&request)).map(str::to_string);
+            let response = state.borrow_mut().handle(request, knobs.now_ms());
+            if let (Some(host), Some(key)) = (replicated, key) {
+                if let Some(change) = state.borrow().change(&key, &response) {
+                    host.ship(change, &knobs);
+                }
+            }
+            Some(response)
+        };
+        std::future::ready(response)
+    })
+    .await
 }
 
 /// Why a request got no answer.
