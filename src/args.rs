@@ -39,9 +39,9 @@ pub enum Command {
     /// Check recorded histories (JSON Lines, see histories/README.md) and explain every violation.
     #[command(after_help = EXIT_CODES)]
     Analyze(AnalyzeArgs),
-    /// Run every simulated cell of the truth table (LOCKS.md §6): expected against found.
+    /// Run the cells of the truth table (LOCKS.md §6) against real servers, or simulated ones with --sim: expected against found.
     #[command(
-        after_help = "Exit codes: 0 every cell matches, 1 a cell does not, 64 usage error, 70 internal error."
+        after_help = "Exit codes: 0 every cell matches, 1 a cell does not, 64 usage error, 69 a server is missing or a cell could not run, 70 internal error."
     )]
     Matrix(MatrixArgs),
     /// Write a synthetic history from a correct reference lock (for trying lockcheck out and benchmarks).
@@ -232,6 +232,12 @@ pub struct CheckArgs {
     /// database always does; a real Redis gets an fsynced append-only file).
     #[arg(long)]
     pub persistent: bool,
+    /// Real servers, kill: how long a killed lock server stays down before
+    /// its restart (0ms: at once) [default: half a TTL to two TTLs, drawn;
+    /// at least 1.5 TTL for redlock: its delayed restart, which outlives
+    /// every lease the instance granted]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub restart_delay: Option<Duration>,
     /// Time the linearizability search may take per run before it gives up
     /// with an unknown verdict for that checker.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
@@ -341,21 +347,27 @@ impl CheckArgs {
 
 #[derive(Debug, Args)]
 pub struct MatrixArgs {
-    /// The simulated backends (the only ones so far).
+    /// The simulated cells (deterministic, no servers); without it, the
+    /// real-server cells, on servers lockcheck starts itself.
     #[arg(long)]
     pub sim: bool,
-    /// Only the cells of these backends (a comma list, e.g. sim-etcd,sim-etcd-5).
+    /// Only the cells of these backends (a comma list, e.g. sim-etcd,sim-etcd-5
+    /// or redis,etcd).
     #[arg(long, value_delimiter = ',')]
     pub backends: Vec<String>,
-    /// A violated cell must show within this many seeds.
-    #[arg(long, default_value_t = 50)]
-    pub violated_within: u64,
-    /// A safe cell must stay clean over this many seeds.
-    #[arg(long, default_value_t = 200)]
-    pub safe_seeds: u64,
-    /// Simulated time per run.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "30s")]
-    pub time_limit: Duration,
+    /// A violated cell must show within this many seeds [default: 50
+    /// simulated, 3 real]
+    #[arg(long)]
+    pub violated_within: Option<u64>,
+    /// A safe cell must stay clean over this many seeds [default: 200
+    /// simulated, 1 real]
+    #[arg(long)]
+    pub safe_seeds: Option<u64>,
+    /// Time per run: simulated time with --sim, wall time against real
+    /// servers [default: 30s simulated; each real cell has its own, 5 to
+    /// 16 s]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub time_limit: Option<Duration>,
     /// Time the linearizability search may take per run.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
     pub linearizability_timeout: Duration,

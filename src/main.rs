@@ -9,6 +9,7 @@ mod bench_real;
 mod check;
 mod exit;
 mod matrix;
+mod matrix_real;
 mod real;
 mod synth;
 

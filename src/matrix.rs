@@ -1,25 +1,13 @@
 //! `lockcheck matrix --sim`: every simulated cell of LOCKS.md §6, expected
-//! against found.
+//! against found. Without `--sim`, `matrix_real.rs` runs the real cells.
 
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use lockcheck_sim::{cells, run_cell, Cell, Effort, Expect};
+use lockcheck_sim::{cells, run_cell, Cell, Effort};
 
 use crate::args::MatrixArgs;
 use crate::exit;
-
-fn expected(cell: &Cell) -> String {
-    match cell.expect {
-        Expect::Safe => "safe".to_string(),
-        Expect::Violated { any_of, stays_valid: [] } => {
-            format!("violated: {}", any_of.join(" or "))
-        }
-        Expect::Violated { any_of, stays_valid } => {
-            format!("violated: {}; {} safe", any_of.join(" or "), stays_valid.join(", "))
-        }
-    }
-}
 
 fn setup(cell: &Cell) -> String {
     let faults: Vec<&str> = cell.faults.iter().map(|kind| kind.name()).collect();
@@ -44,13 +32,12 @@ fn setup(cell: &Cell) -> String {
 
 pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
     if !args.sim {
-        eprintln!("lockcheck: only the simulated matrix exists so far: pass --sim");
-        return Ok(exit::USAGE.into());
+        return crate::matrix_real::run(args);
     }
     let effort = Effort {
-        violated_within: args.violated_within.max(1),
-        safe_seeds: args.safe_seeds.max(1),
-        time_limit: args.time_limit,
+        violated_within: args.violated_within.unwrap_or(50).max(1),
+        safe_seeds: args.safe_seeds.unwrap_or(200).max(1),
+        time_limit: args.time_limit.unwrap_or(Duration::from_secs(30)),
         linearizability_timeout: args.linearizability_timeout,
     };
     println!(
@@ -78,7 +65,7 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
             "{:<30} {:<26} {:<44} {:<44} {}",
             cell.backend.name(),
             setup(cell),
-            expected(cell),
+            cell.expect.describe(),
             result.found,
             if result.matches { "ok" } else { "MISMATCH" }
         );

@@ -98,6 +98,8 @@ struct Servers {
     lock: Vec<SharedServer>,
     /// The other private servers (the storage's PostgreSQL).
     other: Vec<ManagedServer>,
+    /// Say which servers were started.
+    chatty: bool,
 }
 
 impl Servers {
@@ -113,12 +115,14 @@ impl Servers {
         let started = Instant::now();
         let servers = ManagedServer::start_many(kind, count, options)?;
         let urls: Vec<String> = servers.iter().map(ManagedServer::url).collect();
-        eprintln!(
-            "started {count} private {} on {} ({:.1} s)",
-            kind.name(),
-            urls.join(", "),
-            started.elapsed().as_secs_f64()
-        );
+        if self.chatty {
+            eprintln!(
+                "started {count} private {} on {} ({:.1} s)",
+                kind.name(),
+                urls.join(", "),
+                started.elapsed().as_secs_f64()
+            );
+        }
         if lock {
             self.lock.extend(servers.into_iter().map(|server| Arc::new(Mutex::new(server))));
         } else {
@@ -127,8 +131,12 @@ impl Servers {
         Ok(urls)
     }
 
-    fn for_backend(args: &CheckArgs, backend: RealBackend) -> Result<Servers, RealError> {
-        let mut servers = Servers::default();
+    fn for_backend(
+        args: &CheckArgs,
+        backend: RealBackend,
+        chatty: bool,
+    ) -> Result<Servers, RealError> {
+        let mut servers = Servers { chatty, ..Servers::default() };
         let options = ServerOptions { persistent: args.persistent, ..ServerOptions::default() };
         let postgres_locks = matches!(backend, RealBackend::Sql(recipe) if !recipe.is_mysql());
         servers.storage = match &args.postgres_url {
@@ -273,108 +281,69 @@ fn plan(args: &CheckArgs, backend: RealBackend) -> Result<(Workload, Faults), St
     Ok((workload, faults))
 }
 
-pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
-    let (workload, faults) = match plan(args, backend) {
-        Ok(plan) => plan,
-        Err(message) => {
-            eprintln!("lockcheck: {message}");
-            return Ok(exit::USAGE.into());
+/// One real test, run and checked.
+pub struct RealRun {
+    pub events: Vec<Event>,
+    pub analysis: Analysis,
+    /// Wall time from the servers' start to the clients' end.
+    pub wall_s: f64,
+    faults: Faults,
+}
+
+/// Why a real test did not come to a verdict.
+#[derive(Debug)]
+pub enum RealFailure {
+    /// The arguments do not make a test (exit 64).
+    Usage(String),
+    /// A server is missing or unreachable (exit 69), or could not be set up.
+    Server(RealError),
+    /// A bug in lockcheck (exit 70).
+    Internal(anyhow::Error),
+}
+
+impl RealFailure {
+    /// Prints the reason and gives the exit code.
+    pub fn exit(&self) -> ExitCode {
+        match self {
+            RealFailure::Usage(message) => {
+                eprintln!("lockcheck: {message}");
+                exit::USAGE.into()
+            }
+            RealFailure::Server(error) => unavailable(error),
+            RealFailure::Internal(error) => {
+                eprintln!("lockcheck: internal error: {error:#}");
+                exit::INTERNAL.into()
+            }
         }
-    };
+    }
+}
+
+impl std::fmt::Display for RealFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RealFailure::Usage(message) => write!(f, "{message}"),
+            RealFailure::Server(error) => write!(f, "{error}"),
+            RealFailure::Internal(error) => write!(f, "internal error: {error:#}"),
+        }
+    }
+}
+
+pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
     let seed = args.seed.unwrap_or_else(random_seed);
     eprintln!("seed: {seed}");
-    let servers = match Servers::for_backend(args, backend) {
-        Ok(servers) => servers,
-        Err(error) => return Ok(unavailable(&error)),
+    let outcome = match execute(args, backend, seed, true) {
+        Ok(outcome) => outcome,
+        Err(failure) => return Ok(failure.exit()),
     };
-    let mut ttl_ms = args.ttl.as_millis() as u64;
-    if backend == RealBackend::Etcd {
-        // etcd grants whole seconds, and raises short TTLs to its minimum
-        // (2 s for Debian's 3.4 defaults): stalls must outlast that.
-        let granted = ttl_ms.div_ceil(1000).max(ETCD_MIN_TTL_S) * 1000;
-        if granted != ttl_ms {
-            eprintln!(
-                "etcd leases are whole seconds, at least {ETCD_MIN_TTL_S}: the TTL is {granted} ms"
-            );
-            ttl_ms = granted;
-        }
-    }
-    let options = DriveOptions {
-        workload: WorkloadOptions {
-            workload,
-            locks: (0..args.locks).map(|lock| format!("lock-{lock}")).collect(),
-            resources: (0..args.locks).map(|lock| format!("resource-{lock}")).collect(),
-            ttl_ms,
-            hold_ms: (0, (ttl_ms / 10).max(1)),
-            think_ms: (0, 40),
-            send_fence: !args.no_fencing,
-            permits: matches!(backend, RealBackend::Semaphore { .. }).then_some(PERMITS),
-            keepalive_ms: None,
-        },
-        clients: args.clients,
-        time_limit: args.time_limit,
-        seed,
-        stall: faults.pause.then(StallNemesis::default),
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let started = Instant::now();
-    let mut rng = SmallRng::seed_from_u64(seed ^ SERVER_FAULT_SEED);
-    let actions: Vec<ServerAction> = [
-        (faults.sigstop, ServerAction::Pause),
-        (faults.kill, ServerAction::Kill),
-        (faults.conn_kill, ServerAction::ConnKill),
-    ]
-    .iter()
-    .filter(|(on, _)| *on)
-    .map(|(_, action)| *action)
-    .collect();
-    // Redlock's delayed restart: a crashed instance stays down longer than
-    // any lease it may have granted.
-    let min_down = match backend {
-        RealBackend::Redlock => Duration::from_millis(ttl_ms * 3 / 2),
-        _ => Duration::ZERO,
-    };
-    let server_faults = nemesis::schedule(
-        &actions,
-        servers.lock.len(),
-        ttl_ms,
-        min_down,
-        args.time_limit,
-        &mut rng,
-    );
-    let names = servers.lock_names();
-    let events = match runtime.block_on(drive_backend(
-        args,
-        backend,
-        &servers,
-        &options,
-        (&server_faults, &names),
-    )) {
-        Ok(events) => events,
-        Err(error) => return Ok(unavailable(&error)),
-    };
-    let wall_s = started.elapsed().as_secs_f64();
-    drop(servers);
-    let mut builder = HistoryBuilder::with_capacity(events.len());
-    for event in &events {
-        builder.push(event).context("the driver recorded a malformed history")?;
-    }
-    let analysis = analyze(
-        &builder.finish(),
-        &default_checkers(),
-        &check_options(args.linearizability_timeout),
-    );
+    let RealRun { events, analysis, wall_s, faults, .. } = &outcome;
     let rerun = rerun_command(args, backend, seed);
     let dir = if args.no_store {
         None
     } else {
-        Some(store(args, backend, seed, &events, &analysis, &rerun)?)
+        Some(store(args, backend, seed, events, analysis, &rerun)?)
     };
     let source = format!("{} seed {seed}", backend.name());
-    let analyzed = Analyzed { source: &source, analysis: &analysis };
+    let analyzed = Analyzed { source: &source, analysis };
     let text = match args.format {
         Format::Json => render_json(analysis.verdict, &[analyzed], &[]),
         Format::Text => {
@@ -409,6 +378,103 @@ pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
     };
     print!("{text}");
     Ok(exit::for_verdict(analysis.verdict).into())
+}
+
+/// Runs one real test with `seed` and checks its history; `chatty`: say on
+/// stderr which servers were started.
+pub fn execute(
+    args: &CheckArgs,
+    backend: RealBackend,
+    seed: u64,
+    chatty: bool,
+) -> Result<RealRun, RealFailure> {
+    let (workload, faults) = plan(args, backend).map_err(RealFailure::Usage)?;
+    let started = Instant::now();
+    let servers = Servers::for_backend(args, backend, chatty).map_err(RealFailure::Server)?;
+    let mut ttl_ms = args.ttl.as_millis() as u64;
+    if backend == RealBackend::Etcd {
+        // etcd grants whole seconds, and raises short TTLs to its minimum
+        // (2 s for Debian's 3.4 defaults): stalls must outlast that.
+        let granted = ttl_ms.div_ceil(1000).max(ETCD_MIN_TTL_S) * 1000;
+        if granted != ttl_ms && chatty {
+            eprintln!(
+                "etcd leases are whole seconds, at least {ETCD_MIN_TTL_S}: the TTL is {granted} ms"
+            );
+        }
+        ttl_ms = granted;
+    }
+    let options = DriveOptions {
+        workload: WorkloadOptions {
+            workload,
+            locks: (0..args.locks).map(|lock| format!("lock-{lock}")).collect(),
+            resources: (0..args.locks).map(|lock| format!("resource-{lock}")).collect(),
+            ttl_ms,
+            hold_ms: (0, (ttl_ms / 10).max(1)),
+            think_ms: (0, 40),
+            send_fence: !args.no_fencing,
+            permits: matches!(backend, RealBackend::Semaphore { .. }).then_some(PERMITS),
+            keepalive_ms: None,
+        },
+        clients: args.clients,
+        time_limit: args.time_limit,
+        seed,
+        stall: faults.pause.then(StallNemesis::default),
+    };
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|error| {
+            RealFailure::Internal(anyhow::anyhow!("cannot start the async runtime: {error}"))
+        })?;
+    let mut rng = SmallRng::seed_from_u64(seed ^ SERVER_FAULT_SEED);
+    let actions: Vec<ServerAction> = [
+        (faults.sigstop, ServerAction::Pause),
+        (faults.kill, ServerAction::Kill),
+        (faults.conn_kill, ServerAction::ConnKill),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, action)| *action)
+    .collect();
+    let min_down = args.restart_delay.unwrap_or(match backend {
+        // Redlock's delayed restart: a crashed instance stays down longer
+        // than any lease it may have granted.
+        RealBackend::Redlock => Duration::from_millis(ttl_ms * 3 / 2),
+        _ => Duration::ZERO,
+    });
+    let mut server_faults = nemesis::schedule(
+        &actions,
+        servers.lock.len(),
+        ttl_ms,
+        min_down,
+        args.time_limit,
+        &mut rng,
+    );
+    if let Some(delay) = args.restart_delay {
+        // A restart delay given is the down time itself: 0 restarts a
+        // killed server at once, while its clients may still hold a lock.
+        for fault in server_faults.iter_mut().filter(|fault| fault.action == ServerAction::Kill) {
+            fault.end = fault.start + delay;
+        }
+    }
+    let names = servers.lock_names();
+    let events = runtime
+        .block_on(drive_backend(args, backend, &servers, &options, (&server_faults, &names)))
+        .map_err(RealFailure::Server)?;
+    let wall_s = started.elapsed().as_secs_f64();
+    drop(servers);
+    let mut builder = HistoryBuilder::with_capacity(events.len());
+    for event in &events {
+        builder.push(event).map_err(|error| {
+            RealFailure::Internal(anyhow::anyhow!(
+                "the driver recorded a malformed history: {error}"
+            ))
+        })?;
+    }
+    let analysis = analyze(
+        &builder.finish(),
+        &default_checkers(),
+        &check_options(args.linearizability_timeout),
+    );
+    Ok(RealRun { events, analysis, wall_s, faults })
 }
 
 /// Exit 69 with the reason: a server is missing or cannot be reached.
@@ -562,6 +628,9 @@ fn rerun_command(args: &CheckArgs, backend: RealBackend, seed: u64) -> String {
     }
     if args.persistent {
         command.push_str(" --persistent");
+    }
+    if let Some(delay) = args.restart_delay {
+        command.push_str(&format!(" --restart-delay {}ms", delay.as_millis()));
     }
     command
 }

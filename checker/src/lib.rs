@@ -11,6 +11,7 @@
 mod analysis;
 mod beliefs;
 mod event;
+mod expect;
 mod fence;
 mod history;
 pub mod import;
@@ -29,6 +30,7 @@ pub use analysis::{
 };
 pub use beliefs::{Belief, BeliefEnd, Beliefs};
 pub use event::{Event, EventType, Function, Process, ValueFields};
+pub use expect::{Expect, Judgement};
 pub use fence::FenceMonotonicity;
 pub use history::{
     History, HistoryBuilder, HistoryError, KeyId, Moment, NemesisEvent, Op, OpId, Outcome, Step,

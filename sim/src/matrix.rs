@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
+pub use lockcheck_checker::Expect;
 use lockcheck_checker::{
-    analyze, default_checkers, Analysis, CheckOptions, HistoryBuilder, HistoryError, Verdict,
+    analyze, default_checkers, Analysis, CheckOptions, HistoryBuilder, HistoryError, Judgement,
 };
 
 use crate::client::Backend;
@@ -14,16 +15,6 @@ use crate::nemesis::{FaultKind, Shape};
 use lockcheck_workloads::Workload;
 
 use crate::run::{run, SimError, SimOptions, SimRun};
-
-/// What a cell must show.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Expect {
-    /// No checker finds anything, over every seed.
-    Safe,
-    /// Some seed makes one of `any_of` invalid, while `stays_valid` stays
-    /// valid on every seed tried (the fenced storage, say).
-    Violated { any_of: &'static [&'static str], stays_valid: &'static [&'static str] },
-}
 
 /// One cell of the table.
 #[derive(Debug, Clone, PartialEq)]
@@ -255,14 +246,6 @@ pub enum MatrixError {
     History { seed: u64, error: Box<HistoryError> },
 }
 
-fn verdict_of(analysis: &Analysis, checker: &str) -> Option<Verdict> {
-    analysis
-        .results
-        .iter()
-        .find(|result| result.checker == checker)
-        .and_then(|result| result.verdict)
-}
-
 /// Runs one cell.
 pub fn run_cell(cell: &Cell, effort: &Effort) -> Result<CellResult, MatrixError> {
     let base = SimOptions {
@@ -288,73 +271,12 @@ pub fn run_cell(cell: &Cell, effort: &Effort) -> Result<CellResult, MatrixError>
         let sim = run(&options)?;
         let analysis = check_run(&sim, &check_options)
             .map_err(|error| MatrixError::History { seed, error: Box::new(error) })?;
-        let broken = |names: &[&str]| -> Vec<String> {
-            names
-                .iter()
-                .filter(|name| verdict_of(&analysis, name) == Some(Verdict::Invalid))
-                .map(|name| name.to_string())
-                .collect()
-        };
-        match &cell.expect {
-            Expect::Safe if analysis.verdict != Verdict::Valid => {
-                let all: Vec<&str> = analysis.results.iter().map(|result| result.checker).collect();
-                let found = format!("{} at seed {seed}", analysis.verdict.as_str());
-                let why = broken(&all);
-                let found =
-                    if why.is_empty() { found } else { format!("{found} ({})", why.join(", ")) };
-                return Ok(CellResult {
-                    matches: false,
-                    seeds: seed + 1,
-                    seed: Some(seed),
-                    found,
-                    options,
-                });
-            }
-            Expect::Safe => {}
-            Expect::Violated { any_of, stays_valid } => {
-                let wrongly = broken(stays_valid);
-                if !wrongly.is_empty() {
-                    let found = format!(
-                        "{} invalid at seed {seed}, which must stay valid",
-                        wrongly.join(", ")
-                    );
-                    return Ok(CellResult {
-                        matches: false,
-                        seeds: seed + 1,
-                        seed: Some(seed),
-                        found,
-                        options,
-                    });
-                }
-                let hits = broken(any_of);
-                if !hits.is_empty() {
-                    let found = format!("{} at seed {seed}", hits.join(", "));
-                    return Ok(CellResult {
-                        matches: true,
-                        seeds: seed + 1,
-                        seed: Some(seed),
-                        found,
-                        options,
-                    });
-                }
-            }
+        if let Judgement::Decided { matches, found } =
+            cell.expect.judge(&analysis, &format!("seed {seed}"))
+        {
+            return Ok(CellResult { matches, seeds: seed + 1, seed: Some(seed), found, options });
         }
     }
-    let options = SimOptions { seed: 0, ..base };
-    Ok(match cell.expect {
-        Expect::Safe => CellResult {
-            matches: true,
-            seeds,
-            seed: None,
-            found: format!("valid over {seeds} seeds"),
-            options,
-        },
-        Expect::Violated { .. } => CellResult {
-            matches: false,
-            seeds,
-            seed: None,
-            found: format!("not found in {seeds} seeds"),
-            options,
-        },
-    })
+    let (matches, found) = cell.expect.exhausted(seeds, "seed");
+    Ok(CellResult { matches, seeds, seed: None, found, options: SimOptions { seed: 0, ..base } })
 }

@@ -1,0 +1,175 @@
+//! What a cell of the truth table (LOCKS.md §6) must show, and the judgement
+//! of runs against it: shared by the simulated matrix and the real one, so
+//! that both call a cell found, blind or falsely accused by the same rule.
+
+use crate::{Analysis, Verdict};
+
+/// What a cell must show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expect {
+    /// No checker finds anything, over every run.
+    Safe,
+    /// Some run makes one of `any_of` invalid, while `stays_valid` stays
+    /// valid on every run tried (the fenced storage, say).
+    Violated { any_of: &'static [&'static str], stays_valid: &'static [&'static str] },
+}
+
+/// The judgement of one cell after one more run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Judgement {
+    /// Nothing decided yet: run again if the budget allows.
+    Undecided,
+    /// The cell is decided; `matches` says whether as expected, `found` what
+    /// was found (`mutual-exclusion at seed 3`).
+    Decided { matches: bool, found: String },
+}
+
+fn verdict_of(analysis: &Analysis, checker: &str) -> Option<Verdict> {
+    analysis
+        .results
+        .iter()
+        .find(|result| result.checker == checker)
+        .and_then(|result| result.verdict)
+}
+
+/// The checkers of `names` that found `analysis` invalid.
+fn broken(analysis: &Analysis, names: &[&str]) -> Vec<String> {
+    names
+        .iter()
+        .filter(|name| verdict_of(analysis, name) == Some(Verdict::Invalid))
+        .map(|name| name.to_string())
+        .collect()
+}
+
+impl Expect {
+    /// Judges one run's `analysis`; `run` names it in what is found (`seed 3`).
+    /// A safe cell is decided (mismatched) by the first run that is not valid;
+    /// a violated one by the first run where an expected checker fails, or
+    /// where a checker that must stay valid does not.
+    pub fn judge(&self, analysis: &Analysis, run: &str) -> Judgement {
+        match self {
+            Expect::Safe if analysis.verdict != Verdict::Valid => {
+                let all: Vec<&str> = analysis.results.iter().map(|result| result.checker).collect();
+                let why = broken(analysis, &all);
+                let found = format!("{} at {run}", analysis.verdict.as_str());
+                let found =
+                    if why.is_empty() { found } else { format!("{found} ({})", why.join(", ")) };
+                Judgement::Decided { matches: false, found }
+            }
+            Expect::Safe => Judgement::Undecided,
+            Expect::Violated { any_of, stays_valid } => {
+                let wrongly = broken(analysis, stays_valid);
+                if !wrongly.is_empty() {
+                    let found =
+                        format!("{} invalid at {run}, which must stay valid", wrongly.join(", "));
+                    return Judgement::Decided { matches: false, found };
+                }
+                let hits = broken(analysis, any_of);
+                if hits.is_empty() {
+                    Judgement::Undecided
+                } else {
+                    Judgement::Decided {
+                        matches: true,
+                        found: format!("{} at {run}", hits.join(", ")),
+                    }
+                }
+            }
+        }
+    }
+
+    /// The judgement once `runs` runs decided nothing: a safe cell stayed
+    /// clean, a violated one was not found (the tool is blind there).
+    pub fn exhausted(&self, runs: u64, unit: &str) -> (bool, String) {
+        let plural = if runs == 1 { "" } else { "s" };
+        match self {
+            Expect::Safe => (true, format!("valid over {runs} {unit}{plural}")),
+            Expect::Violated { .. } => (false, format!("not found in {runs} {unit}{plural}")),
+        }
+    }
+
+    /// How a table prints it: `safe`, or `violated: mutual-exclusion;
+    /// resource-safety safe`.
+    pub fn describe(&self) -> String {
+        match self {
+            Expect::Safe => "safe".to_string(),
+            Expect::Violated { any_of, stays_valid: [] } => {
+                format!("violated: {}", any_of.join(" or "))
+            }
+            Expect::Violated { any_of, stays_valid } => {
+                format!("violated: {}; {} safe", any_of.join(" or "), stays_valid.join(", "))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{analyze, default_checkers, CheckOptions, HistoryBuilder};
+
+    fn analysis(lines: &[&str]) -> Analysis {
+        let mut builder = HistoryBuilder::new();
+        for line in lines {
+            builder.push(&serde_json::from_str(line).expect("a valid event")).expect("pushed");
+        }
+        analyze(&builder.finish(), &default_checkers(), &CheckOptions::default())
+    }
+
+    /// Two clients both hold `l` from 2 to 3.
+    fn overlapping() -> Analysis {
+        analysis(&[
+            r#"{"index":0,"time":0,"process":0,"type":"invoke","f":"acquire","key":"l"}"#,
+            r#"{"index":1,"time":1,"process":0,"type":"ok","f":"acquire","key":"l"}"#,
+            r#"{"index":2,"time":2,"process":1,"type":"invoke","f":"acquire","key":"l"}"#,
+            r#"{"index":3,"time":2,"process":1,"type":"ok","f":"acquire","key":"l"}"#,
+            r#"{"index":4,"time":3,"process":0,"type":"invoke","f":"release","key":"l"}"#,
+            r#"{"index":5,"time":4,"process":0,"type":"ok","f":"release","key":"l"}"#,
+        ])
+    }
+
+    fn clean() -> Analysis {
+        analysis(&[
+            r#"{"index":0,"time":0,"process":0,"type":"invoke","f":"acquire","key":"l"}"#,
+            r#"{"index":1,"time":1,"process":0,"type":"ok","f":"acquire","key":"l"}"#,
+            r#"{"index":2,"time":3,"process":0,"type":"invoke","f":"release","key":"l"}"#,
+            r#"{"index":3,"time":4,"process":0,"type":"ok","f":"release","key":"l"}"#,
+        ])
+    }
+
+    const VIOLATED: Expect =
+        Expect::Violated { any_of: &["mutual-exclusion"], stays_valid: &["resource-safety"] };
+    const FENCED: Expect =
+        Expect::Violated { any_of: &["resource-safety"], stays_valid: &["mutual-exclusion"] };
+
+    #[test]
+    fn a_safe_cell_is_decided_by_the_first_violation_only() {
+        assert_eq!(Expect::Safe.judge(&clean(), "seed 0"), Judgement::Undecided);
+        match Expect::Safe.judge(&overlapping(), "seed 4") {
+            Judgement::Decided { matches: false, found } => {
+                assert!(found.contains("invalid at seed 4"), "{found}");
+                assert!(found.contains("mutual-exclusion"), "{found}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(Expect::Safe.exhausted(3, "seed"), (true, "valid over 3 seeds".to_string()));
+    }
+
+    #[test]
+    fn a_violated_cell_needs_the_expected_checker_and_no_false_one() {
+        assert_eq!(VIOLATED.judge(&clean(), "seed 0"), Judgement::Undecided);
+        assert_eq!(
+            VIOLATED.judge(&overlapping(), "seed 2"),
+            Judgement::Decided { matches: true, found: "mutual-exclusion at seed 2".to_string() }
+        );
+        assert_eq!(
+            FENCED.judge(&overlapping(), "run 1"),
+            Judgement::Decided {
+                matches: false,
+                found: "mutual-exclusion invalid at run 1, which must stay valid".to_string()
+            }
+        );
+        assert_eq!(VIOLATED.exhausted(1, "run"), (false, "not found in 1 run".to_string()));
+        assert_eq!(VIOLATED.describe(), "violated: mutual-exclusion; resource-safety safe");
+        assert_eq!(Expect::Safe.describe(), "safe");
+    }
+}

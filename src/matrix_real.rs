@@ -1,0 +1,262 @@
+//! `lockcheck matrix` (without `--sim`): the real-server cells of LOCKS.md
+//! §6, each a `check` command line against servers the tool starts itself,
+//! expected against found.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use lockcheck_checker::{Expect, Judgement};
+
+use crate::args::{Cli, Command, MatrixArgs};
+use crate::exit;
+use crate::real::{execute, RealBackend};
+
+const MUTEX: &str = "mutual-exclusion";
+const FENCE: &str = "fence-monotonicity";
+const RESOURCE: &str = "resource-safety";
+const LINEAR: &str = "linearizability";
+
+/// One cell: the `check` arguments of a run, without seed and time limit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RealCell {
+    pub args: &'static str,
+    /// Wall time per run: etcd's leases are whole seconds, so its cells
+    /// need longer runs than Redis' 500 ms leases.
+    pub time_limit: Duration,
+    pub expect: Expect,
+    /// What LOCKS.md says, in a few words.
+    pub note: &'static str,
+}
+
+const SAFE: Expect = Expect::Safe;
+
+const fn violated(any_of: &'static [&'static str]) -> Expect {
+    Expect::Violated { any_of, stays_valid: &[] }
+}
+
+/// Violated, while the fenced storage rejects every stale write.
+const fn fenced(any_of: &'static [&'static str]) -> Expect {
+    Expect::Violated { any_of, stays_valid: &[RESOURCE] }
+}
+
+const fn cell(args: &'static str, seconds: u64, expect: Expect, note: &'static str) -> RealCell {
+    RealCell { args, time_limit: Duration::from_secs(seconds), expect, note }
+}
+
+/// The real cells, in LOCKS.md §6's order.
+pub fn cells() -> Vec<RealCell> {
+    vec![
+        cell("--backend redis --nemesis none --ttl 500ms", 5, SAFE, "no fault"),
+        cell(
+            "--backend redis --nemesis pause --ttl 500ms",
+            8,
+            fenced(&[MUTEX]),
+            "holder stall > TTL: two holders; the fenced storage rejects the stale write",
+        ),
+        cell(
+            "--backend redis --nemesis pause --ttl 500ms --no-fencing",
+            8,
+            violated(&[RESOURCE]),
+            "holder stall > TTL without fencing: the stale write lands",
+        ),
+        cell(
+            "--backend redis --nemesis kill --ttl 500ms",
+            8,
+            violated(&[MUTEX, FENCE, LINEAR]),
+            "restart without persistence: the lock and the fence counter are forgotten",
+        ),
+        cell(
+            "--backend redis --nemesis kill --ttl 500ms --persistent",
+            8,
+            SAFE,
+            "restart with an fsynced append-only file: nothing is forgotten",
+        ),
+        cell(
+            "--backend redis-del-release --nemesis pause --ttl 500ms",
+            8,
+            violated(&[MUTEX]),
+            "release by DEL deletes the next holder's lock",
+        ),
+        cell("--backend redlock --nemesis none --ttl 500ms", 5, SAFE, "no fault"),
+        cell(
+            "--backend redlock --nemesis pause --ttl 500ms",
+            8,
+            violated(&[MUTEX]),
+            "holder stall > TTL, no fencing token",
+        ),
+        cell(
+            "--backend redlock --nemesis kill --ttl 2s --restart-delay 0ms",
+            10,
+            violated(&[MUTEX]),
+            "instances restart at once without persistence: a majority is free again",
+        ),
+        cell(
+            "--backend redlock --nemesis kill --ttl 500ms",
+            10,
+            SAFE,
+            "delayed restart: an instance stays down longer than any lease it granted",
+        ),
+        cell("--backend etcd --nemesis none --ttl 2s", 6, SAFE, "no fault"),
+        cell(
+            "--backend etcd --nemesis pause --ttl 2s",
+            16,
+            fenced(&[MUTEX]),
+            "holder stall > lease TTL: fenced storage rejects the stale write",
+        ),
+        cell("--backend postgres-advisory --nemesis none --ttl 500ms", 5, SAFE, "no fault"),
+        cell(
+            "--backend postgres-advisory --nemesis conn-kill --ttl 500ms",
+            8,
+            violated(&[MUTEX]),
+            "the session is killed: the server frees the lock, the client still believes",
+        ),
+        cell("--backend postgres-lease --nemesis none --ttl 500ms", 5, SAFE, "no fault"),
+        cell(
+            "--backend postgres-lease --nemesis pause --ttl 500ms",
+            8,
+            fenced(&[MUTEX]),
+            "holder stall > TTL: fenced storage rejects the stale write",
+        ),
+        cell(
+            "--backend postgres-lease --nemesis conn-kill --ttl 500ms",
+            8,
+            SAFE,
+            "a lease row outlives its session",
+        ),
+        cell("--backend mysql-get-lock --nemesis none --ttl 500ms", 5, SAFE, "no fault"),
+        cell(
+            "--backend mysql-get-lock --nemesis conn-kill --ttl 500ms",
+            8,
+            violated(&[MUTEX]),
+            "the session is killed: GET_LOCK is freed while the client believes",
+        ),
+        cell(
+            "--backend mysql-lease --nemesis pause --ttl 500ms",
+            8,
+            fenced(&[MUTEX]),
+            "holder stall > TTL: fenced storage rejects the stale write",
+        ),
+    ]
+}
+
+/// The cell's arguments as `check` takes them, for one run.
+fn check_line(cell: &RealCell, seed: u64, time_limit: Duration) -> String {
+    format!("{} --time-limit {}ms --seed {seed}", cell.args, time_limit.as_millis())
+}
+
+/// How a cell came out.
+struct Outcome {
+    matches: bool,
+    found: String,
+    /// The run that decided it (or the first), as a `check` command line.
+    replay: String,
+}
+
+fn run_cell(cell: &RealCell, args: &MatrixArgs) -> Result<Outcome, String> {
+    let runs = match cell.expect {
+        Expect::Safe => args.safe_seeds.unwrap_or(1),
+        Expect::Violated { .. } => args.violated_within.unwrap_or(3),
+    }
+    .max(1);
+    let time_limit = args.time_limit.unwrap_or(cell.time_limit);
+    for seed in 0..runs {
+        let line = check_line(cell, seed, time_limit);
+        let words = ["lockcheck", "check"].into_iter().chain(line.split_whitespace());
+        let check = match Cli::try_parse_from(words) {
+            Ok(Cli { command: Command::Check(check) }) => check,
+            Ok(_) => return Err(format!("{line}: not a check command")),
+            Err(error) => return Err(format!("{line}: {error}")),
+        };
+        let backend = RealBackend::parse(&check.backend)
+            .ok_or_else(|| format!("{line}: {} is not a real backend", check.backend))?;
+        let check = crate::args::CheckArgs {
+            linearizability_timeout: args.linearizability_timeout,
+            no_store: true,
+            ..check
+        };
+        let run = execute(&check, backend, seed, false).map_err(|failure| failure.to_string())?;
+        let replay = format!("lockcheck check {line}");
+        if let Judgement::Decided { matches, found } =
+            cell.expect.judge(&run.analysis, &format!("seed {seed}"))
+        {
+            return Ok(Outcome { matches, found, replay });
+        }
+    }
+    let (matches, found) = cell.expect.exhausted(runs, "run");
+    Ok(Outcome {
+        matches,
+        found,
+        replay: format!("lockcheck check {}", check_line(cell, 0, time_limit)),
+    })
+}
+
+pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
+    let cells: Vec<RealCell> = cells()
+        .into_iter()
+        .filter(|cell| {
+            args.backends.is_empty()
+                || args
+                    .backends
+                    .iter()
+                    .any(|name| cell.args.split_whitespace().nth(1) == Some(name))
+        })
+        .collect();
+    if cells.is_empty() {
+        eprintln!("lockcheck: no real cell has the backends {:?}", args.backends);
+        return Ok(exit::USAGE.into());
+    }
+    println!(
+        "the real-server truth table (LOCKS.md §6), on servers lockcheck starts itself: violated cells must show within {} runs, safe ones stay clean over {}",
+        args.violated_within.unwrap_or(3),
+        args.safe_seeds.unwrap_or(1),
+    );
+    println!("{:<64} {:<44} {:<44} result", "check", "expected", "found");
+    let started = Instant::now();
+    let mut mismatches = Vec::new();
+    let mut errors = 0;
+    for cell in &cells {
+        let cell_started = Instant::now();
+        let (found, result) = match run_cell(cell, args) {
+            Ok(outcome) => {
+                if !outcome.matches {
+                    mismatches.push(format!(
+                        "  {} ({}): replay: {}",
+                        cell.args, cell.note, outcome.replay
+                    ));
+                }
+                (outcome.found, if outcome.matches { "ok" } else { "MISMATCH" })
+            }
+            Err(error) => {
+                errors += 1;
+                mismatches.push(format!("  {}: {error}", cell.args));
+                ("could not run".to_string(), "ERROR")
+            }
+        };
+        println!(
+            "{:<64} {:<44} {:<44} {result} ({:.0} s)",
+            cell.args,
+            cell.expect.describe(),
+            found,
+            cell_started.elapsed().as_secs_f64()
+        );
+    }
+    println!(
+        "{} cells in {:.1} s: {} match, {} do not",
+        cells.len(),
+        started.elapsed().as_secs_f64(),
+        cells.len() - mismatches.len(),
+        mismatches.len()
+    );
+    for mismatch in &mismatches {
+        println!("{mismatch}");
+    }
+    Ok(if errors > 0 {
+        exit::UNAVAILABLE
+    } else if mismatches.is_empty() {
+        exit::VALID
+    } else {
+        exit::INVALID
+    }
+    .into())
+}
