@@ -11,7 +11,14 @@
 //!   lock key). Then a `Get` of the lock key reads its create revision.
 //! * renew: one keepalive of the lease. There is no background keepalive:
 //!   a real holder's heartbeat stalls with it (a GC pause stops every
-//!   thread), so the workload's renewals are the heartbeats.
+//!   thread), so the workload's renewals are the heartbeats. A keepalive
+//!   that gets no answer is judged as clientv3 judges its session: the
+//!   session lives on until its own deadline (the granted TTL after the
+//!   last keepalive that was answered, counted from when it was sent), so
+//!   the renewal succeeds until then, and fails (`session-expired`) after.
+//!   A holder cut off from the cluster thus believes in its lock up to a
+//!   TTL after its last heartbeat, while the server expires the lease on
+//!   its own clock: LOCKS.md §6's "its lease expires while it believes".
 //! * release: `Unlock(key)`, then revoke the lease.
 //!
 //! etcd's TTLs are whole seconds, and the server raises one below its
@@ -49,6 +56,9 @@ pub fn ttl_seconds(ttl_ms: u64) -> i64 {
 struct Held {
     lease: i64,
     lock_key: Vec<u8>,
+    /// The session's deadline: the granted TTL after the last answered
+    /// grant or keepalive was sent.
+    session_deadline: Instant,
 }
 
 /// One logical client of the etcd lock: one gRPC channel (one HTTP/2
@@ -131,6 +141,12 @@ impl EtcdClient {
         self.granted_ttl_s
     }
 
+    /// The TTL the server grants, as a duration (the requested one until a
+    /// grant said otherwise).
+    fn granted_ttl(&self) -> Duration {
+        Duration::from_secs(u64::try_from(self.granted_ttl_s.unwrap_or(1)).unwrap_or(1))
+    }
+
     /// The channel, opened anew if the last one was given up.
     async fn client(&mut self) -> Option<Client> {
         if self.client.is_none() {
@@ -182,7 +198,8 @@ impl EtcdClient {
 
 impl LockClient for EtcdClient {
     async fn acquire(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
-        let until = Instant::now() + self.deadline;
+        let sent = Instant::now();
+        let until = sent + self.deadline;
         let Some(mut client) = self.client().await else {
             return Outcome::Fail("unavailable".into());
         };
@@ -210,7 +227,8 @@ impl LockClient for EtcdClient {
         match Self::create_revision(&mut client, &lock_key, until).await {
             Some(fence) => {
                 let grant = Grant { fence: Some(fence), lease: Some(format!("{lease:x}")) };
-                self.held.insert(key.to_string(), Held { lease, lock_key });
+                let session_deadline = sent + self.granted_ttl();
+                self.held.insert(key.to_string(), Held { lease, lock_key, session_deadline });
                 Outcome::Ok(grant)
             }
             // Granted, but the token is unknown: the client gives up.
@@ -246,27 +264,53 @@ impl LockClient for EtcdClient {
     }
 
     async fn renew(&mut self, key: &str, _grant: &Grant, _ttl_ms: u64) -> Outcome<()> {
-        let until = Instant::now() + self.deadline;
-        let Some(lease) = self.held.get(key).map(|held| held.lease) else {
+        let sent = Instant::now();
+        let until = sent + self.deadline;
+        let Some((lease, session_deadline)) =
+            self.held.get(key).map(|held| (held.lease, held.session_deadline))
+        else {
             return Outcome::Fail("not-held".into());
         };
-        let Some(mut client) = self.client().await else {
-            return Outcome::Fail("unavailable".into());
+        let answered = match self.client().await {
+            Some(mut client) => {
+                let keepalive = async {
+                    let (mut keeper, mut stream) = client.lease_keep_alive(lease).await?;
+                    keeper.keep_alive().await?;
+                    stream.message().await
+                };
+                match timeout_at(until, keepalive).await {
+                    Ok(Ok(Some(response))) => Some(response.ttl()),
+                    _ => None,
+                }
+            }
+            None => None,
         };
-        let keepalive = async {
-            let (mut keeper, mut stream) = client.lease_keep_alive(lease).await?;
-            keeper.keep_alive().await?;
-            stream.message().await
-        };
-        match timeout_at(until, keepalive).await {
+        match answered {
             // TTL 0: the lease had expired, and its lock key with it.
-            Ok(Ok(Some(response))) if response.ttl() <= 0 => {
+            Some(ttl) if ttl <= 0 => {
                 self.held.remove(key);
                 Outcome::Fail("not-held".into())
             }
-            Ok(Ok(Some(_))) => Outcome::Ok(()),
-            Ok(Ok(None)) | Ok(Err(_)) => self.give_up(None, "conn-lost"),
-            Err(_) => self.give_up(None, "timeout"),
+            Some(ttl) => {
+                let ttl = Duration::from_secs(u64::try_from(ttl).unwrap_or(0));
+                if let Some(held) = self.held.get_mut(key) {
+                    held.session_deadline = sent + ttl;
+                }
+                Outcome::Ok(())
+            }
+            // No answer: a new channel next time (perhaps to another
+            // member); the session lives on until its deadline.
+            None => {
+                self.client = None;
+                if Instant::now() < session_deadline {
+                    Outcome::Ok(())
+                } else {
+                    if let Some(held) = self.held.remove(key) {
+                        self.abandoned.push(held.lease);
+                    }
+                    Outcome::Fail("session-expired".into())
+                }
+            }
         }
     }
 

@@ -6,7 +6,10 @@ use std::time::Duration;
 
 pub mod driver;
 pub mod etcd;
+pub mod failover;
 pub mod nemesis;
+pub mod netfault;
+pub mod proxy;
 pub mod redis;
 pub mod redlock;
 pub mod semaphore;

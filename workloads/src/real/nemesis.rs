@@ -1,6 +1,10 @@
 //! Faults against the servers lockcheck manages: SIGSTOP of a lock server
-//! (`sigstop`) and SIGKILL then restart (`kill`), on a schedule like the
-//! simulator's, each start and stop recorded as a nemesis operation.
+//! (`sigstop`), SIGKILL then restart (`kill`), the lock sessions ended by
+//! the server (`conn-kill`) and a forward jump of a server's wall clock
+//! (`clock`: Redis then expires keys early, LOCKS.md §2, §6; the servers
+//! must run under libfaketime, [`super::servers::ServerOptions::faketime`]),
+//! on a schedule like the simulator's, each start and stop recorded as a
+//! nemesis operation (a clock fault's value also says `jump_ms`).
 //!
 //! Server operations block (a restart waits until the server answers), so
 //! they run on tokio's blocking pool while the clients go on.
@@ -28,14 +32,20 @@ pub enum ServerAction {
     /// The server ends every lock session at the start (no server process
     /// is touched: it works on servers given by URL too).
     ConnKill,
+    /// The servers' wall clocks jump forward by the fault's `jump_ms` at
+    /// the start and back to real time at the end
+    /// ([`ManagedServer::set_clock`]); their monotonic clocks stay real.
+    ClockJump,
 }
 
 impl ServerAction {
-    fn name(self) -> &'static str {
+    /// The fault's name in the history (and on the command line).
+    pub fn name(self) -> &'static str {
         match self {
             ServerAction::Pause => "sigstop",
             ServerAction::Kill => "kill",
             ServerAction::ConnKill => "conn-kill",
+            ServerAction::ClockJump => "clock",
         }
     }
 }
@@ -48,6 +58,9 @@ pub struct ServerFault {
     pub end: Duration,
     pub action: ServerAction,
     pub servers: Vec<usize>,
+    /// How far a clock fault moves the servers' clocks forward; 0 for the
+    /// other actions.
+    pub jump_ms: u64,
 }
 
 /// The lock servers a nemesis may strike, shared with whoever stops them at
@@ -58,7 +71,11 @@ pub type SharedServer = Arc<Mutex<ManagedServer>>;
 /// half a TTL to two TTLs (a kill at least `min_down`: Redlock's delayed
 /// restart), then a quiet gap of one to three TTLs; all are over a quiet
 /// period (3 TTLs) before the end. A kill may take out up to a majority of
-/// several servers at once.
+/// several servers at once; a clock jump strikes a minority (one server, or
+/// up to (n - 1) / 2 of n) and moves their clocks one to three TTLs ahead,
+/// beyond any lease still running. The clock's draws come after the
+/// others', and only for clock faults, so schedules without them stay as
+/// they were for a seed.
 pub fn schedule(
     actions: &[ServerAction],
     servers: usize,
@@ -99,11 +116,16 @@ pub fn schedule(
             let first = rng.gen_range(0..servers);
             let spread = match action {
                 ServerAction::Kill if servers > 1 => rng.gen_range(1..=servers / 2 + 1),
+                ServerAction::ClockJump if servers > 4 => rng.gen_range(1..=(servers - 1) / 2),
                 _ => 1,
             };
             (0..spread).map(|at| (first + at) % servers).collect()
         };
-        faults.push(ServerFault { start: at, end, action, servers: struck });
+        let jump_ms = match action {
+            ServerAction::ClockJump => rng.gen_range(ttl..=ttl * 3),
+            _ => 0,
+        };
+        faults.push(ServerFault { start: at, end, action, servers: struck, jump_ms });
         at = end + Duration::from_millis(rng.gen_range(ttl..=ttl * 3));
     }
     faults
@@ -118,6 +140,9 @@ fn record(
 ) {
     let targets: Vec<&str> = fault.servers.iter().map(|&at| names[at].as_str()).collect();
     let mut value = json!({ "fault": fault.action.name(), "targets": targets });
+    if fault.action == ServerAction::ClockJump {
+        value["jump_ms"] = json!(fault.jump_ms);
+    }
     if let Some(sessions) = sessions {
         value["sessions"] = json!(sessions);
     }
@@ -131,12 +156,13 @@ fn record(
     );
 }
 
-/// Does `action`'s start or stop to one server, off the runtime's thread.
+/// Does `fault`'s start or stop to one server, off the runtime's thread.
 async fn strike(
     server: SharedServer,
-    action: ServerAction,
+    fault: &ServerFault,
     starting: bool,
 ) -> Result<(), RealError> {
+    let (action, jump_ms) = (fault.action, i64::try_from(fault.jump_ms).unwrap_or(i64::MAX));
     let done = tokio::task::spawn_blocking(move || {
         let mut server = server.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         match (action, starting) {
@@ -148,6 +174,8 @@ async fn strike(
             }
             (ServerAction::Kill, false) => server.restart(),
             (ServerAction::ConnKill, _) => Ok(()),
+            (ServerAction::ClockJump, true) => server.set_clock(jump_ms),
+            (ServerAction::ClockJump, false) => server.set_clock(0),
         }
     })
     .await;
@@ -184,12 +212,12 @@ pub async fn run(
             }
         }
         for &at in &fault.servers {
-            strike(servers[at].clone(), fault.action, true).await?;
+            strike(servers[at].clone(), fault, true).await?;
         }
         record(recorder, fault, names, Function::Start, killed);
         tokio::time::sleep_until(start + fault.end).await;
         for &at in &fault.servers {
-            strike(servers[at].clone(), fault.action, false).await?;
+            strike(servers[at].clone(), fault, false).await?;
         }
         record(recorder, fault, names, Function::Stop, None);
     }
@@ -234,6 +262,47 @@ mod tests {
             if fault.action == ServerAction::Kill {
                 assert!(fault.end - fault.start >= Duration::from_millis(750), "{fault:?}");
             }
+            assert_eq!(fault.jump_ms, 0, "{fault:?}");
         }
+    }
+
+    #[test]
+    fn clock_jumps_strike_a_minority_by_one_to_three_ttls_from_the_seed() {
+        let plan = |servers, seed| {
+            schedule(
+                &[ServerAction::ClockJump],
+                servers,
+                500,
+                Duration::ZERO,
+                Duration::from_secs(30),
+                &mut SmallRng::seed_from_u64(seed),
+            )
+        };
+        let faults = plan(1, 7);
+        assert_eq!(faults, plan(1, 7));
+        assert_ne!(faults, plan(1, 8));
+        assert!(faults.len() > 5, "{faults:?}");
+        let mut jumps = Vec::new();
+        for fault in &faults {
+            assert_eq!(fault.action, ServerAction::ClockJump);
+            assert_eq!(fault.servers, vec![0], "{fault:?}");
+            assert!((500..=1_500).contains(&fault.jump_ms), "{fault:?}");
+            assert!(fault.end <= Duration::from_millis(30_000 - 1_500), "{fault:?}");
+            jumps.push(fault.jump_ms);
+        }
+        jumps.dedup();
+        assert!(jumps.len() > 1, "the jump is drawn for each fault: {jumps:?}");
+        for servers in [3, 5, 7] {
+            for fault in plan(servers, 7) {
+                let minority = (servers - 1) / 2;
+                assert!((1..=minority).contains(&fault.servers.len()), "{servers}: {fault:?}");
+                assert!(fault.servers.iter().all(|&at| at < servers), "{fault:?}");
+            }
+        }
+        let names: Vec<&str> = [ServerAction::ClockJump, ServerAction::Kill]
+            .iter()
+            .map(|action| action.name())
+            .collect();
+        assert_eq!(names, ["clock", "kill"]);
     }
 }

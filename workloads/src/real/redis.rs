@@ -15,11 +15,16 @@
 //! so a late reply can never be read as the answer to the next command; a
 //! connection that cannot be opened means nothing was sent: `unavailable`.
 //!
+//! A client made with [`RedisClient::connect_following`] follows a
+//! [`PrimaryUrl`]: each connection it opens goes to wherever the primary is
+//! then (the failover fault, `failover.rs`, moves it to a promoted replica),
+//! as a client asking Sentinel before each (re)connect would.
+//!
 //! A lost reply needs a network fault; so that `redis-lost-reply` is found
 //! without one, [`RedisClient::lose_replies`] injects lost replies in the
 //! client itself.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 use std::time::Duration;
 
 use rand::rngs::SmallRng;
@@ -158,10 +163,37 @@ impl Failure {
     }
 }
 
+/// Where the primary of a replicated Redis is now: shared by the failover
+/// nemesis, which moves it when it promotes a replica, and by every client
+/// that follows it, which reads it whenever it opens a connection. Clones
+/// share the one URL.
+#[derive(Debug, Clone)]
+pub struct PrimaryUrl(Arc<RwLock<String>>);
+
+impl PrimaryUrl {
+    /// A primary at `url` (`redis://127.0.0.1:6379`).
+    pub fn new(url: impl Into<String>) -> PrimaryUrl {
+        PrimaryUrl(Arc::new(RwLock::new(url.into())))
+    }
+
+    /// Where the primary is now.
+    pub fn get(&self) -> String {
+        self.0.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Moves the primary to `url`: connections opened from now on go there.
+    pub fn set(&self, url: impl Into<String>) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = url.into();
+    }
+}
+
 /// One Redis server and this client's one connection to it.
 pub(crate) struct Instance {
     url: String,
     client: redis::Client,
+    /// A replicated Redis' moving primary: each new connection goes to where
+    /// it is then. `None`: always `url`.
+    primary: Option<PrimaryUrl>,
     /// `None` until first use and after a command's reply was given up on.
     connection: Option<MultiplexedConnection>,
 }
@@ -170,6 +202,7 @@ impl std::fmt::Debug for Instance {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Instance")
             .field("url", &self.url)
+            .field("following", &self.primary.is_some())
             .field("connected", &self.connection.is_some())
             .finish()
     }
@@ -183,8 +216,18 @@ impl Instance {
     /// Connects to `url` now, so that a wrong URL or a missing server is a
     /// setup error rather than a history of `unavailable`.
     pub(crate) async fn connect(url: &str) -> Result<Instance, RealError> {
+        Instance::connect_to(url, None).await
+    }
+
+    /// Connects to where `primary` is now, and later reconnects to where it
+    /// is then.
+    pub(crate) async fn connect_following(primary: PrimaryUrl) -> Result<Instance, RealError> {
+        Instance::connect_to(&primary.get(), Some(primary)).await
+    }
+
+    async fn connect_to(url: &str, primary: Option<PrimaryUrl>) -> Result<Instance, RealError> {
         let client = redis::Client::open(url).map_err(|error| connect_error(url, error))?;
-        let mut instance = Instance { url: url.to_string(), client, connection: None };
+        let mut instance = Instance { url: url.to_string(), client, primary, connection: None };
         match timeout_at(Instant::now() + SETUP_TIMEOUT, instance.open()).await {
             Ok(Ok(())) => Ok(instance),
             Ok(Err(error)) => Err(connect_error(url, error)),
@@ -193,6 +236,15 @@ impl Instance {
     }
 
     async fn open(&mut self) -> redis::RedisResult<()> {
+        // A connection to an old primary is only ever dropped (on an error
+        // or a timeout), never reused: the new one goes to the primary now.
+        if let Some(primary) = &self.primary {
+            let url = primary.get();
+            if url != self.url {
+                self.client = redis::Client::open(url.as_str())?;
+                self.url = url;
+            }
+        }
         // The deadline is ours (`timeout_at` around every command), so the
         // crate's own default timeouts must not cut in first.
         let config =
@@ -378,6 +430,31 @@ impl RedisClient {
         config: &ClientConfig,
     ) -> Result<RedisClient, RealError> {
         let instance = Instance::connect(url).await?;
+        RedisClient::with_instance(instance, recipe, fencing, stall, config).await
+    }
+
+    /// Connects to wherever `primary` is now, and to the storage of
+    /// `config`. Each connection it opens later (after an error or a
+    /// timeout dropped the last one) goes to where the primary is then, so
+    /// after a failover it finds the promoted replica.
+    pub async fn connect_following(
+        primary: PrimaryUrl,
+        recipe: RedisRecipe,
+        fencing: bool,
+        stall: Stall,
+        config: &ClientConfig,
+    ) -> Result<RedisClient, RealError> {
+        let instance = Instance::connect_following(primary).await?;
+        RedisClient::with_instance(instance, recipe, fencing, stall, config).await
+    }
+
+    async fn with_instance(
+        instance: Instance,
+        recipe: RedisRecipe,
+        fencing: bool,
+        stall: Stall,
+        config: &ClientConfig,
+    ) -> Result<RedisClient, RealError> {
         let storage = Storage::connect(config).await?;
         Ok(RedisClient {
             recipe,

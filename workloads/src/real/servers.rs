@@ -22,6 +22,13 @@
 //! and `postgres` run as the `postgres` user (`setpriv --reuid=postgres`,
 //! which, unlike `runuser`, execs instead of forking, so the parent-death
 //! signal reaches the server itself), in a directory owned by that user.
+//!
+//! A server started with [`ServerOptions::faketime`] reads its wall clock
+//! through Debian's libfaketime, preloaded into the server only (never into
+//! this tool, nor into setup tools such as `initdb`), so that
+//! [`ManagedServer::set_clock`] can jump the server's clock while it runs:
+//! Redis expires keys by its wall clock, so a forward jump frees locks early
+//! (LOCKS.md §2, §6). See [`ManagedServer::set_clock`] for how.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -37,6 +44,7 @@ use std::sync::{mpsc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 use std::{env, thread};
 
+use super::proxy::Proxy;
 use super::RealError;
 
 /// The servers the tool can start.
@@ -91,6 +99,19 @@ impl ServerKind {
         }
     }
 
+    /// Whether libfaketime can fake this server's wall clock
+    /// ([`ServerOptions::faketime`]). Not etcd's: etcd is a statically
+    /// linked Go program, which reads the clock through the vDSO or raw
+    /// system calls, never through libc, so `LD_PRELOAD` has no effect on
+    /// it and a faked clock would silently stay real. Starting etcd with
+    /// `faketime` is therefore an error.
+    pub fn clock_is_fakeable(self) -> bool {
+        match self {
+            ServerKind::Redis | ServerKind::Postgres | ServerKind::Mariadb => true,
+            ServerKind::Etcd => false,
+        }
+    }
+
     /// Loopback ports a server listens on: etcd has a peer port too.
     fn port_count(self) -> usize {
         match self {
@@ -108,11 +129,16 @@ pub struct ServerOptions {
     pub persistent: bool,
     /// How long the server may take to answer after it was started.
     pub ready_timeout: Duration,
+    /// The server reads its wall clock through libfaketime (package
+    /// `faketime`), so that [`ManagedServer::set_clock`] can jump it: a
+    /// clock nemesis. Only for kinds whose
+    /// [`ServerKind::clock_is_fakeable`]; kept across restarts.
+    pub faketime: bool,
 }
 
 impl Default for ServerOptions {
     fn default() -> Self {
-        ServerOptions { persistent: false, ready_timeout: Duration::from_secs(60) }
+        ServerOptions { persistent: false, ready_timeout: Duration::from_secs(60), faketime: false }
     }
 }
 
@@ -152,6 +178,8 @@ pub struct ManagedServer {
     child: Option<Child>,
     pid: u32,
     options: ServerOptions,
+    /// Where its faked clock is set, when started with `faketime`.
+    clock: Option<FakeClock>,
 }
 
 impl ManagedServer {
@@ -210,32 +238,139 @@ impl ManagedServer {
         members: usize,
         options: &ServerOptions,
     ) -> Result<Vec<ManagedServer>, RealError> {
+        ManagedServer::start_etcd_members(members, options, None)
+    }
+
+    /// Starts an etcd cluster of `members` whose peer traffic goes through
+    /// `proxy`, so a test can partition the members: member `i` is the node
+    /// `etcd-i` of the proxy (its etcd `--name` stays `member-i`). Each
+    /// member advertises a [`Proxy::route_peers`] listener as its peer URL
+    /// and listens on its real port; once the cluster runs, each member's id
+    /// is aliased to its node name, so the peer connections are attributed
+    /// to their links. Clients reach the members through the proxy by the
+    /// URLs [`super::proxy::route_clients`] gives (a listener per client and
+    /// member), or directly at [`ManagedServer::url`].
+    pub fn start_etcd_cluster_behind(
+        members: usize,
+        options: &ServerOptions,
+        proxy: &Proxy,
+    ) -> Result<Vec<ManagedServer>, RealError> {
+        ManagedServer::start_etcd_members(members, options, Some(proxy))
+    }
+
+    /// An etcd cluster whose members dial each other directly, or through
+    /// `proxy`'s peer listeners. Started again on new ports when a member
+    /// could not bind its own (another process took it after we chose it).
+    fn start_etcd_members(
+        members: usize,
+        options: &ServerOptions,
+        proxy: Option<&Proxy>,
+    ) -> Result<Vec<ManagedServer>, RealError> {
         let mut servers = Vec::with_capacity(members);
         if members == 0 {
             return Ok(servers);
         }
         for _ in 0..members {
-            let mut server = ManagedServer::create(ServerKind::Etcd, options)?;
-            server.ports = reserve_ports(2).map_err(|error| server.error(error))?;
-            servers.push(server);
+            servers.push(ManagedServer::create(ServerKind::Etcd, options)?);
         }
-        let cluster = servers
-            .iter()
-            .enumerate()
-            .map(|(at, server)| format!("member-{at}=http://127.0.0.1:{}", server.ports[1]))
-            .collect::<Vec<_>>()
-            .join(",");
+        let deadline = Instant::now() + options.ready_timeout;
+        for attempt in 1..=PORT_ATTEMPTS {
+            if ManagedServer::launch_etcd_members(&mut servers, proxy, deadline)? {
+                break;
+            }
+            if attempt == PORT_ATTEMPTS {
+                return Err(servers[0].error("no free port"));
+            }
+            for server in &mut servers {
+                server.kill_process();
+                release_ports(&std::mem::take(&mut server.ports));
+                // Its member id is bound to the old peer URLs.
+                let _ = fs::remove_dir_all(server.data_dir());
+            }
+        }
+        if let Some(proxy) = proxy {
+            for (name, id) in servers[0].etcd_member_ids()? {
+                // etcd's rafthttp sends its id as lowercase hex, unpadded.
+                let at = name.strip_prefix("member-").unwrap_or(&name);
+                proxy.alias(&format!("{id:x}"), &format!("etcd-{at}"));
+            }
+        }
+        Ok(servers)
+    }
+
+    /// Gives the members new ports, runs them and waits until every one is
+    /// ready; `false` when one could not bind its port.
+    fn launch_etcd_members(
+        servers: &mut [ManagedServer],
+        proxy: Option<&Proxy>,
+        deadline: Instant,
+    ) -> Result<bool, RealError> {
+        let mut cluster = Vec::with_capacity(servers.len());
+        for (at, server) in servers.iter_mut().enumerate() {
+            server.ports = reserve_ports(2).map_err(|error| server.error(error))?;
+            let peer = SocketAddr::from((Ipv4Addr::LOCALHOST, server.ports[1]));
+            // A retry leaves the earlier attempt's listener unused.
+            let advertised = match proxy {
+                Some(proxy) => proxy.route_peers(&format!("etcd-{at}"), peer)?,
+                None => peer,
+            };
+            cluster.push(format!("member-{at}=http://{advertised}"));
+        }
+        let cluster = cluster.join(",");
         let token = format!("lockcheck-{}-{}", std::process::id(), servers[0].id);
         for (at, server) in servers.iter_mut().enumerate() {
             server.launch = server.etcd_launch(&format!("member-{at}"), &cluster, &token);
             server.spawn()?;
         }
         // No member is healthy before a majority has started and elected.
-        let deadline = Instant::now() + options.ready_timeout;
-        for server in &mut servers {
-            server.wait_ready(deadline).map_err(|failure| server.error(failure.reason))?;
+        for server in servers.iter_mut() {
+            match server.wait_ready(deadline) {
+                Ok(()) => {}
+                Err(failure) if failure.port_taken => return Ok(false),
+                Err(failure) => return Err(server.error(failure.reason)),
+            }
         }
-        Ok(servers)
+        Ok(true)
+    }
+
+    /// The cluster's members as etcd lists them: each one's `--name` and
+    /// id. Asked of etcd's JSON gateway (3.4 serves `/v3/`), which spells
+    /// the 64-bit ids as decimal strings.
+    fn etcd_member_ids(&self) -> Result<Vec<(String, u64)>, RealError> {
+        let failed = |reason: String| self.error(format!("cannot list the members: {reason}"));
+        let port = self.port();
+        let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, port))
+            .map_err(|error| failed(format!("connect: {error}")))?;
+        let timeouts = stream
+            .set_read_timeout(Some(STOP_GRACE))
+            .and_then(|()| stream.set_write_timeout(Some(STOP_GRACE)));
+        timeouts.map_err(|error| failed(error.to_string()))?;
+        let request = format!(
+            "POST /v3/cluster/member/list HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+        );
+        stream.write_all(request.as_bytes()).map_err(|error| failed(format!("write: {error}")))?;
+        let reply = read_reply(&mut stream, 1024 * 1024, false).map_err(failed)?;
+        let reply = String::from_utf8_lossy(&reply);
+        // The JSON document, whether or not the body came in one chunk.
+        let json = match (reply.find('{'), reply.rfind('}')) {
+            (Some(start), Some(end)) if start < end => &reply[start..=end],
+            _ => return Err(failed(format!("answered {reply:?}"))),
+        };
+        let list: serde_json::Value =
+            serde_json::from_str(json).map_err(|error| failed(format!("{error} in {json}")))?;
+        let members = list["members"].as_array().cloned().unwrap_or_default();
+        let ids: Vec<(String, u64)> = members
+            .iter()
+            .filter_map(|member| {
+                let id = &member["ID"];
+                let id = id.as_u64().or_else(|| id.as_str()?.parse().ok())?;
+                Some((member["name"].as_str()?.to_string(), id))
+            })
+            .collect();
+        match ids.is_empty() {
+            true => Err(failed(format!("no member in {json}"))),
+            false => Ok(ids),
+        }
     }
 
     pub fn kind(&self) -> ServerKind {
@@ -292,6 +427,33 @@ impl ManagedServer {
         self.wait_ready(deadline).map_err(|failure| self.error(failure.reason))
     }
 
+    /// From now on the server's wall clock reads real time + `offset_ms`
+    /// (negative: behind); 0 brings it back to real time. Its monotonic
+    /// clock and its sleeps are left alone, so its timers run as before:
+    /// only what it does by the wall clock (Redis's key expiry, `TIME`,
+    /// PostgreSQL's `now()`) sees the jump.
+    ///
+    /// How: the server runs with `FAKETIME_TIMESTAMP_FILE` pointing at a
+    /// file in its directory and `FAKETIME_NO_CACHE=1`, so libfaketime reads
+    /// the file at every clock call. The file holds a relative offset in
+    /// libfaketime 0.9.10's syntax: a sign, then seconds with a decimal
+    /// fraction (`+1.500`, `-0.250`, `+0.000`). A unit suffix would be read
+    /// as minutes, hours or days (`+1500ms` is 1500 *minutes*), and text it
+    /// cannot parse makes libfaketime exit the server, so the file is
+    /// replaced atomically (written aside, then renamed over), never
+    /// rewritten in place where the server could read half of it.
+    ///
+    /// An error if the server was not started with
+    /// [`ServerOptions::faketime`], or if the file cannot be written.
+    pub fn set_clock(&self, offset_ms: i64) -> Result<(), RealError> {
+        let clock = self.clock.as_ref().ok_or_else(|| {
+            self.error("its clock cannot be set: it was not started with the faketime option")
+        })?;
+        clock.set(offset_ms).map_err(|error| {
+            self.error(format!("cannot set its clock in {}: {error}", clock.file.display()))
+        })
+    }
+
     /// Freezes the server and its children (SIGSTOP): it accepts
     /// connections but answers nothing until [`ManagedServer::resume`].
     pub fn pause(&self) -> Result<(), RealError> {
@@ -313,8 +475,12 @@ impl ManagedServer {
     /// directory made and prepared (the database initialised), no process.
     fn create(kind: ServerKind, options: &ServerOptions) -> Result<ManagedServer, RealError> {
         let programs = Programs::locate(kind)?;
+        let library = match options.faketime {
+            true => Some(FakeClock::library(kind)?),
+            false => None,
+        };
         let (id, dir) = new_dir(kind)?;
-        let server = ManagedServer {
+        let mut server = ManagedServer {
             kind,
             id,
             dir,
@@ -324,7 +490,15 @@ impl ManagedServer {
             child: None,
             pid: 0,
             options: options.clone(),
+            clock: None,
         };
+        if let Some(library) = library {
+            // Dropping the server on an error deletes its directory.
+            let clock = FakeClock::new(library, &server.dir).map_err(|error| {
+                server.error(format!("cannot prepare its clock for libfaketime: {error}"))
+            })?;
+            server.clock = Some(clock);
+        }
         server.prepare()?;
         Ok(server)
     }
@@ -455,13 +629,19 @@ impl ManagedServer {
     fn etcd_launch(&self, name: &str, cluster: &str, token: &str) -> Launch {
         let client = format!("http://127.0.0.1:{}", self.ports[0]);
         let peer = format!("http://127.0.0.1:{}", self.ports[1]);
+        // The URL the cluster knows this member by: a proxy's listener when
+        // its peers talk through one, else the port it listens on.
+        let advertised = cluster
+            .split(',')
+            .find_map(|member| member.strip_prefix(name)?.strip_prefix('='))
+            .unwrap_or(&peer);
         let mut args: Vec<OsString> = vec!["--name".into(), name.into()];
         args.extend(["--data-dir".into(), self.data_dir().into_os_string()]);
         for (option, value) in [
             ("--listen-client-urls", client.as_str()),
             ("--advertise-client-urls", &client),
             ("--listen-peer-urls", &peer),
-            ("--initial-advertise-peer-urls", &peer),
+            ("--initial-advertise-peer-urls", advertised),
             ("--initial-cluster", cluster),
             ("--initial-cluster-state", "new"),
             ("--initial-cluster-token", token),
@@ -486,9 +666,15 @@ impl ManagedServer {
         Ok(command)
     }
 
+    /// Starts the server process, with `faketime` under libfaketime (setup
+    /// tools never are).
     fn spawn(&mut self) -> Result<(), RealError> {
         let log_path = self.dir.join("server.log");
-        let command = self.command(&self.launch, &log_path).map_err(|error| self.error(error))?;
+        let launch = match &self.clock {
+            Some(clock) => clock.wrap(&self.launch),
+            None => self.launch.clone(),
+        };
+        let command = self.command(&launch, &log_path).map_err(|error| self.error(error))?;
         let child = spawn_owned(self.id, command).map_err(|error| self.error(error))?;
         self.pid = child.id();
         self.child = Some(child);
@@ -537,6 +723,9 @@ impl ManagedServer {
             let _ = child.kill();
             let _ = child.wait();
             kill_group(child.id());
+            if self.clock.is_some() {
+                forget_faketime_memory(child.id());
+            }
         }
         set_leader(self.id, None);
     }
@@ -551,6 +740,9 @@ impl ManagedServer {
                 let _ = child.wait();
             }
             kill_group(child.id());
+            if self.clock.is_some() {
+                forget_faketime_memory(child.id());
+            }
         }
     }
 }
@@ -605,6 +797,118 @@ impl Programs {
         };
         Ok(Programs { server, setup, setpriv, root: running_as_root() })
     }
+}
+
+/// The preload library that fakes a server's clock.
+const FAKETIME_LIBRARY: &str = "libfaketime.so.1";
+
+/// A server's faked wall clock: the libfaketime it preloads, and the file
+/// in its directory that libfaketime reads the offset from.
+#[derive(Debug)]
+struct FakeClock {
+    library: PathBuf,
+    file: PathBuf,
+    /// `env`, which sets libfaketime's variables for the server alone.
+    env: PathBuf,
+}
+
+impl FakeClock {
+    /// libfaketime, for a server of `kind`: an error if that kind ignores
+    /// it, or if it is not installed (Debian's multiarch directory first).
+    fn library(kind: ServerKind) -> Result<PathBuf, RealError> {
+        if !kind.clock_is_fakeable() {
+            return Err(RealError::Server {
+                what: kind.name(),
+                reason: format!(
+                    "{} ignores libfaketime (a static Go binary reads the clock without libc), \
+                     so its clock cannot be faked: start it without the faketime option",
+                    kind.name()
+                ),
+            });
+        }
+        let multiarch = format!("/usr/lib/{}-linux-gnu/faketime", env::consts::ARCH);
+        [multiarch.as_str(), "/usr/lib64/faketime", "/usr/lib/faketime", "/usr/local/lib/faketime"]
+            .iter()
+            .map(|dir| Path::new(dir).join(FAKETIME_LIBRARY))
+            .find(|library| library.is_file())
+            .ok_or(RealError::MissingBinary { binary: FAKETIME_LIBRARY, package: "faketime" })
+    }
+
+    /// The clock of a server living in `dir`, at real time until set.
+    fn new(library: PathBuf, dir: &Path) -> io::Result<FakeClock> {
+        let env = find_on_path("env").ok_or_else(|| io::Error::other("`env` is not on PATH"))?;
+        let clock = FakeClock { library, file: dir.join("faketime"), env };
+        clock.set(0)?;
+        Ok(clock)
+    }
+
+    /// Writes the offset aside, then renames it over the file: the server
+    /// reads the old offset or the new one, never a partial one (which
+    /// would make libfaketime exit the server). Readable by all, since
+    /// PostgreSQL reads it as the `postgres` user.
+    fn set(&self, offset_ms: i64) -> io::Result<()> {
+        static WRITES: AtomicU64 = AtomicU64::new(0);
+        let aside =
+            self.file.with_extension(format!("{}.tmp", WRITES.fetch_add(1, Ordering::Relaxed)));
+        let write = || -> io::Result<()> {
+            let mut file = File::create(&aside)?;
+            file.write_all(faketime_offset(offset_ms).as_bytes())?;
+            file.set_permissions(fs::Permissions::from_mode(0o644))?;
+            fs::rename(&aside, &self.file)
+        };
+        let written = write();
+        if written.is_err() {
+            let _ = fs::remove_file(&aside);
+        }
+        written
+    }
+
+    /// `launch` run through `env`, which gives the server libfaketime's
+    /// environment. Not `setpriv`'s: libfaketime in `setpriv` (root) would
+    /// make its shared semaphore and pass its name on, which PostgreSQL,
+    /// run as `postgres`, cannot open, and libfaketime would exit it.
+    ///
+    /// glibc is preloaded after libfaketime so that its `malloc` comes
+    /// before any allocator the server links: Debian's Redis links
+    /// jemalloc, whose first allocation reads the clock, which makes
+    /// libfaketime initialise, which allocates, and the server hangs at
+    /// start (libfaketime issue #130, unfixed in 0.9.10). The monotonic
+    /// clock stays real, so the server's timers do not jump with its wall
+    /// clock.
+    fn wrap(&self, launch: &Launch) -> Launch {
+        let mut preload = OsString::from("LD_PRELOAD=");
+        preload.push(&self.library);
+        preload.push(":libc.so.6");
+        // FAKETIME would take precedence over the file.
+        let mut args: Vec<OsString> =
+            ["-u", "FAKETIME", "-u", "FAKETIME_SHARED"].map(OsString::from).into();
+        args.extend([
+            preload,
+            flag("FAKETIME_TIMESTAMP_FILE=", &self.file),
+            "FAKETIME_NO_CACHE=1".into(),
+            "FAKETIME_DONT_FAKE_MONOTONIC=1".into(),
+            launch.program.clone().into_os_string(),
+        ]);
+        args.extend(launch.args.iter().cloned());
+        Launch { program: self.env.clone(), args }
+    }
+}
+
+/// libfaketime in a server makes a semaphore and a shared memory object
+/// named by the server's pid, removed when it exits cleanly; a killed
+/// server leaves them in /dev/shm, so they are removed once it is gone.
+fn forget_faketime_memory(pid: u32) {
+    for name in [format!("sem.faketime_sem_{pid}"), format!("faketime_shm_{pid}")] {
+        let _ = fs::remove_file(Path::new("/dev/shm").join(name));
+    }
+}
+
+/// A relative offset as libfaketime 0.9.10 reads it: sign, seconds, and a
+/// decimal fraction (`+1.500`); no unit, since `m` would mean minutes.
+fn faketime_offset(offset_ms: i64) -> String {
+    let sign = if offset_ms < 0 { '-' } else { '+' };
+    let magnitude = offset_ms.unsigned_abs();
+    format!("{sign}{}.{:03}", magnitude / 1000, magnitude % 1000)
 }
 
 fn is_executable(path: &Path) -> bool {
@@ -919,6 +1223,7 @@ pub fn stop_all() {
     for &leader in &leaders {
         send_signal("KILL", &leader.to_string());
         kill_group(leader);
+        forget_faketime_memory(leader);
     }
     for live in live.values() {
         let _ = fs::remove_dir_all(&live.dir);

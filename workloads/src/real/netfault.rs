@@ -1,0 +1,448 @@
+//! Network faults against real servers, through the proxy ([`super::proxy`]):
+//! partitions (`partition`) and slow links (`slow-net`), on a schedule like
+//! the simulator's, each start and stop recorded as a nemesis operation.
+//!
+//! The shapes of a partition, as the simulator's:
+//! * `client`: one client cut off from every lock server (its storage
+//!   stays reachable: the stale holder's write still arrives). The client
+//!   struck is the latest to take a lock it still holds when the fault
+//!   starts, if any (a targeted nemesis, as Jepsen's that partition a
+//!   primary: the holder with the most of its job ahead), else the one the
+//!   schedule drew;
+//! * `isolate-one`: one member of a cluster cut off from the others;
+//! * `halves`: a minority of members cut off from the majority (for three
+//!   members, the same split as `isolate-one`).
+//!
+//! `slow-net` delays every link of one client (to its lock servers and to
+//! its storage) by a one-way latency from a tenth of a TTL to a whole TTL:
+//! replies come after the client's deadline, and a write may arrive after
+//! the lease it was sent under has ended.
+//!
+//! A partition holds the links (no resets, nothing lost: a network that
+//! drops packets), so a client waits out its deadline as it would on a real
+//! partition.
+
+use std::time::Duration;
+
+use lockcheck_checker::{Event, EventType, Function, Process};
+use rand::rngs::SmallRng;
+use rand::Rng;
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::proxy::{LinkState, Proxy};
+use super::RealError;
+use crate::SharedRecorder;
+
+/// The shape of a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Shape {
+    Client,
+    IsolateOne,
+    Halves,
+}
+
+impl Shape {
+    pub const ALL: [Shape; 3] = [Shape::Client, Shape::IsolateOne, Shape::Halves];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Shape::Client => "client",
+            Shape::IsolateOne => "isolate-one",
+            Shape::Halves => "halves",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Shape> {
+        Shape::ALL.into_iter().find(|shape| shape.name() == name)
+    }
+
+    /// Whether it splits anything among `members` cluster members.
+    pub fn applies(self, members: usize) -> bool {
+        match self {
+            Shape::Client => true,
+            Shape::IsolateOne | Shape::Halves => members >= 3,
+        }
+    }
+}
+
+/// The nodes of a test, by their names in the proxy and the history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topology {
+    pub clients: u32,
+    /// The lock servers clients talk to (`redis-0`, `etcd-2`).
+    pub lock_nodes: Vec<String>,
+    /// The storage's node, when it is not a lock server.
+    pub storage_node: Option<String>,
+    /// Cluster members whose peer links go through the proxy (a prefix of
+    /// `lock_nodes`); 0 when there is no such cluster.
+    pub members: usize,
+}
+
+/// What a network fault does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetKind {
+    /// `client` cannot reach any lock server.
+    ClientCut { client: u32 },
+    /// The members in `minority` cannot reach the others.
+    Members { shape: Shape, minority: Vec<usize> },
+    /// Every link of `client` has this one-way latency.
+    Slow { client: u32, delay_ms: u64 },
+}
+
+/// One network fault, from `start` to `end` after the test began.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetFault {
+    pub start: Duration,
+    pub end: Duration,
+    pub kind: NetKind,
+}
+
+/// Which network faults a schedule draws from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NetChoice {
+    /// The partition shapes on (none: no partitions).
+    pub shapes: Vec<Shape>,
+    pub slow: bool,
+}
+
+/// The schedule: after a quiet second, a fault lasts one to three TTLs (a
+/// cut-off holder's lease must run out within it), then a quiet gap of one
+/// to three TTLs; every fault is over a quiet period (3 TTLs) before the
+/// end. Draws nothing when nothing is on.
+pub fn schedule(
+    choice: &NetChoice,
+    topology: &Topology,
+    ttl_ms: u64,
+    time_limit: Duration,
+    rng: &mut SmallRng,
+) -> Vec<NetFault> {
+    let mut faults = Vec::new();
+    let shapes: Vec<Shape> =
+        choice.shapes.iter().copied().filter(|shape| shape.applies(topology.members)).collect();
+    let kinds = shapes.len() + usize::from(choice.slow);
+    let quiet_start = Duration::from_secs(1).min(time_limit / 10);
+    let quiet_end = Duration::from_millis(ttl_ms * 3).min(time_limit / 5);
+    if kinds == 0 || topology.clients == 0 || time_limit <= quiet_start + quiet_end {
+        return faults;
+    }
+    let ttl = ttl_ms.max(2);
+    let last = time_limit - quiet_end;
+    let mut at = quiet_start;
+    loop {
+        let length = Duration::from_millis(rng.gen_range(ttl..=ttl * 3));
+        let end = at + length;
+        if end > last {
+            break;
+        }
+        let pick = rng.gen_range(0..kinds);
+        let kind = match shapes.get(pick) {
+            Some(Shape::Client) => {
+                NetKind::ClientCut { client: rng.gen_range(0..topology.clients) }
+            }
+            Some(&shape) => {
+                let size = match shape {
+                    Shape::IsolateOne => 1,
+                    _ => rng.gen_range(1..=(topology.members - 1) / 2),
+                };
+                let first = rng.gen_range(0..topology.members);
+                let minority = (0..size).map(|at| (first + at) % topology.members).collect();
+                NetKind::Members { shape, minority }
+            }
+            None => NetKind::Slow {
+                client: rng.gen_range(0..topology.clients),
+                delay_ms: rng.gen_range(ttl / 10..=ttl).max(1),
+            },
+        };
+        faults.push(NetFault { start: at, end, kind });
+        at = end + Duration::from_millis(rng.gen_range(ttl..=ttl * 3));
+    }
+    faults
+}
+
+/// The links a fault changes, each as `(from, to)`: a client's links are
+/// the ones it dials; members' links are both directions of each pair.
+fn links(fault: &NetFault, topology: &Topology) -> Vec<(String, String)> {
+    match &fault.kind {
+        NetKind::ClientCut { client } => {
+            let from = format!("client-{client}");
+            topology.lock_nodes.iter().map(|to| (from.clone(), to.clone())).collect()
+        }
+        NetKind::Slow { client, .. } => {
+            let from = format!("client-{client}");
+            topology
+                .lock_nodes
+                .iter()
+                .chain(&topology.storage_node)
+                .map(|to| (from.clone(), to.clone()))
+                .collect()
+        }
+        NetKind::Members { minority, .. } => {
+            let mut cuts = Vec::new();
+            for &inside in minority {
+                for outside in (0..topology.members).filter(|at| !minority.contains(at)) {
+                    let (a, b) = (&topology.lock_nodes[inside], &topology.lock_nodes[outside]);
+                    cuts.push((a.clone(), b.clone()));
+                    cuts.push((b.clone(), a.clone()));
+                }
+            }
+            cuts
+        }
+    }
+}
+
+fn record(recorder: &SharedRecorder, fault: &NetFault, topology: &Topology, f: Function) {
+    let value = match &fault.kind {
+        NetKind::ClientCut { client } => json!({
+            "fault": "partition",
+            "shape": "client",
+            "targets": [format!("client-{client}")],
+            "cuts": links(fault, topology),
+        }),
+        NetKind::Members { shape, minority } => {
+            let targets: Vec<&str> =
+                minority.iter().map(|&at| topology.lock_nodes[at].as_str()).collect();
+            json!({
+                "fault": "partition",
+                "shape": shape.name(),
+                "targets": targets,
+                "cuts": links(fault, topology),
+            })
+        }
+        NetKind::Slow { client, delay_ms } => json!({
+            "fault": "slow-net",
+            "targets": [format!("client-{client}")],
+            "delay_ms": delay_ms,
+            "links": links(fault, topology),
+        }),
+    };
+    recorder.lock().expect("the recorder is never poisoned").record(
+        Process::Nemesis,
+        EventType::Info,
+        f,
+        None,
+        value,
+        None,
+    );
+}
+
+/// The logical client that took a lock it still holds latest in `events`
+/// (an acquire's ok, with no release invoked or operation given up since),
+/// among `clients`.
+fn current_holder(events: &[Event], clients: u32) -> Option<u32> {
+    // Per client: locks held, and the index of its latest grant.
+    let mut holding = vec![(0u32, 0usize); clients as usize];
+    for event in events {
+        let Process::Client(process) = event.process else { continue };
+        let Some(logical) = u32::try_from(process.rem_euclid(i64::from(clients.max(1)))).ok()
+        else {
+            continue;
+        };
+        let Some((held, latest)) = holding.get_mut(logical as usize) else { continue };
+        match (event.event_type, &event.f) {
+            (EventType::Ok, Function::Acquire) => {
+                *held += 1;
+                *latest = event.index as usize;
+            }
+            (EventType::Invoke, Function::Release) => *held = held.saturating_sub(1),
+            (EventType::Info, _) => *held = 0,
+            _ => {}
+        }
+    }
+    (0..clients)
+        .filter(|&client| holding[client as usize].0 > 0)
+        .max_by_key(|&client| holding[client as usize].1)
+}
+
+/// Carries out `faults` on `proxy`'s links from `start`; every link is
+/// healed at the end of its fault, and all of them when the schedule ends.
+pub async fn run(
+    faults: &[NetFault],
+    proxy: &Proxy,
+    topology: &Topology,
+    recorder: &SharedRecorder,
+    start: Instant,
+) {
+    for fault in faults {
+        tokio::time::sleep_until(start + fault.start).await;
+        let mut fault = fault.clone();
+        if let NetKind::ClientCut { client } = &mut fault.kind {
+            let recorder = recorder.lock().expect("the recorder is never poisoned");
+            *client = current_holder(recorder.events(), topology.clients).unwrap_or(*client);
+        }
+        let fault = &fault;
+        let state = match fault.kind {
+            NetKind::Slow { delay_ms, .. } => LinkState::Delay(Duration::from_millis(delay_ms)),
+            NetKind::ClientCut { .. } | NetKind::Members { .. } => LinkState::Hold,
+        };
+        let changed = links(fault, topology);
+        for (from, to) in &changed {
+            proxy.set(from, to, state);
+        }
+        record(recorder, fault, topology, Function::Start);
+        tokio::time::sleep_until(start + fault.end).await;
+        for (from, to) in &changed {
+            proxy.set(from, to, LinkState::Pass);
+        }
+        record(recorder, fault, topology, Function::Stop);
+    }
+    proxy.heal();
+}
+
+/// `url` split around its `host:port`: what comes before, the address, and
+/// what comes after (`postgres://postgres@`, `127.0.0.1:5432`, `/postgres`).
+/// A URL without a port gets its scheme's usual one.
+fn split_url(url: &str) -> Option<(&str, String, &str)> {
+    let scheme_end = url.find("://")? + 3;
+    let rest = &url[scheme_end..];
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let host_start = authority.rfind('@').map_or(0, |at| at + 1);
+    let host_port = &authority[host_start..];
+    if host_port.is_empty() {
+        return None;
+    }
+    let prefix = &url[..scheme_end + host_start];
+    let suffix = &rest[authority_end..];
+    let has_port = host_port.rsplit_once(':').is_some_and(|(_, port)| port.parse::<u16>().is_ok());
+    let address = if has_port {
+        host_port.to_string()
+    } else {
+        let port = match &url[..scheme_end - 3] {
+            "redis" | "rediss" => 6379,
+            "postgres" | "postgresql" => 5432,
+            "mysql" | "mariadb" => 3306,
+            "http" | "https" => 2379,
+            _ => return None,
+        };
+        format!("{host_port}:{port}")
+    };
+    Some((prefix, address, suffix))
+}
+
+/// `url` with its server reached through `proxy`, on the link `from -> to`.
+pub fn proxied_url(proxy: &Proxy, from: &str, to: &str, url: &str) -> Result<String, RealError> {
+    use std::net::ToSocketAddrs;
+    let bad = |reason: String| RealError::Setup { what: "the fault-injecting proxy", reason };
+    let (prefix, address, suffix) =
+        split_url(url).ok_or_else(|| bad(format!("cannot find the server's address in {url}")))?;
+    let target = address
+        .to_socket_addrs()
+        .map_err(|error| bad(format!("cannot resolve {address} of {url}: {error}")))?
+        .next()
+        .ok_or_else(|| bad(format!("{address} of {url} resolves to nothing")))?;
+    let listener = proxy.route(from, to, target)?;
+    Ok(format!("{prefix}{listener}{suffix}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+
+    fn topology(members: usize) -> Topology {
+        Topology {
+            clients: 4,
+            lock_nodes: (0..members.max(1)).map(|at| format!("etcd-{at}")).collect(),
+            storage_node: Some("storage".to_string()),
+            members,
+        }
+    }
+
+    #[test]
+    fn urls_are_split_around_their_server_address() {
+        assert_eq!(
+            split_url("postgres://postgres@127.0.0.1:5432/postgres"),
+            Some(("postgres://postgres@", "127.0.0.1:5432".to_string(), "/postgres"))
+        );
+        assert_eq!(
+            split_url("redis://127.0.0.1:6380"),
+            Some(("redis://", "127.0.0.1:6380".to_string(), ""))
+        );
+        assert_eq!(
+            split_url("mysql://root:pw@localhost/test?x=1"),
+            Some(("mysql://root:pw@", "localhost:3306".to_string(), "/test?x=1"))
+        );
+        assert_eq!(split_url("http://[::1]:2379"), Some(("http://", "[::1]:2379".to_string(), "")));
+        assert_eq!(split_url("127.0.0.1:6379"), None);
+        assert_eq!(split_url("ftp://host/x"), None);
+    }
+
+    #[test]
+    fn the_schedule_follows_the_seed_and_heals_before_the_end() {
+        let choice = NetChoice { shapes: Shape::ALL.to_vec(), slow: true };
+        let plan = |seed| {
+            schedule(
+                &choice,
+                &topology(3),
+                500,
+                Duration::from_secs(30),
+                &mut SmallRng::seed_from_u64(seed),
+            )
+        };
+        let faults = plan(3);
+        assert_eq!(faults, plan(3));
+        assert_ne!(faults, plan(4));
+        assert!(faults.len() > 5, "{faults:?}");
+        for fault in &faults {
+            assert!(fault.end <= Duration::from_millis(30_000 - 1_500), "{fault:?}");
+            assert!(fault.end - fault.start >= Duration::from_millis(500), "{fault:?}");
+            match &fault.kind {
+                NetKind::Members { minority, .. } => assert_eq!(minority.len(), 1, "{fault:?}"),
+                NetKind::Slow { delay_ms, .. } => assert!((50..=500).contains(delay_ms)),
+                NetKind::ClientCut { client } => assert!(*client < 4),
+            }
+        }
+        let kinds: Vec<&str> = faults
+            .iter()
+            .map(|fault| match fault.kind {
+                NetKind::ClientCut { .. } => "client",
+                NetKind::Members { .. } => "members",
+                NetKind::Slow { .. } => "slow",
+            })
+            .collect();
+        for kind in ["client", "members", "slow"] {
+            assert!(kinds.contains(&kind), "{kinds:?}");
+        }
+    }
+
+    #[test]
+    fn member_shapes_need_a_cluster_and_nothing_on_draws_nothing() {
+        let members_only =
+            NetChoice { shapes: vec![Shape::IsolateOne, Shape::Halves], slow: false };
+        let mut rng = SmallRng::seed_from_u64(1);
+        assert!(schedule(&members_only, &topology(0), 500, Duration::from_secs(30), &mut rng)
+            .is_empty());
+        assert!(schedule(
+            &NetChoice::default(),
+            &topology(3),
+            500,
+            Duration::from_secs(30),
+            &mut rng
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn a_members_split_cuts_both_directions_of_every_pair_across_it() {
+        let fault = NetFault {
+            start: Duration::ZERO,
+            end: Duration::from_secs(1),
+            kind: NetKind::Members { shape: Shape::IsolateOne, minority: vec![2] },
+        };
+        let cuts = links(&fault, &topology(3));
+        let expected: Vec<(String, String)> = [
+            ("etcd-2", "etcd-0"),
+            ("etcd-0", "etcd-2"),
+            ("etcd-2", "etcd-1"),
+            ("etcd-1", "etcd-2"),
+        ]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+        assert_eq!(cuts, expected);
+        let slow = NetFault { kind: NetKind::Slow { client: 1, delay_ms: 100 }, ..fault };
+        assert_eq!(links(&slow, &topology(3)).last(), Some(&("client-1".into(), "storage".into())));
+    }
+}
