@@ -175,8 +175,13 @@ pub struct CheckArgs {
     /// Faults, a comma list of pause, clock, kill, delay, loss, skew,
     /// failover, partition; or none. Against real servers: pause (client
     /// stalls), sigstop (SIGSTOP of a lock server), kill (SIGKILL and
-    /// restart), conn-kill (the SQL server ends the lock sessions). [default: pause,clock,kill,delay,loss on a simulated
-    /// backend; pause on a real one]
+    /// restart), conn-kill (the SQL server ends the lock sessions),
+    /// partition and slow-net (through lockcheck's own TCP proxy), clock
+    /// (the lock server's wall clock jumps, by libfaketime: Redis,
+    /// PostgreSQL, MariaDB; etcd, written in Go, ignores libfaketime, so
+    /// clock is refused for it), failover (a Redis primary dies and its
+    /// async replica is promoted). [default: pause,clock,kill,delay,loss on
+    /// a simulated backend; pause on a real one]
     #[arg(long)]
     pub nemesis: Option<String>,
     /// A real backend's Redis (a comma list of five for redlock) [default:
@@ -199,7 +204,9 @@ pub struct CheckArgs {
     /// off from every lock host), isolate-one (a member cut off from the
     /// others), halves (a minority and a majority of members), ring (each
     /// member sees only its neighbours; five members). The member shapes
-    /// apply to the consensus backends (sim-etcd).
+    /// apply to the consensus backends (sim-etcd; against real servers,
+    /// etcd, started as a cluster of three behind the proxy; ring is
+    /// simulated only).
     #[arg(long, default_value = "client,isolate-one,halves,ring")]
     pub partition_shapes: String,
     /// How long the clients run (e.g. 60s, 5m): simulated time, or wall

@@ -14,7 +14,12 @@ use lockcheck_checker::{
 use lockcheck_reports::{render_json, render_text, Analyzed, TextOptions};
 use lockcheck_workloads::real::driver::{drive_with, DriveOptions, StallNemesis};
 use lockcheck_workloads::real::etcd::EtcdClient;
+use lockcheck_workloads::real::failover::{self, RedisPair};
 use lockcheck_workloads::real::nemesis::{self, ServerAction, ServerFault, SharedServer};
+use lockcheck_workloads::real::netfault::{
+    self, proxied_url, NetChoice, NetFault, Shape, Topology,
+};
+use lockcheck_workloads::real::proxy::Proxy;
 use lockcheck_workloads::real::redis::{self as real_redis, RedisClient, RedisRecipe};
 use lockcheck_workloads::real::redlock::RedlockClient;
 use lockcheck_workloads::real::semaphore::{self, RedisSemaphoreClient};
@@ -53,6 +58,15 @@ const PERMITS: u32 = 2;
 
 /// Redlock's instances.
 const REDLOCK_INSTANCES: usize = 5;
+
+/// The etcd cluster a partition among members splits.
+const ETCD_MEMBERS: usize = 3;
+
+/// Mixed into the seed for the failovers' schedule.
+const FAILOVER_SEED: u64 = 0xfa11_0ee5;
+
+/// Mixed into the seed for the network faults' schedule.
+const NET_FAULT_SEED: u64 = 0x0e7_fa17_5eed;
 
 /// The shortest lease Debian's etcd 3.4 grants with its default timing.
 const ETCD_MIN_TTL_S: u64 = 2;
@@ -100,6 +114,16 @@ struct Servers {
     other: Vec<ManagedServer>,
     /// Say which servers were started.
     chatty: bool,
+    /// The fault-injecting proxy every client dials through, when a
+    /// network fault is on.
+    proxy: Option<Proxy>,
+    /// etcd members whose peer links go through the proxy.
+    members: usize,
+    /// Each client's URLs: its lock servers', then its storage's.
+    routes: Vec<(Vec<String>, String)>,
+    /// A Redis primary and its replica, for the failover fault: clients
+    /// follow the primary wherever it is (directly, not through the proxy).
+    pair: Option<RedisPair>,
 }
 
 impl Servers {
@@ -134,29 +158,79 @@ impl Servers {
     fn for_backend(
         args: &CheckArgs,
         backend: RealBackend,
+        faults: Faults,
         chatty: bool,
     ) -> Result<Servers, RealError> {
         let mut servers = Servers { chatty, ..Servers::default() };
-        let options = ServerOptions { persistent: args.persistent, ..ServerOptions::default() };
+        if faults.partition || faults.slow_net || faults.failover {
+            servers.proxy = Some(Proxy::start()?);
+        }
+        let options = ServerOptions {
+            persistent: args.persistent,
+            faketime: faults.clock,
+            ..ServerOptions::default()
+        };
+        let storage_options = ServerOptions { faketime: false, ..options.clone() };
         let postgres_locks = matches!(backend, RealBackend::Sql(recipe) if !recipe.is_mysql());
         servers.storage = match &args.postgres_url {
             Some(url) => url.clone(),
-            None => servers.start(ServerKind::Postgres, 1, postgres_locks, &options)?.remove(0),
+            None => {
+                let options = if postgres_locks { &options } else { &storage_options };
+                servers.start(ServerKind::Postgres, 1, postgres_locks, options)?.remove(0)
+            }
         };
         match backend {
             RealBackend::Redis(_) | RealBackend::Semaphore { .. } | RealBackend::Redlock => {
                 let count = if backend == RealBackend::Redlock { REDLOCK_INSTANCES } else { 1 };
-                servers.redis = if args.redis_url.is_empty() {
+                servers.redis = if let (true, Some(proxy)) = (faults.failover, &servers.proxy) {
+                    let started = Instant::now();
+                    let pair = RedisPair::start(&options, proxy)?;
+                    if chatty {
+                        eprintln!(
+                            "started a private redis primary on {} with an async replica on {}, replicating through the proxy ({:.1} s)",
+                            pair.urls()[0],
+                            pair.urls()[1],
+                            started.elapsed().as_secs_f64()
+                        );
+                    }
+                    servers.lock.extend(pair.servers().iter().cloned());
+                    let urls = vec![pair.urls()[0].clone()];
+                    servers.pair = Some(pair);
+                    urls
+                } else if args.redis_url.is_empty() {
                     servers.start(ServerKind::Redis, count, true, &options)?
                 } else {
                     args.redis_url.clone()
                 };
             }
             RealBackend::Etcd => {
-                servers.etcd = if args.etcd_url.is_empty() {
-                    servers.start(ServerKind::Etcd, 1, true, &options)?
-                } else {
-                    args.etcd_url.clone()
+                let split = faults.partition
+                    && shapes(args, backend)
+                        .is_ok_and(|shapes| shapes.iter().any(|shape| *shape != Shape::Client));
+                servers.etcd = match (&servers.proxy, args.etcd_url.is_empty()) {
+                    (_, false) => args.etcd_url.clone(),
+                    (Some(proxy), true) if split => {
+                        let started = Instant::now();
+                        let members = ManagedServer::start_etcd_cluster_behind(
+                            ETCD_MEMBERS,
+                            &options,
+                            proxy,
+                        )?;
+                        let urls: Vec<String> = members.iter().map(ManagedServer::url).collect();
+                        if chatty {
+                            eprintln!(
+                                "started a private etcd cluster of {ETCD_MEMBERS} members, its peers talking through the proxy, on {} ({:.1} s)",
+                                urls.join(", "),
+                                started.elapsed().as_secs_f64()
+                            );
+                        }
+                        servers.members = ETCD_MEMBERS;
+                        servers
+                            .lock
+                            .extend(members.into_iter().map(|member| Arc::new(Mutex::new(member))));
+                        urls
+                    }
+                    (_, true) => servers.start(ServerKind::Etcd, 1, true, &options)?,
                 };
             }
             RealBackend::Sql(recipe) if recipe.is_mysql() => {
@@ -167,7 +241,75 @@ impl Servers {
             }
             RealBackend::Sql(_) => {}
         }
+        servers.route(backend, args.clients)?;
         Ok(servers)
+    }
+
+    /// The lock servers' URLs.
+    fn lock_urls(&self, backend: RealBackend) -> Vec<String> {
+        match backend {
+            RealBackend::Redis(_) | RealBackend::Semaphore { .. } | RealBackend::Redlock => {
+                self.redis.clone()
+            }
+            RealBackend::Etcd => self.etcd.clone(),
+            RealBackend::Sql(_) => vec![self.mysql.clone().unwrap_or_else(|| self.storage.clone())],
+        }
+    }
+
+    /// The lock servers' node names (`redis-0`, `etcd-2`): the history's
+    /// names for them, and the proxy's.
+    fn lock_nodes(&self, backend: RealBackend) -> Vec<String> {
+        let kind = match backend {
+            RealBackend::Redis(_) | RealBackend::Semaphore { .. } | RealBackend::Redlock => "redis",
+            RealBackend::Etcd => "etcd",
+            RealBackend::Sql(recipe) if recipe.is_mysql() => "mariadb",
+            RealBackend::Sql(_) => "postgres",
+        };
+        (0..self.lock_urls(backend).len()).map(|at| format!("{kind}-{at}")).collect()
+    }
+
+    /// The storage's node: the lock server itself for the postgres-*
+    /// backends.
+    fn storage_node(&self, backend: RealBackend) -> String {
+        match backend {
+            RealBackend::Sql(recipe) if !recipe.is_mysql() => "postgres-0".to_string(),
+            _ => "storage".to_string(),
+        }
+    }
+
+    /// Each client's URLs: through the proxy, on links of its own, when
+    /// there is one.
+    fn route(&mut self, backend: RealBackend, clients: u32) -> Result<(), RealError> {
+        let (urls, nodes) = (self.lock_urls(backend), self.lock_nodes(backend));
+        let storage_node = self.storage_node(backend);
+        self.routes = match &self.proxy {
+            None => (0..clients).map(|_| (urls.clone(), self.storage.clone())).collect(),
+            Some(proxy) => {
+                let mut routes = Vec::with_capacity(clients as usize);
+                for client in 0..clients {
+                    let from = format!("client-{client}");
+                    let mut locks = Vec::with_capacity(urls.len());
+                    for (url, node) in urls.iter().zip(&nodes) {
+                        locks.push(proxied_url(proxy, &from, node, url)?);
+                    }
+                    routes.push((locks, proxied_url(proxy, &from, &storage_node, &self.storage)?));
+                }
+                routes
+            }
+        };
+        Ok(())
+    }
+
+    /// The network a fault schedule strikes.
+    fn topology(&self, backend: RealBackend, clients: u32) -> Topology {
+        let storage_node = self.storage_node(backend);
+        let lock_nodes = self.lock_nodes(backend);
+        Topology {
+            clients,
+            storage_node: (!lock_nodes.contains(&storage_node)).then_some(storage_node),
+            lock_nodes,
+            members: self.members,
+        }
     }
 
     /// The lock servers' names in the history: `redis-0`, `postgres-0`, …
@@ -194,6 +336,14 @@ struct Faults {
     kill: bool,
     /// The SQL server ends the lock sessions.
     conn_kill: bool,
+    /// Links held through the proxy: a client cut off, or members split.
+    partition: bool,
+    /// One client's links delayed through the proxy.
+    slow_net: bool,
+    /// A lock server's wall clock jumps (libfaketime).
+    clock: bool,
+    /// A Redis primary dies and its async replica takes over.
+    failover: bool,
 }
 
 impl Faults {
@@ -203,6 +353,10 @@ impl Faults {
             (self.sigstop, "sigstop"),
             (self.kill, "kill"),
             (self.conn_kill, "conn-kill"),
+            (self.partition, "partition"),
+            (self.slow_net, "slow-net"),
+            (self.clock, "clock"),
+            (self.failover, "failover"),
         ]
         .iter()
         .filter(|(on, _)| *on)
@@ -228,6 +382,22 @@ fn plan(args: &CheckArgs, backend: RealBackend) -> Result<(Workload, Faults), St
             "sigstop" => faults.sigstop = true,
             "kill" => faults.kill = true,
             "conn-kill" if matches!(backend, RealBackend::Sql(_)) => faults.conn_kill = true,
+            "partition" => faults.partition = true,
+            "slow-net" => faults.slow_net = true,
+            "clock" if backend == RealBackend::Etcd => {
+                return Err(
+                    "clock: etcd is written in Go and reads the time without libc, so libfaketime cannot move its clock (its leases run on the leader's monotonic clock anyway); the simulated sim-etcd has clock faults"
+                        .to_string(),
+                )
+            }
+            "clock" => faults.clock = true,
+            "failover" if matches!(backend, RealBackend::Redis(_)) => faults.failover = true,
+            "failover" => {
+                return Err(format!(
+                    "failover promotes a Redis replica: it applies to the single-Redis backends (redis, redis-fenced, redis-del-release, …), not {}",
+                    backend.name()
+                ))
+            }
             "conn-kill" => {
                 return Err(format!(
                     "conn-kill ends SQL sessions: it applies to the postgres-* and mysql-* backends, not {}",
@@ -236,7 +406,7 @@ fn plan(args: &CheckArgs, backend: RealBackend) -> Result<(Workload, Faults), St
             }
             other => {
                 return Err(format!(
-                    "the fault {other:?} is not available against real servers yet: use pause (client stalls), sigstop (SIGSTOP of a lock server), kill (SIGKILL and restart of a lock server), conn-kill (the SQL server ends the lock sessions) or none; the simulated backends (sim-*) have every fault"
+                    "the fault {other:?} is not available against real servers: use pause (client stalls), sigstop (SIGSTOP of a lock server), kill (SIGKILL and restart of a lock server), conn-kill (the SQL server ends the lock sessions), partition, slow-net, clock (libfaketime), failover (Redis) or none"
                 ))
             }
         }
@@ -249,12 +419,19 @@ fn plan(args: &CheckArgs, backend: RealBackend) -> Result<(Workload, Faults), St
         RealBackend::Sql(recipe) if recipe.is_mysql() => args.mysql_url.is_some(),
         RealBackend::Sql(_) => args.postgres_url.is_some(),
     };
-    if (faults.kill || faults.sigstop) && given_url {
+    if under_faketime() {
         return Err(
-            "kill and sigstop need the lock servers lockcheck starts itself: leave out the --*-url of the lock service"
+            "lockcheck itself runs under libfaketime (LD_PRELOAD or FAKETIME is set): the history's times would be fake; run it without, and --nemesis clock fakes only the lock servers' clocks"
                 .to_string(),
         );
     }
+    if (faults.kill || faults.sigstop || faults.clock || faults.failover) && given_url {
+        return Err(
+            "kill, sigstop, clock and failover need the lock servers lockcheck starts itself: leave out the --*-url of the lock service"
+                .to_string(),
+        );
+    }
+    shapes(args, backend)?;
     if backend == RealBackend::Redlock && !args.redis_url.is_empty() {
         if args.redis_url.len() < 3 {
             return Err(format!(
@@ -279,6 +456,42 @@ fn plan(args: &CheckArgs, backend: RealBackend) -> Result<(Workload, Faults), St
         return Err("--time-limit must be between 1ms and 24h".to_string());
     }
     Ok((workload, faults))
+}
+
+/// Whether this process runs under libfaketime: its times would be fake.
+fn under_faketime() -> bool {
+    std::env::var_os("FAKETIME").is_some()
+        || std::env::var("LD_PRELOAD").is_ok_and(|preload| preload.contains("faketime"))
+}
+
+/// The partition shapes asked for that can strike `backend`: `client`
+/// always; `isolate-one` and `halves` split an etcd cluster (three members
+/// lockcheck starts behind its proxy); `ring` needs five members, so it is
+/// left out of the default list, and an error when asked for alone.
+fn shapes(args: &CheckArgs, backend: RealBackend) -> Result<Vec<Shape>, String> {
+    let mut shapes = Vec::new();
+    let cluster = backend == RealBackend::Etcd && args.etcd_url.is_empty();
+    for name in args.partition_shapes.split(',').map(str::trim).filter(|name| !name.is_empty()) {
+        match Shape::parse(name) {
+            Some(Shape::Client) => shapes.push(Shape::Client),
+            Some(shape) if cluster => shapes.push(shape),
+            Some(_) => {}
+            None if name == "ring" => {}
+            None => {
+                return Err(format!(
+                    "unknown partition shape {name:?}: use client, isolate-one or halves"
+                ))
+            }
+        }
+    }
+    if shapes.is_empty() {
+        return Err(format!(
+            "none of the partition shapes {:?} applies to {}: against real servers, client cuts a client off from its lock servers, and isolate-one and halves split the three members of an etcd cluster lockcheck starts",
+            args.partition_shapes,
+            backend.name()
+        ));
+    }
+    Ok(shapes)
 }
 
 /// One real test, run and checked.
@@ -390,7 +603,8 @@ pub fn execute(
 ) -> Result<RealRun, RealFailure> {
     let (workload, faults) = plan(args, backend).map_err(RealFailure::Usage)?;
     let started = Instant::now();
-    let servers = Servers::for_backend(args, backend, chatty).map_err(RealFailure::Server)?;
+    let servers =
+        Servers::for_backend(args, backend, faults, chatty).map_err(RealFailure::Server)?;
     let mut ttl_ms = args.ttl.as_millis() as u64;
     if backend == RealBackend::Etcd {
         // etcd grants whole seconds, and raises short TTLs to its minimum
@@ -409,11 +623,22 @@ pub fn execute(
             locks: (0..args.locks).map(|lock| format!("lock-{lock}")).collect(),
             resources: (0..args.locks).map(|lock| format!("resource-{lock}")).collect(),
             ttl_ms,
-            hold_ms: (0, (ttl_ms / 10).max(1)),
+            // An etcd session's holder works a long job under its
+            // keepalive, as the simulated one does.
+            hold_ms: if backend == RealBackend::Etcd {
+                (0, ttl_ms * 2)
+            } else if faults.failover || backend == RealBackend::Redlock {
+                // As the simulator's: a hold long enough for a failover, or
+                // a crash and restart of Redlock's instances, to fall
+                // inside one.
+                (0, ttl_ms / 3)
+            } else {
+                (0, (ttl_ms / 10).max(1))
+            },
             think_ms: (0, 40),
             send_fence: !args.no_fencing,
             permits: matches!(backend, RealBackend::Semaphore { .. }).then_some(PERMITS),
-            keepalive_ms: None,
+            keepalive_ms: (backend == RealBackend::Etcd).then_some(ttl_ms / 3),
         },
         clients: args.clients,
         time_limit: args.time_limit,
@@ -429,6 +654,7 @@ pub fn execute(
         (faults.sigstop, ServerAction::Pause),
         (faults.kill, ServerAction::Kill),
         (faults.conn_kill, ServerAction::ConnKill),
+        (faults.clock, ServerAction::ClockJump),
     ]
     .iter()
     .filter(|(on, _)| *on)
@@ -448,6 +674,16 @@ pub fn execute(
         args.time_limit,
         &mut rng,
     );
+    if backend == RealBackend::Redlock {
+        // A lock is held on a majority, often on all five: only a majority
+        // killed at once can free it, so every Redlock kill takes one.
+        let majority = servers.lock.len() / 2 + 1;
+        for fault in server_faults.iter_mut().filter(|fault| fault.action == ServerAction::Kill) {
+            if let Some(&first) = fault.servers.first() {
+                fault.servers = (0..majority).map(|at| (first + at) % servers.lock.len()).collect();
+            }
+        }
+    }
     if let Some(delay) = args.restart_delay {
         // A restart delay given is the down time itself: 0 restarts a
         // killed server at once, while its clients may still hold a lock.
@@ -456,8 +692,40 @@ pub fn execute(
         }
     }
     let names = servers.lock_names();
+    let choice = NetChoice {
+        shapes: if faults.partition {
+            shapes(args, backend).map_err(RealFailure::Usage)?
+        } else {
+            Vec::new()
+        },
+        slow: faults.slow_net,
+    };
+    let topology = servers.topology(backend, args.clients);
+    let net_faults = netfault::schedule(
+        &choice,
+        &topology,
+        ttl_ms,
+        args.time_limit,
+        &mut SmallRng::seed_from_u64(seed ^ NET_FAULT_SEED),
+    );
+    let failovers = if faults.failover {
+        failover::schedule(
+            ttl_ms,
+            args.time_limit,
+            &mut SmallRng::seed_from_u64(seed ^ FAILOVER_SEED),
+        )
+    } else {
+        Vec::new()
+    };
+    let planned = Planned {
+        server: &server_faults,
+        names: &names,
+        net: &net_faults,
+        topology: &topology,
+        failovers: &failovers,
+    };
     let events = runtime
-        .block_on(drive_backend(args, backend, &servers, &options, (&server_faults, &names)))
+        .block_on(drive_backend(args, backend, &servers, &options, planned))
         .map_err(RealFailure::Server)?;
     let wall_s = started.elapsed().as_secs_f64();
     drop(servers);
@@ -486,12 +754,23 @@ fn unavailable(error: &RealError) -> ExitCode {
     }
 }
 
+/// The faults a run's nemeses carry out.
+#[derive(Debug, Clone, Copy)]
+struct Planned<'a> {
+    server: &'a [ServerFault],
+    /// The lock servers' names in the history.
+    names: &'a [String],
+    net: &'a [NetFault],
+    topology: &'a Topology,
+    failovers: &'a [failover::Failover],
+}
+
 async fn drive_backend(
     args: &CheckArgs,
     backend: RealBackend,
     servers: &Servers,
     options: &DriveOptions,
-    (faults, names): (&[ServerFault], &[String]),
+    planned: Planned<'_>,
 ) -> Result<Vec<Event>, RealError> {
     let lock_servers = &servers.lock;
     let sessions = match backend {
@@ -501,8 +780,24 @@ async fn drive_backend(
         RealBackend::Sql(_) => Some((servers.storage.as_str(), false)),
         _ => None,
     };
+    let proxy = servers.proxy.as_ref();
+    let pair = servers.pair.as_ref();
     let nemesis = |recorder: SharedRecorder, start| async move {
-        nemesis::run(faults, lock_servers, names, sessions, &recorder, start).await
+        let net = async {
+            if let Some(proxy) = proxy {
+                netfault::run(planned.net, proxy, planned.topology, &recorder, start).await;
+            }
+        };
+        let failovers = async {
+            match pair {
+                Some(pair) => failover::run(pair, planned.failovers, &recorder, start).await,
+                None => Ok(()),
+            }
+        };
+        let servers =
+            nemesis::run(planned.server, lock_servers, planned.names, sessions, &recorder, start);
+        let (done, (), failed_over) = tokio::join!(servers, net, failovers);
+        done.and(failed_over)
     };
     let workload = &options.workload;
     let mut resources = workload.resources.clone();
@@ -514,9 +809,10 @@ async fn drive_backend(
     let config = |logical: u32| ClientConfig {
         name: format!("client-{logical}"),
         deadline: Duration::from_millis((workload.ttl_ms / 4).clamp(20, 2000)),
-        storage_url: servers.storage.clone(),
+        storage_url: servers.routes[logical as usize].1.clone(),
         fenced_storage: !args.no_fencing,
     };
+    let urls = |logical: u32| servers.routes[logical as usize].0.as_slice();
     let locks = &workload.locks;
     match backend {
         RealBackend::Redis(recipe) => {
@@ -527,9 +823,23 @@ async fn drive_backend(
                 options,
                 |logical, stall| {
                     let config = config(logical);
+                    let url = &urls(logical)[0];
                     async move {
-                        let client =
-                            RedisClient::connect(url, recipe, fencing, stall, &config).await?;
+                        let client = match pair {
+                            Some(pair) => {
+                                RedisClient::connect_following(
+                                    pair.primary(),
+                                    recipe,
+                                    fencing,
+                                    stall,
+                                    &config,
+                                )
+                                .await?
+                            }
+                            None => {
+                                RedisClient::connect(url, recipe, fencing, stall, &config).await?
+                            }
+                        };
                         Ok(match recipe {
                             RedisRecipe::LostReply => client
                                 .lose_replies(LOST_REPLY_CHANCE, options.seed ^ u64::from(logical)),
@@ -542,12 +852,12 @@ async fn drive_backend(
             .await
         }
         RealBackend::Semaphore { client_clock } => {
-            let url = &servers.redis[0];
-            semaphore::prepare(url, locks).await?;
+            semaphore::prepare(&servers.redis[0], locks).await?;
             drive_with(
                 options,
                 |logical, _stall| {
                     let config = config(logical);
+                    let url = &urls(logical)[0];
                     async move {
                         RedisSemaphoreClient::connect(url, PERMITS, client_clock, &config).await
                     }
@@ -560,11 +870,11 @@ async fn drive_backend(
             for url in &servers.redis {
                 real_redis::prepare(url, locks).await?;
             }
-            let urls = &servers.redis;
             drive_with(
                 options,
                 |logical, _stall| {
                     let config = config(logical);
+                    let urls = urls(logical);
                     async move { RedlockClient::connect(urls, &config).await }
                 },
                 nemesis,
@@ -572,11 +882,11 @@ async fn drive_backend(
             .await
         }
         RealBackend::Etcd => {
-            let endpoints = &servers.etcd;
             drive_with(
                 options,
                 |logical, _stall| {
                     let config = config(logical);
+                    let endpoints = urls(logical);
                     async move { EtcdClient::connect(endpoints, &config).await }
                 },
                 nemesis,
@@ -584,12 +894,12 @@ async fn drive_backend(
             .await
         }
         RealBackend::Sql(recipe) => {
-            let url = servers.mysql.as_ref().unwrap_or(&servers.storage);
-            SqlClient::prepare(url, recipe).await?;
+            SqlClient::prepare(servers.mysql.as_ref().unwrap_or(&servers.storage), recipe).await?;
             drive_with(
                 options,
                 |logical, _stall| {
                     let config = config(logical);
+                    let url = &urls(logical)[0];
                     async move { SqlClient::connect(url, recipe, &config).await }
                 },
                 nemesis,

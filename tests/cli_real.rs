@@ -88,12 +88,38 @@ fn a_postgres_lease_table_breaks_under_stalls_and_advisory_locks_do_not() {
 }
 
 #[test]
-fn faults_not_yet_real_and_bad_urls_are_usage_errors() {
-    let output = check("redis", "clock", 1);
-    assert_eq!(output.status.code(), Some(64), "{}", both(&output));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("pause"), "{}", both(&output));
-    let output = lockcheck(&["check", "--backend", "redlock", "--redis-url", "redis://x:1"]);
-    assert_eq!(output.status.code(), Some(64), "{}", both(&output));
+fn faults_a_backend_cannot_take_and_bad_urls_are_usage_errors() {
+    let usage = |args: &[&str], says: &str| {
+        let output = lockcheck(args);
+        assert_eq!(output.status.code(), Some(64), "{args:?}: {}", both(&output));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(says), "{args:?} must say {says:?}: {}", both(&output));
+    };
+    usage(&["check", "--backend", "redis", "--nemesis", "loss"], "partition, slow-net");
+    usage(&["check", "--backend", "redlock", "--redis-url", "redis://x:1"], "five is usual");
+    // etcd, written in Go, ignores libfaketime: said, never silently done.
+    usage(&["check", "--backend", "etcd", "--nemesis", "clock"], "libfaketime");
+    usage(&["check", "--backend", "redlock", "--nemesis", "failover"], "single-Redis");
+    usage(
+        &["check", "--backend", "redis", "--nemesis", "partition", "--partition-shapes", "ring"],
+        "none of the partition shapes",
+    );
+    usage(
+        &["check", "--backend", "redis", "--nemesis", "partition", "--partition-shapes", "star"],
+        "unknown partition shape",
+    );
+    usage(
+        &[
+            "check",
+            "--backend",
+            "redis",
+            "--nemesis",
+            "clock",
+            "--redis-url",
+            "redis://127.0.0.1:6379",
+        ],
+        "lockcheck starts itself",
+    );
 }
 
 #[test]
