@@ -79,13 +79,28 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or(Verdict::Unknown);
     let analyzed: Vec<Analyzed<'_>> =
         analyses.iter().map(|(source, analysis)| Analyzed { source, analysis }).collect();
+    let mut htmls: Vec<Option<String>> = Vec::with_capacity(analyses.len());
+    for (source, analysis) in &analyses {
+        htmls.push(match &args.html_dir {
+            Some(dir) => match html_report(dir, source, analysis, format) {
+                Ok(path) => Some(path),
+                Err(error) => {
+                    eprintln!("lockcheck: no HTML report for {source}: {error:#}");
+                    None
+                }
+            },
+            None => None,
+        });
+    }
     let text = match args.format {
         Format::Json => {
             let errors: Vec<(&str, &str)> =
                 errors.iter().map(|(s, e)| (s.as_str(), e.as_str())).collect();
             render_json(verdict, &analyzed, &errors)
         }
-        Format::Text => text_report(&analyzed, errors.len()),
+        Format::Junit => lockcheck_reports::render_junit(&analyzed),
+        Format::Markdown => lockcheck_reports::render_markdown(&analyzed),
+        Format::Text => text_report(&analyzed, errors.len(), &htmls),
     };
     print(&text)?;
     // Unreadable input outranks any verdict: the verdict did not cover it.
@@ -118,9 +133,35 @@ fn load(
         .map(Imported::Locks)
 }
 
-fn text_report(analyzed: &[Analyzed<'_>], unreadable: usize) -> String {
-    let options = TextOptions::default();
-    let mut text: Vec<String> = analyzed.iter().map(|one| render_text(one, &options)).collect();
+/// Writes the HTML report of the history at `source` into `dir`, named
+/// after it (`runs/a.jsonl` → `dir/a.html`), and gives its path. The
+/// history is read a second time, as events: the analysis did not keep them.
+fn html_report(
+    dir: &Path,
+    source: &str,
+    analysis: &Analysis,
+    format: InputFormat,
+) -> anyhow::Result<String> {
+    if format != InputFormat::Jsonl || source == "-" {
+        anyhow::bail!("HTML reports are drawn from JSON Lines files (not standard input, not imported formats)");
+    }
+    let events = crate::report::read_events(Path::new(source)).map_err(anyhow::Error::msg)?;
+    std::fs::create_dir_all(dir)?;
+    let stem = Path::new(source).file_stem().map(|stem| stem.to_string_lossy().to_string());
+    let path = dir.join(format!("{}.html", stem.unwrap_or_else(|| "history".to_string())));
+    crate::store::write_html(&path, source, &events, analysis, None)?;
+    Ok(path.display().to_string())
+}
+
+fn text_report(analyzed: &[Analyzed<'_>], unreadable: usize, htmls: &[Option<String>]) -> String {
+    let mut text: Vec<String> = analyzed
+        .iter()
+        .zip(htmls)
+        .map(|(one, html)| {
+            let options = TextOptions { html_report: html.as_deref(), ..TextOptions::default() };
+            render_text(one, &options)
+        })
+        .collect();
     if analyzed.len() + unreadable > 1 {
         let count =
             |wanted: Verdict| analyzed.iter().filter(|one| one.analysis.verdict == wanted).count();

@@ -44,6 +44,11 @@ pub enum Command {
         after_help = "Exit codes: 0 every cell matches, 1 a cell does not, 64 usage error, 69 a server is missing or a cell could not run, 70 internal error."
     )]
     Matrix(MatrixArgs),
+    /// Render the HTML report (and a verdict) again, from a stored run's folder or any history file.
+    #[command(after_help = EXIT_CODES)]
+    Report(ReportArgs),
+    /// Browse the stored runs on localhost: verdicts, commands, links to each report.
+    Serve(ServeArgs),
     /// Write a synthetic history from a correct reference lock (for trying lockcheck out and benchmarks).
     Synth(SynthArgs),
     /// Measure how fast `analyze` checks a large synthetic history, and its peak memory.
@@ -56,6 +61,10 @@ pub enum Format {
     Text,
     /// One JSON document with every verdict and violation.
     Json,
+    /// JUnit XML: a test case per checker per key, for CI test reports.
+    Junit,
+    /// A Markdown summary, for a CI job summary ($GITHUB_STEP_SUMMARY).
+    Markdown,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -120,6 +129,10 @@ pub struct AnalyzeArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Also write a self-contained HTML report (timeline, charts) of each
+    /// JSON Lines history into this folder, named after the file.
+    #[arg(long, value_name = "DIR")]
+    pub html_dir: Option<PathBuf>,
     /// Format of the history files.
     #[arg(long, value_enum, default_value_t = InputFormatArg::Jsonl)]
     pub input_format: InputFormatArg,
@@ -205,8 +218,8 @@ pub struct CheckArgs {
     /// others), halves (a minority and a majority of members), ring (each
     /// member sees only its neighbours; five members). The member shapes
     /// apply to the consensus backends (sim-etcd; against real servers,
-    /// etcd, started as a cluster of three behind the proxy; ring is
-    /// simulated only).
+    /// etcd, started as a cluster behind lockcheck's proxy: five members
+    /// when ring is among the shapes, else three).
     #[arg(long, default_value = "client,isolate-one,halves,ring")]
     pub partition_shapes: String,
     /// How long the clients run (e.g. 60s, 5m): simulated time, or wall
@@ -378,6 +391,33 @@ pub struct MatrixArgs {
     /// Time the linearizability search may take per run.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
     pub linearizability_timeout: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A stored run's folder (store/<test>/<time>-seed-<n>) or a history
+    /// file (JSON Lines).
+    pub path: PathBuf,
+    /// Where to write the HTML report [default: report.html in the run's
+    /// folder; beside a history file, with .html for its extension]
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    /// The verdict's format on standard output.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Time the linearizability search may take.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
+    pub linearizability_timeout: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The store to browse.
+    #[arg(long, default_value = "store")]
+    pub store: PathBuf,
+    /// The port on 127.0.0.1 (0: any free one, printed).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
 }
 
 #[derive(Debug, Args)]

@@ -8,11 +8,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use lockcheck_checker::{write_events, Analysis, CheckOptions, Verdict};
-use lockcheck_reports::{render_json, render_text, Analyzed, TextOptions};
+use lockcheck_reports::Analyzed;
 use lockcheck_sim::{check_run, run_with_progress, shrink, SimOptions, SimRun};
 
 use crate::args::{CheckArgs, Format};
 use crate::exit;
+use crate::output::{print, render};
 
 pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     if let Some(backend) = crate::real::RealBackend::parse(&args.backend) {
@@ -29,6 +30,8 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     let seeds = args.seeds.max(1);
     let mut worst = Verdict::Valid;
     let mut tally: Vec<(u64, Verdict)> = Vec::new();
+    // JUnit and Markdown print one document for every seed, at the end.
+    let mut collected: Vec<(String, Analysis)> = Vec::new();
     for seed in first_seed..first_seed.saturating_add(seeds) {
         let options = SimOptions { seed, swarm: seeds > 1 || base.swarm, ..base.clone() };
         eprintln!("seed: {seed}");
@@ -36,12 +39,21 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         let analysis = check(&sim, args.linearizability_timeout)?;
         let dir = if args.no_store { None } else { Some(store(args, &options, &sim, &analysis)?) };
         report(args, &options, &sim, &analysis, dir.as_deref())?;
+        if matches!(args.format, Format::Junit | Format::Markdown) {
+            let source = format!("{} seed {seed}", options.backend.name());
+            collected.push((source, analysis.clone()));
+        }
         let first_failure = analysis.verdict == Verdict::Invalid && worst != Verdict::Invalid;
         if first_failure && !args.no_shrink {
             shrink_failure(args, &options, &sim, &analysis, dir.as_deref())?;
         }
         worst = worst.combine(analysis.verdict);
         tally.push((seed, analysis.verdict));
+    }
+    if !collected.is_empty() {
+        let analyzed: Vec<Analyzed> =
+            collected.iter().map(|(source, analysis)| Analyzed { source, analysis }).collect();
+        print(&render(args.format, worst, &analyzed, None, None))?;
     }
     if seeds > 1 {
         let count =
@@ -177,23 +189,22 @@ fn store(
     analysis: &Analysis,
 ) -> anyhow::Result<PathBuf> {
     let test = format!("{}-{}", options.backend.name(), options.workload.name());
-    let stamp = utc_stamp(SystemTime::now());
-    let dir = args.store.join(&test).join(format!("{stamp}-seed-{}", options.seed));
-    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let history = fs::File::create(dir.join("history.jsonl"))?;
-    write_events(std::io::BufWriter::new(history), &sim.events)?;
-    let source = dir.join("history.jsonl").display().to_string();
-    let json = render_json(analysis.verdict, &[Analyzed { source: &source, analysis }], &[]);
-    fs::write(dir.join("results.json"), json)?;
-    fs::write(dir.join("command"), format!("{}\n", replay_command(options)))?;
-    let latest = args.store.join("latest");
-    let _ = fs::remove_file(&latest);
-    let target = dir.strip_prefix(&args.store).unwrap_or(&dir).to_path_buf();
-    #[cfg(unix)]
-    let _ = std::os::unix::fs::symlink(&target, &latest);
-    Ok(dir)
+    let title = format!("{} seed {}", options.backend.name(), options.seed);
+    crate::store::store(
+        &args.store,
+        &crate::store::Run {
+            test: &test,
+            seed: options.seed,
+            events: &sim.events,
+            analysis,
+            command: &replay_command(options),
+            title: &title,
+        },
+    )
 }
 
+/// Prints one seed's report: the text and JSON formats per seed; JUnit and
+/// Markdown once for all seeds, by `run`, so that the document stays whole.
 fn report(
     args: &CheckArgs,
     options: &SimOptions,
@@ -201,36 +212,33 @@ fn report(
     analysis: &Analysis,
     dir: Option<&Path>,
 ) -> anyhow::Result<()> {
+    if matches!(args.format, Format::Junit | Format::Markdown) {
+        return Ok(());
+    }
     let source = format!("{} seed {}", options.backend.name(), options.seed);
     let analyzed = Analyzed { source: &source, analysis };
-    let text = match args.format {
-        Format::Json => render_json(analysis.verdict, &[analyzed], &[]),
-        Format::Text => {
-            let mut text = render_text(&analyzed, &TextOptions::default());
-            let faults: Vec<&str> = sim.faults.iter().map(|kind| kind.name()).collect();
-            text.push_str(&format!(
-                "simulated {:.1} s in {:.2} s wall ({:.0}x), {} lock operations ({:.0}/s); faults: {}\n",
-                sim.stats.simulated_s,
-                sim.stats.wall_s,
-                sim.stats.simulated_s / sim.stats.wall_s.max(1e-9),
-                sim.stats.lock_ops,
-                sim.stats.lock_ops as f64 / sim.stats.wall_s.max(1e-9),
-                if faults.is_empty() { "none".to_string() } else { faults.join(", ") },
-            ));
-            if let Some(dir) = dir {
-                text.push_str(&format!("stored in {}\n", dir.display()));
-            }
-            if analysis.verdict != Verdict::Valid {
-                text.push_str(&format!("replay: {}\n", replay_command(options)));
-            }
-            text
+    let html = dir.map(|dir| dir.join("report.html").display().to_string());
+    let mut text =
+        render(args.format, analysis.verdict, &[analyzed], Some(&sim.events), html.as_deref());
+    if args.format == Format::Text {
+        let faults: Vec<&str> = sim.faults.iter().map(|kind| kind.name()).collect();
+        text.push_str(&format!(
+            "simulated {:.1} s in {:.2} s wall ({:.0}x), {} lock operations ({:.0}/s); faults: {}\n",
+            sim.stats.simulated_s,
+            sim.stats.wall_s,
+            sim.stats.simulated_s / sim.stats.wall_s.max(1e-9),
+            sim.stats.lock_ops,
+            sim.stats.lock_ops as f64 / sim.stats.wall_s.max(1e-9),
+            if faults.is_empty() { "none".to_string() } else { faults.join(", ") },
+        ));
+        if let Some(dir) = dir {
+            text.push_str(&format!("stored in {}\n", dir.display()));
         }
-    };
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => Ok(other?),
+        if analysis.verdict != Verdict::Valid {
+            text.push_str(&format!("replay: {}\n", replay_command(options)));
+        }
     }
+    print(&text)
 }
 
 #[cfg(test)]

@@ -10,7 +10,11 @@ mod check;
 mod exit;
 mod matrix;
 mod matrix_real;
+mod output;
 mod real;
+mod report;
+mod serve;
+mod store;
 mod synth;
 
 use std::process::ExitCode;
@@ -49,6 +53,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Analyze(args) => analyze::run(&args),
         Command::Check(args) => check::run(&args),
         Command::Matrix(args) => matrix::run(&args),
+        Command::Report(args) => report::run(&args),
+        Command::Serve(args) => serve::run(&args),
         Command::Synth(args) => synth::run(&args),
         Command::Bench(args) => bench::run(&args),
     }

@@ -135,10 +135,10 @@ pub fn cells() -> Vec<RealCell> {
             )
         },
         cell(
-            "--backend etcd --nemesis partition --partition-shapes isolate-one,halves --ttl 2s",
-            16,
+            "--backend etcd --nemesis partition --partition-shapes isolate-one,halves,ring --ttl 2s",
+            20,
             SAFE,
-            "partition among three members: the minority side never grants",
+            "partitions among five members, a majority ring too: the minority side never grants",
         ),
         cell("--backend postgres-advisory --nemesis none --ttl 500ms", 5, SAFE, "no fault"),
         cell(

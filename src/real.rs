@@ -2,16 +2,12 @@
 //! servers, which the tool starts on loopback (and always stops) unless
 //! `--*-url` points at running ones.
 
-use std::fs;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use anyhow::Context;
-use lockcheck_checker::{
-    analyze, default_checkers, write_events, Analysis, Event, HistoryBuilder, Verdict,
-};
-use lockcheck_reports::{render_json, render_text, Analyzed, TextOptions};
+use lockcheck_checker::{analyze, default_checkers, Analysis, Event, HistoryBuilder, Verdict};
+use lockcheck_reports::Analyzed;
 use lockcheck_workloads::real::driver::{drive_with, DriveOptions, StallNemesis};
 use lockcheck_workloads::real::etcd::EtcdClient;
 use lockcheck_workloads::real::failover::{self, RedisPair};
@@ -32,8 +28,9 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
 use crate::args::{CheckArgs, Format};
-use crate::check::{check_options, random_seed, utc_stamp};
+use crate::check::{check_options, random_seed};
 use crate::exit;
+use crate::output::{print, render};
 
 /// A real lock backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +58,8 @@ const REDLOCK_INSTANCES: usize = 5;
 
 /// The etcd cluster a partition among members splits.
 const ETCD_MEMBERS: usize = 3;
+/// The etcd cluster of a ring partition: each member sees two of four.
+const ETCD_RING_MEMBERS: usize = 5;
 
 /// Mixed into the seed for the failovers' schedule.
 const FAILOVER_SEED: u64 = 0xfa11_0ee5;
@@ -211,20 +210,24 @@ impl Servers {
                     (_, false) => args.etcd_url.clone(),
                     (Some(proxy), true) if split => {
                         let started = Instant::now();
-                        let members = ManagedServer::start_etcd_cluster_behind(
-                            ETCD_MEMBERS,
-                            &options,
-                            proxy,
-                        )?;
+                        let count = if shapes(args, backend)
+                            .is_ok_and(|shapes| shapes.contains(&Shape::Ring))
+                        {
+                            ETCD_RING_MEMBERS
+                        } else {
+                            ETCD_MEMBERS
+                        };
+                        let members =
+                            ManagedServer::start_etcd_cluster_behind(count, &options, proxy)?;
                         let urls: Vec<String> = members.iter().map(ManagedServer::url).collect();
                         if chatty {
                             eprintln!(
-                                "started a private etcd cluster of {ETCD_MEMBERS} members, its peers talking through the proxy, on {} ({:.1} s)",
+                                "started a private etcd cluster of {count} members, its peers talking through the proxy, on {} ({:.1} s)",
                                 urls.join(", "),
                                 started.elapsed().as_secs_f64()
                             );
                         }
-                        servers.members = ETCD_MEMBERS;
+                        servers.members = count;
                         servers
                             .lock
                             .extend(members.into_iter().map(|member| Arc::new(Mutex::new(member))));
@@ -465,9 +468,10 @@ fn under_faketime() -> bool {
 }
 
 /// The partition shapes asked for that can strike `backend`: `client`
-/// always; `isolate-one` and `halves` split an etcd cluster (three members
-/// lockcheck starts behind its proxy); `ring` needs five members, so it is
-/// left out of the default list, and an error when asked for alone.
+/// always; `isolate-one`, `halves` and `ring` split an etcd cluster that
+/// lockcheck starts behind its proxy (five members when `ring` is asked
+/// for, three otherwise). Shapes that cannot strike the backend are left
+/// out; none left is an error.
 fn shapes(args: &CheckArgs, backend: RealBackend) -> Result<Vec<Shape>, String> {
     let mut shapes = Vec::new();
     let cluster = backend == RealBackend::Etcd && args.etcd_url.is_empty();
@@ -476,10 +480,9 @@ fn shapes(args: &CheckArgs, backend: RealBackend) -> Result<Vec<Shape>, String> 
             Some(Shape::Client) => shapes.push(Shape::Client),
             Some(shape) if cluster => shapes.push(shape),
             Some(_) => {}
-            None if name == "ring" => {}
             None => {
                 return Err(format!(
-                    "unknown partition shape {name:?}: use client, isolate-one or halves"
+                    "unknown partition shape {name:?}: use client, isolate-one, halves or ring"
                 ))
             }
         }
@@ -557,39 +560,37 @@ pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
     };
     let source = format!("{} seed {seed}", backend.name());
     let analyzed = Analyzed { source: &source, analysis };
-    let text = match args.format {
-        Format::Json => render_json(analysis.verdict, &[analyzed], &[]),
-        Format::Text => {
-            let mut text = render_text(&analyzed, &TextOptions::default());
-            let lock_ops = events
-                .iter()
-                .filter(|event| {
-                    event.event_type != lockcheck_checker::EventType::Invoke
-                        && matches!(
-                            event.f,
-                            lockcheck_checker::Function::Acquire
-                                | lockcheck_checker::Function::Release
-                                | lockcheck_checker::Function::Renew
-                        )
-                })
-                .count();
-            text.push_str(&format!(
-                "ran {wall_s:.1} s against real servers, {lock_ops} lock operations ({:.0}/s); faults: {}\n",
-                lock_ops as f64 / wall_s.max(1e-9),
-                faults.names(),
-            ));
-            if let Some(dir) = &dir {
-                text.push_str(&format!("stored in {}\n", dir.display()));
-            }
-            if analysis.verdict != Verdict::Valid {
-                // Real servers' timing is not the seed's: a rerun draws the
-                // same schedule, not always the same history.
-                text.push_str(&format!("rerun: {rerun}\n"));
-            }
-            text
+    let html = dir.as_ref().map(|dir| dir.join("report.html").display().to_string());
+    let mut text =
+        render(args.format, analysis.verdict, &[analyzed], Some(events), html.as_deref());
+    if args.format == Format::Text {
+        let lock_ops = events
+            .iter()
+            .filter(|event| {
+                event.event_type != lockcheck_checker::EventType::Invoke
+                    && matches!(
+                        event.f,
+                        lockcheck_checker::Function::Acquire
+                            | lockcheck_checker::Function::Release
+                            | lockcheck_checker::Function::Renew
+                    )
+            })
+            .count();
+        text.push_str(&format!(
+            "ran {wall_s:.1} s against real servers, {lock_ops} lock operations ({:.0}/s); faults: {}\n",
+            lock_ops as f64 / wall_s.max(1e-9),
+            faults.names(),
+        ));
+        if let Some(dir) = &dir {
+            text.push_str(&format!("stored in {}\n", dir.display()));
         }
-    };
-    print!("{text}");
+        if analysis.verdict != Verdict::Valid {
+            // Real servers' timing is not the seed's: a rerun draws the
+            // same schedule, not always the same history.
+            text.push_str(&format!("rerun: {rerun}\n"));
+        }
+    }
+    print(&text)?;
     Ok(exit::for_verdict(analysis.verdict).into())
 }
 
@@ -954,13 +955,9 @@ fn store(
     rerun: &str,
 ) -> anyhow::Result<std::path::PathBuf> {
     let test = format!("{}-{}", backend.name(), args.workload);
-    let dir = args.store.join(&test).join(format!("{}-seed-{seed}", utc_stamp(SystemTime::now())));
-    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let history = fs::File::create(dir.join("history.jsonl"))?;
-    write_events(std::io::BufWriter::new(history), events)?;
-    let source = dir.join("history.jsonl").display().to_string();
-    let json = render_json(analysis.verdict, &[Analyzed { source: &source, analysis }], &[]);
-    fs::write(dir.join("results.json"), json)?;
-    fs::write(dir.join("command"), format!("{rerun}\n"))?;
-    Ok(dir)
+    let title = format!("{} seed {seed}", backend.name());
+    crate::store::store(
+        &args.store,
+        &crate::store::Run { test: &test, seed, events, analysis, command: rerun, title: &title },
+    )
 }

@@ -262,8 +262,12 @@ fn a_search_bound_gives_unknown_and_exit_2() {
 }
 
 #[test]
-fn matrix_needs_a_backend_family() {
-    let output = lockcheck(&["matrix"]);
-    assert_eq!(output.status.code(), Some(64));
-    assert!(stderr(&output).contains("--sim"), "{}", stderr(&output));
+fn a_matrix_of_no_known_backend_is_a_usage_error() {
+    for args in
+        [&["matrix", "--backends", "nosuch"][..], &["matrix", "--sim", "--backends", "redis"]]
+    {
+        let output = lockcheck(args);
+        assert_eq!(output.status.code(), Some(64), "{args:?}");
+        assert!(stderr(&output).contains("no "), "{}", stderr(&output));
+    }
 }

@@ -11,7 +11,9 @@
 //!   schedule drew;
 //! * `isolate-one`: one member of a cluster cut off from the others;
 //! * `halves`: a minority of members cut off from the majority (for three
-//!   members, the same split as `isolate-one`).
+//!   members, the same split as `isolate-one`);
+//! * `ring`: each of five or more members reaches only its two neighbours,
+//!   so every member sees a majority but no two majorities agree.
 //!
 //! `slow-net` delays every link of one client (to its lock servers and to
 //! its storage) by a one-way latency from a tenth of a TTL to a whole TTL:
@@ -40,16 +42,18 @@ pub enum Shape {
     Client,
     IsolateOne,
     Halves,
+    Ring,
 }
 
 impl Shape {
-    pub const ALL: [Shape; 3] = [Shape::Client, Shape::IsolateOne, Shape::Halves];
+    pub const ALL: [Shape; 4] = [Shape::Client, Shape::IsolateOne, Shape::Halves, Shape::Ring];
 
     pub fn name(self) -> &'static str {
         match self {
             Shape::Client => "client",
             Shape::IsolateOne => "isolate-one",
             Shape::Halves => "halves",
+            Shape::Ring => "ring",
         }
     }
 
@@ -62,6 +66,7 @@ impl Shape {
         match self {
             Shape::Client => true,
             Shape::IsolateOne | Shape::Halves => members >= 3,
+            Shape::Ring => members >= 5,
         }
     }
 }
@@ -140,6 +145,7 @@ pub fn schedule(
             Some(Shape::Client) => {
                 NetKind::ClientCut { client: rng.gen_range(0..topology.clients) }
             }
+            Some(Shape::Ring) => NetKind::Members { shape: Shape::Ring, minority: Vec::new() },
             Some(&shape) => {
                 let size = match shape {
                     Shape::IsolateOne => 1,
@@ -176,6 +182,19 @@ fn links(fault: &NetFault, topology: &Topology) -> Vec<(String, String)> {
                 .chain(&topology.storage_node)
                 .map(|to| (from.clone(), to.clone()))
                 .collect()
+        }
+        NetKind::Members { shape: Shape::Ring, .. } => {
+            let members = topology.members;
+            let mut cuts = Vec::new();
+            for a in 0..members {
+                for b in (0..members).filter(|&b| b != a) {
+                    let apart = a.abs_diff(b);
+                    if apart != 1 && apart != members - 1 {
+                        cuts.push((topology.lock_nodes[a].clone(), topology.lock_nodes[b].clone()));
+                    }
+                }
+            }
+            cuts
         }
         NetKind::Members { minority, .. } => {
             let mut cuts = Vec::new();
@@ -431,6 +450,16 @@ mod tests {
             end: Duration::from_secs(1),
             kind: NetKind::Members { shape: Shape::IsolateOne, minority: vec![2] },
         };
+        let ring = NetFault {
+            kind: NetKind::Members { shape: Shape::Ring, minority: Vec::new() },
+            ..fault.clone()
+        };
+        let ring_cuts = links(&ring, &topology(5));
+        // Five members: each misses the two that are not its neighbours.
+        assert_eq!(ring_cuts.len(), 10);
+        assert!(ring_cuts.contains(&("etcd-0".into(), "etcd-2".into())));
+        assert!(!ring_cuts.contains(&("etcd-0".into(), "etcd-4".into())));
+        assert!(!ring_cuts.contains(&("etcd-3".into(), "etcd-4".into())));
         let cuts = links(&fault, &topology(3));
         let expected: Vec<(String, String)> = [
             ("etcd-2", "etcd-0"),
