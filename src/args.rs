@@ -190,7 +190,7 @@ pub struct CheckArgs {
     /// stalls), sigstop (SIGSTOP of a lock server), kill (SIGKILL and
     /// restart), conn-kill (the SQL server ends the lock sessions),
     /// partition and slow-net (through lockcheck's own TCP proxy), clock
-    /// (the lock server's wall clock jumps, by libfaketime: Redis,
+    /// (the lock server's wall clock jumps or drifts, by libfaketime: Redis,
     /// PostgreSQL, MariaDB; etcd, written in Go, ignores libfaketime, so
     /// clock is refused for it), failover (a Redis primary dies and its
     /// async replica is promoted). [default: pause,clock,kill,delay,loss on

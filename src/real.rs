@@ -656,6 +656,7 @@ pub fn execute(
         (faults.kill, ServerAction::Kill),
         (faults.conn_kill, ServerAction::ConnKill),
         (faults.clock, ServerAction::ClockJump),
+        (faults.clock, ServerAction::ClockDrift),
     ]
     .iter()
     .filter(|(on, _)| *on)

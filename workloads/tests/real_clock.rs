@@ -231,6 +231,49 @@ async fn the_clock_nemesis_jumps_the_struck_server_and_records_the_jump() {
     }
 }
 
+#[tokio::test]
+async fn a_drifting_clock_gains_in_proportion_to_the_time_gone_then_steps_back() {
+    let servers: Vec<SharedServer> = vec![Arc::new(Mutex::new(start_faked(ServerKind::Redis)))];
+    let port = servers[0].lock().unwrap().port();
+    let names = vec!["redis-0".to_string()];
+    // Two seconds that gain eight: the clock runs at five times real speed.
+    let fault = ServerFault {
+        start: Duration::from_millis(100),
+        end: Duration::from_millis(2_100),
+        action: ServerAction::ClockDrift,
+        servers: vec![0],
+        jump_ms: 8_000,
+    };
+    let recorder = Recorder::new().shared();
+    let start = tokio::time::Instant::now();
+    let offset = || tokio::task::spawn_blocking(move || offset_of(|| redis_time(port)));
+    let during = async {
+        tokio::time::sleep_until(start + Duration::from_millis(600)).await;
+        let early = offset().await.unwrap();
+        tokio::time::sleep_until(start + Duration::from_millis(1_600)).await;
+        (early, offset().await.unwrap())
+    };
+    let faults = [fault];
+    let (ran, (early, late)) =
+        tokio::join!(nemesis::run(&faults, &servers, &names, None, &recorder, start), during);
+    ran.expect("the drift runs");
+    // A quarter of the way: about 2 s gained; three quarters: about 6 s.
+    assert_offset("a quarter into the drift", early, 2.0);
+    assert_offset("three quarters into the drift", late, 6.0);
+    assert_offset("after the drift", offset().await.unwrap(), 0.0);
+    let values: Vec<serde_json::Value> = recorder
+        .lock()
+        .unwrap()
+        .events()
+        .iter()
+        .map(|event| serde_json::from_str(event.value.as_ref().expect("a value").get()).unwrap())
+        .collect();
+    assert_eq!(values.len(), 2, "a start and a stop: {values:?}");
+    assert_eq!(values[0]["fault"], "clock-drift");
+    assert_eq!(values[0]["gain_ms"], 8_000);
+    assert_eq!(values[0]["rate"], 5.0);
+}
+
 /// MariaDB's `NOW(6)` in seconds, asked with the mariadb client.
 fn mariadb_now(port: u16) -> f64 {
     let port = port.to_string();

@@ -1,10 +1,11 @@
 //! Faults against the servers lockcheck manages: SIGSTOP of a lock server
 //! (`sigstop`), SIGKILL then restart (`kill`), the lock sessions ended by
-//! the server (`conn-kill`) and a forward jump of a server's wall clock
-//! (`clock`: Redis then expires keys early, LOCKS.md §2, §6; the servers
-//! must run under libfaketime, [`super::servers::ServerOptions::faketime`]),
-//! on a schedule like the simulator's, each start and stop recorded as a
-//! nemesis operation (a clock fault's value also says `jump_ms`).
+//! the server (`conn-kill`) and a server's wall clock jumping forward
+//! (`clock`) or running fast (`clock-drift`): Redis then expires keys early,
+//! LOCKS.md §2, §6; the servers must run under libfaketime,
+//! [`super::servers::ServerOptions::faketime`]. On a schedule like the
+//! simulator's, each start and stop recorded as a nemesis operation (a jump's
+//! value also says `jump_ms`, a drift's `gain_ms` and `rate`).
 //!
 //! Server operations block (a restart waits until the server answers), so
 //! they run on tokio's blocking pool while the clients go on.
@@ -36,7 +37,15 @@ pub enum ServerAction {
     /// the start and back to real time at the end
     /// ([`ManagedServer::set_clock`]); their monotonic clocks stay real.
     ClockJump,
+    /// The servers' wall clocks run fast: over the fault they gain its
+    /// `jump_ms`, a step every [`DRIFT_STEP`] (libfaketime cannot change a
+    /// running process' rate without a jump of its own), and go back to
+    /// real time at the end, as NTP would step them.
+    ClockDrift,
 }
+
+/// How often a drifting clock is moved on.
+pub const DRIFT_STEP: Duration = Duration::from_millis(50);
 
 impl ServerAction {
     /// The fault's name in the history (and on the command line).
@@ -46,6 +55,7 @@ impl ServerAction {
             ServerAction::Kill => "kill",
             ServerAction::ConnKill => "conn-kill",
             ServerAction::ClockJump => "clock",
+            ServerAction::ClockDrift => "clock-drift",
         }
     }
 }
@@ -58,8 +68,8 @@ pub struct ServerFault {
     pub end: Duration,
     pub action: ServerAction,
     pub servers: Vec<usize>,
-    /// How far a clock fault moves the servers' clocks forward; 0 for the
-    /// other actions.
+    /// How far a clock fault moves the servers' clocks forward (a drift:
+    /// by its end); 0 for the other actions.
     pub jump_ms: u64,
 }
 
@@ -116,13 +126,15 @@ pub fn schedule(
             let first = rng.gen_range(0..servers);
             let spread = match action {
                 ServerAction::Kill if servers > 1 => rng.gen_range(1..=servers / 2 + 1),
-                ServerAction::ClockJump if servers > 4 => rng.gen_range(1..=(servers - 1) / 2),
+                ServerAction::ClockJump | ServerAction::ClockDrift if servers > 4 => {
+                    rng.gen_range(1..=(servers - 1) / 2)
+                }
                 _ => 1,
             };
             (0..spread).map(|at| (first + at) % servers).collect()
         };
         let jump_ms = match action {
-            ServerAction::ClockJump => rng.gen_range(ttl..=ttl * 3),
+            ServerAction::ClockJump | ServerAction::ClockDrift => rng.gen_range(ttl..=ttl * 3),
             _ => 0,
         };
         faults.push(ServerFault { start: at, end, action, servers: struck, jump_ms });
@@ -143,6 +155,12 @@ fn record(
     if fault.action == ServerAction::ClockJump {
         value["jump_ms"] = json!(fault.jump_ms);
     }
+    if fault.action == ServerAction::ClockDrift {
+        let length_ms = (fault.end - fault.start).as_millis().max(1) as f64;
+        value["gain_ms"] = json!(fault.jump_ms);
+        value["rate"] =
+            json!(((length_ms + fault.jump_ms as f64) / length_ms * 100.0).round() / 100.0);
+    }
     if let Some(sessions) = sessions {
         value["sessions"] = json!(sessions);
     }
@@ -154,6 +172,37 @@ fn record(
         value,
         None,
     );
+}
+
+/// Moves the struck servers' clocks on, step by step, until the fault's
+/// end: the gain grows in proportion to the time gone.
+async fn drift(
+    fault: &ServerFault,
+    servers: &[SharedServer],
+    start: Instant,
+) -> Result<(), RealError> {
+    let length = (fault.end - fault.start).as_secs_f64().max(1e-3);
+    let mut next = start + fault.start + DRIFT_STEP;
+    while next < start + fault.end {
+        tokio::time::sleep_until(next).await;
+        let gone = (next - (start + fault.start)).as_secs_f64();
+        let offset = (fault.jump_ms as f64 * gone / length).round() as i64;
+        for &at in &fault.servers {
+            let server = servers[at].clone();
+            let set = tokio::task::spawn_blocking(move || {
+                server.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).set_clock(offset)
+            })
+            .await;
+            set.unwrap_or_else(|error| {
+                Err(RealError::Server {
+                    what: "nemesis",
+                    reason: format!("the drift's task failed: {error}"),
+                })
+            })?;
+        }
+        next += DRIFT_STEP;
+    }
+    Ok(())
 }
 
 /// Does `fault`'s start or stop to one server, off the runtime's thread.
@@ -175,7 +224,9 @@ async fn strike(
             (ServerAction::Kill, false) => server.restart(),
             (ServerAction::ConnKill, _) => Ok(()),
             (ServerAction::ClockJump, true) => server.set_clock(jump_ms),
-            (ServerAction::ClockJump, false) => server.set_clock(0),
+            (ServerAction::ClockJump | ServerAction::ClockDrift, false) => server.set_clock(0),
+            // A drift starts from real time; `drift` moves it on.
+            (ServerAction::ClockDrift, true) => server.set_clock(0),
         }
     })
     .await;
@@ -215,6 +266,9 @@ pub async fn run(
             strike(servers[at].clone(), fault, true).await?;
         }
         record(recorder, fault, names, Function::Start, killed);
+        if fault.action == ServerAction::ClockDrift {
+            drift(fault, servers, start).await?;
+        }
         tokio::time::sleep_until(start + fault.end).await;
         for &at in &fault.servers {
             strike(servers[at].clone(), fault, false).await?;
