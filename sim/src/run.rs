@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lockcheck_checker::{Event, EventType, Function, Process};
+use lockcheck_checker::{Event, EventType, Function};
 use lockcheck_workloads::{
     run_client, ClientPlan, Recorder, SharedRecorder, Stall, Workload, WorkloadOptions,
 };
@@ -224,14 +224,8 @@ struct Nemesis {
 
 impl Nemesis {
     fn record(&self, fault: &Fault, f: Function) {
-        self.recorder.lock().expect("the recorder is never poisoned").record(
-            Process::Nemesis,
-            EventType::Info,
-            f,
-            None,
-            fault_value(fault, self.lock_hosts, self.host(fault)),
-            None,
-        );
+        let value = fault_value(fault, self.lock_hosts, self.host(fault));
+        self.recorder.lock().expect("the recorder is never poisoned").record_nemesis(f, value);
     }
 
     fn host(&self, fault: &Fault) -> usize {

@@ -81,6 +81,12 @@ impl Recorder {
         self.events.push(event);
     }
 
+    /// Appends a fault's start or stop (`f`), with what it did (`value`:
+    /// `{"fault":"kill","targets":["redis-0"]}`), as the nemesis.
+    pub fn record_nemesis(&mut self, f: Function, value: Value) {
+        self.record(Process::Nemesis, EventType::Info, f, None, value, None);
+    }
+
     pub fn events(&self) -> &[Event] {
         &self.events
     }

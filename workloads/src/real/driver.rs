@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::{join, join_all};
-use lockcheck_checker::{Event, EventType, Function, Process};
+use lockcheck_checker::{Event, Function};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -181,14 +181,7 @@ fn record_fault(recorder: &SharedRecorder, fault: &StallFault, f: Function) {
         "targets": [format!("client-{}", fault.client)],
         "stall_ms": fault.stall_ms,
     });
-    recorder.lock().expect("the recorder is never poisoned").record(
-        Process::Nemesis,
-        EventType::Info,
-        f,
-        None,
-        value,
-        None,
-    );
+    recorder.lock().expect("the recorder is never poisoned").record_nemesis(f, value);
 }
 
 /// The recorded history (every client is done with the recorder).

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lockcheck_checker::{EventType, Function, Process};
+use lockcheck_checker::Function;
 use rand::rngs::SmallRng;
 use rand::Rng;
 use redis::Value;
@@ -328,14 +328,7 @@ async fn rejoin(pair: &RedisPair, old: usize, new: usize) -> Result<(), RealErro
 }
 
 fn record(recorder: &SharedRecorder, f: Function, value: serde_json::Value) {
-    recorder.lock().expect("the recorder is never poisoned").record(
-        Process::Nemesis,
-        EventType::Info,
-        f,
-        None,
-        value,
-        None,
-    );
+    recorder.lock().expect("the recorder is never poisoned").record_nemesis(f, value);
 }
 
 /// Does `action` to a server, off the runtime's thread.

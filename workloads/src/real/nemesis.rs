@@ -13,7 +13,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lockcheck_checker::{EventType, Function, Process};
+use lockcheck_checker::Function;
 use rand::rngs::SmallRng;
 use rand::Rng;
 use serde_json::json;
@@ -164,14 +164,7 @@ fn record(
     if let Some(sessions) = sessions {
         value["sessions"] = json!(sessions);
     }
-    recorder.lock().expect("the recorder is never poisoned").record(
-        Process::Nemesis,
-        EventType::Info,
-        f,
-        None,
-        value,
-        None,
-    );
+    recorder.lock().expect("the recorder is never poisoned").record_nemesis(f, value);
 }
 
 /// Moves the struck servers' clocks on, step by step, until the fault's

@@ -235,14 +235,7 @@ fn record(recorder: &SharedRecorder, fault: &NetFault, topology: &Topology, f: F
             "links": links(fault, topology),
         }),
     };
-    recorder.lock().expect("the recorder is never poisoned").record(
-        Process::Nemesis,
-        EventType::Info,
-        f,
-        None,
-        value,
-        None,
-    );
+    recorder.lock().expect("the recorder is never poisoned").record_nemesis(f, value);
 }
 
 /// The logical client that took a lock it still holds latest in `events`
