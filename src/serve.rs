@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use lockcheck_reports::escape_html;
+
 use crate::args::ServeArgs;
 use crate::exit;
 
@@ -69,21 +71,6 @@ fn runs(store: &Path) -> Vec<Listed> {
     runs
 }
 
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// A path segment safe to put in a URL: store folder names are
 /// `[A-Za-z0-9._-]`, anything else is escaped.
 fn url_segment(segment: &str) -> String {
@@ -111,7 +98,7 @@ fn index(store: &Path) -> String {
         html,
         "<h1>lockcheck runs</h1><p>{} runs in <code>{}</code>, newest first.</p>",
         runs.len(),
-        escape(&store.display().to_string())
+        escape_html(&store.display().to_string())
     );
     html.push_str(
         "<table><tr><th>run</th><th>test</th><th>verdict</th><th>files</th><th>command</th></tr>",
@@ -123,11 +110,11 @@ fn index(store: &Path) -> String {
             "<tr><td><a href=\"{base}/report.html\">{}</a></td><td>{}</td><td class=\"{}\">{}</td>\
              <td><a href=\"{base}/history.jsonl\">history</a> <a href=\"{base}/results.json\">results</a></td>\
              <td><code>{}</code></td></tr>",
-            escape(&run.run),
-            escape(&run.test),
-            escape(&run.verdict),
-            escape(&run.verdict),
-            escape(&run.command)
+            escape_html(&run.run),
+            escape_html(&run.test),
+            escape_html(&run.verdict),
+            escape_html(&run.verdict),
+            escape_html(&run.command)
         );
     }
     html.push_str("</table></body></html>");

@@ -49,7 +49,7 @@ pub fn render_html(input: &HtmlInput<'_>) -> String {
     let mut out = String::with_capacity(data.len() + STYLE.len() + SCRIPT.len() + 16_384);
     out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
     out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
-    let _ = writeln!(out, "<title>lockcheck: {}</title>", escape(input.title));
+    let _ = writeln!(out, "<title>lockcheck: {}</title>", escape_html(input.title));
     let _ = writeln!(out, "<style>\n{STYLE}</style>\n</head>\n<body>");
     // Installed before anything else runs, so that even a script that fails
     // to parse leaves its error where a test (or a person) can read it.
@@ -105,7 +105,7 @@ fn header(out: &mut String, input: &HtmlInput<'_>) {
     let _ = writeln!(
         out,
         "<header><h1>{} <span class=\"verdict verdict-{verdict}\">{verdict}</span></h1>",
-        escape(input.title)
+        escape_html(input.title)
     );
     let s = &analysis.summary;
     let _ = writeln!(
@@ -127,11 +127,11 @@ fn header(out: &mut String, input: &HtmlInput<'_>) {
             out,
             "<p class=\"command\">rerun: <code id=\"command\">{}</code> \
              <button type=\"button\" id=\"copy-command\">copy</button></p>",
-            escape(command)
+            escape_html(command)
         );
     }
     for warning in &analysis.warnings {
-        let _ = writeln!(out, "<p class=\"warning\">warning: {}</p>", escape(warning));
+        let _ = writeln!(out, "<p class=\"warning\">warning: {}</p>", escape_html(warning));
     }
     out.push_str("</header>\n");
 }
@@ -158,16 +158,16 @@ fn checker_row(out: &mut String, result: &CheckResult) {
         out,
         "<tr><td>{}</td><td><span class=\"verdict verdict-{class}\">{verdict}</span></td>\
          <td>{}{}</td><td>{}</td><td>",
-        escape(result.checker),
+        escape_html(result.checker),
         result.keys.len(),
         if bad > 0 { format!(" ({bad} not valid)") } else { String::new() },
         result.violation_count,
     );
     if let Some(reason) = &result.reason {
-        let _ = write!(out, "<div>{}</div>", escape(reason));
+        let _ = write!(out, "<div>{}</div>", escape_html(reason));
     }
     for note in &result.notes {
-        let _ = write!(out, "<div class=\"muted\">note: {}</div>", escape(note));
+        let _ = write!(out, "<div class=\"muted\">note: {}</div>", escape_html(note));
     }
     key_table(out, result, bad);
     out.push_str("</td></tr>\n");
@@ -194,9 +194,9 @@ fn key_table(out: &mut String, result: &CheckResult, bad: usize) {
             let reason = key.reason.as_deref().map(|reason| format!(": {reason}")).unwrap_or_default();
             format!(
                 "<span class=\"key\"><code>{}</code> <span class=\"verdict-{v}\">{v}</span> ({} ops{violations}){}</span>",
-                escape(&key.key),
+                escape_html(&key.key),
                 key.ops,
-                escape(&reason),
+                escape_html(&reason),
                 v = key.verdict.as_str(),
             )
         })
@@ -230,7 +230,7 @@ fn violations_section(out: &mut String, analysis: &Analysis) {
                 out,
                 "<li class=\"muted\">… {hidden} more {} violations not kept (all are counted; \
                  raise --max-violations to keep more)</li>",
-                escape(result.checker)
+                escape_html(result.checker)
             );
         }
     }
@@ -257,17 +257,17 @@ fn violation_item(out: &mut String, position: usize, checker: &str, violation: &
         "<li class=\"violation\" data-violation=\"{position}\" tabindex=\"0\">\
          <span class=\"tag\">{}</span> <span class=\"tag kind\">{}</span> <code>{}</code>{}\
          <div>{}</div><div class=\"muted\">events: {}</div></li>",
-        escape(checker),
-        escape(&kind),
-        escape(&violation.key),
-        escape(&window),
-        escape(&violation.explanation),
+        escape_html(checker),
+        escape_html(&kind),
+        escape_html(&violation.key),
+        escape_html(&window),
+        escape_html(&violation.explanation),
         events.join(", "),
     );
 }
 
 /// Escapes text for HTML element content and attribute values.
-fn escape(text: &str) -> String {
+pub fn escape_html(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

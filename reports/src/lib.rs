@@ -10,7 +10,7 @@ mod junit;
 mod markdown;
 mod text;
 
-pub use html::{render_html, HtmlInput};
+pub use html::{escape_html, render_html, HtmlInput};
 pub use json::{render_json, JsonReport};
 pub use junit::render_junit;
 pub use markdown::render_markdown;
