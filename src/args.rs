@@ -35,7 +35,7 @@ pub struct Cli {
 pub enum Command {
     /// Run a test against a lock backend (simulated by default) under faults, and check its history.
     #[command(after_help = EXIT_CODES)]
-    Check(CheckArgs),
+    Check(Box<CheckArgs>),
     /// Check recorded histories (JSON Lines, see histories/README.md) and explain every violation.
     #[command(after_help = EXIT_CODES)]
     Analyze(AnalyzeArgs),
@@ -168,7 +168,7 @@ pub struct AnalyzeArgs {
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// The lock backend. Real: redis, redis-fenced, redlock, etcd,
+    /// The lock backend. Your own: exec (a program after --). Real: redis, redis-fenced, redlock, etcd,
     /// postgres-advisory, postgres-advisory-xact, postgres-lease,
     /// mysql-get-lock, mysql-lease, redis-semaphore (two permits), and the
     /// broken redis-del-release, redis-setnx-expire, redis-lost-reply,
@@ -252,6 +252,23 @@ pub struct CheckArgs {
     /// database always does; a real Redis gets an fsynced append-only file).
     #[arg(long)]
     pub persistent: bool,
+    /// A CI gate: the exit code follows only these checkers (a comma list,
+    /// e.g. resource-safety,linearizability: a TTL lock loses mutual
+    /// exclusion to any long enough stall, what matters is whether the
+    /// storage stayed safe and the lock kept its own promises) [default:
+    /// every checker]
+    #[arg(long, value_delimiter = ',', value_name = "CHECKERS")]
+    pub gate: Vec<String>,
+    /// --backend exec: the servers lockcheck starts for your program, a
+    /// comma list of redis (redis*5: five, for a Redlock), postgres, mysql,
+    /// etcd; their URLs reach it as LOCKCHECK_REDIS_URL and the like
+    /// (docs/exec-protocol.md)
+    #[arg(long, value_delimiter = ',')]
+    pub servers: Vec<String>,
+    /// --backend exec: your lock program and its arguments, after --; one
+    /// process per client speaking JSON Lines (docs/exec-protocol.md).
+    #[arg(last = true, value_name = "PROGRAM")]
+    pub exec: Vec<String>,
     /// Real servers, kill: how long a killed lock server stays down before
     /// its restart (0ms: at once) [default: half a TTL to two TTLs, drawn;
     /// at least 1.5 TTL for redlock: its delayed restart, which outlives

@@ -26,6 +26,10 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             return Ok(exit::USAGE.into());
         }
     };
+    if let Err(message) = exit::check_gate(&args.gate) {
+        eprintln!("lockcheck: {message}");
+        return Ok(exit::USAGE.into());
+    }
     let first_seed = args.seed.unwrap_or_else(random_seed);
     let seeds = args.seeds.max(1);
     let mut worst = Verdict::Valid;
@@ -47,7 +51,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         if first_failure && !args.no_shrink {
             shrink_failure(args, &options, &sim, &analysis, dir.as_deref())?;
         }
-        worst = worst.combine(analysis.verdict);
+        worst = worst.combine(exit::gated(&analysis, &args.gate));
         tally.push((seed, analysis.verdict));
     }
     if !collected.is_empty() {

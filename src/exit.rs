@@ -18,3 +18,30 @@ pub fn for_verdict(verdict: Verdict) -> u8 {
         Verdict::Unknown => UNKNOWN,
     }
 }
+
+/// The verdict a CI gate acts on: the whole analysis', or with `gate`, only
+/// those checkers' (a checker that does not apply counts as valid).
+pub fn gated(analysis: &lockcheck_checker::Analysis, gate: &[String]) -> Verdict {
+    if gate.is_empty() {
+        return analysis.verdict;
+    }
+    analysis
+        .results
+        .iter()
+        .filter(|result| gate.iter().any(|name| name == result.checker))
+        .map(|result| result.verdict.unwrap_or(Verdict::Valid))
+        .fold(Verdict::Valid, Verdict::combine)
+}
+
+/// What is wrong with a `--gate` list, if anything.
+pub fn check_gate(gate: &[String]) -> Result<(), String> {
+    let known: Vec<&str> =
+        lockcheck_checker::default_checkers().iter().map(|checker| checker.name()).collect();
+    match gate.iter().find(|name| !known.contains(&name.as_str())) {
+        Some(name) => Err(format!(
+            "--gate: no checker is called {name:?}; the checkers: {}",
+            known.join(", ")
+        )),
+        None => Ok(()),
+    }
+}

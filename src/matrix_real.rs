@@ -209,7 +209,7 @@ fn run_cell(cell: &RealCell, args: &MatrixArgs) -> Result<Outcome, String> {
         let check = crate::args::CheckArgs {
             linearizability_timeout: args.linearizability_timeout,
             no_store: true,
-            ..check
+            ..*check
         };
         let run = execute(&check, backend, seed, false).map_err(|failure| failure.to_string())?;
         let replay = format!("lockcheck check {line}");

@@ -2,6 +2,7 @@
 //! servers, which the tool starts on loopback (and always stops) unless
 //! `--*-url` points at running ones.
 
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -10,6 +11,7 @@ use lockcheck_checker::{analyze, default_checkers, Analysis, Event, HistoryBuild
 use lockcheck_reports::Analyzed;
 use lockcheck_workloads::real::driver::{drive_with, DriveOptions, StallNemesis};
 use lockcheck_workloads::real::etcd::EtcdClient;
+use lockcheck_workloads::real::exec::{ExecClient, ExecProgram};
 use lockcheck_workloads::real::failover::{self, RedisPair};
 use lockcheck_workloads::real::nemesis::{self, ServerAction, ServerFault, SharedServer};
 use lockcheck_workloads::real::netfault::{
@@ -44,6 +46,8 @@ pub enum RealBackend {
     Redlock,
     Etcd,
     Sql(SqlRecipe),
+    /// The user's program speaking the exec protocol (docs/exec-protocol.md).
+    Exec,
 }
 
 /// Mixed into the seed for the server faults' schedule, so that it is not
@@ -81,6 +85,7 @@ impl RealBackend {
             "redis-semaphore" => Some(RealBackend::Semaphore { client_clock: false }),
             "redis-semaphore-client-clock" => Some(RealBackend::Semaphore { client_clock: true }),
             "etcd" => Some(RealBackend::Etcd),
+            "exec" => Some(RealBackend::Exec),
             _ => RedisRecipe::parse(name)
                 .map(RealBackend::Redis)
                 .or_else(|| SqlRecipe::parse(name).map(RealBackend::Sql)),
@@ -95,6 +100,7 @@ impl RealBackend {
             RealBackend::Redlock => "redlock",
             RealBackend::Etcd => "etcd",
             RealBackend::Sql(recipe) => recipe.name(),
+            RealBackend::Exec => "exec",
         }
     }
 }
@@ -123,6 +129,9 @@ struct Servers {
     /// A Redis primary and its replica, for the failover fault: clients
     /// follow the primary wherever it is (directly, not through the proxy).
     pair: Option<RedisPair>,
+    /// The exec backend's servers, each with its kind's node name
+    /// (`redis`, `postgres`, `mariadb`, `etcd`), in `--servers` order.
+    exec: Vec<(&'static str, String)>,
 }
 
 impl Servers {
@@ -243,6 +252,18 @@ impl Servers {
                 });
             }
             RealBackend::Sql(_) => {}
+            RealBackend::Exec => {
+                for (kind, count) in exec_servers(args).map_err(|reason| RealError::Setup {
+                    what: "the exec backend's servers",
+                    reason,
+                })? {
+                    let urls = match kind {
+                        ServerKind::Postgres => vec![servers.storage.clone()],
+                        kind => servers.start(kind, count, true, &options)?,
+                    };
+                    servers.exec.extend(urls.into_iter().map(|url| (kind.name(), url)));
+                }
+            }
         }
         servers.route(backend, args.clients)?;
         Ok(servers)
@@ -256,17 +277,30 @@ impl Servers {
             }
             RealBackend::Etcd => self.etcd.clone(),
             RealBackend::Sql(_) => vec![self.mysql.clone().unwrap_or_else(|| self.storage.clone())],
+            RealBackend::Exec => self.exec.iter().map(|(_, url)| url.clone()).collect(),
         }
     }
 
     /// The lock servers' node names (`redis-0`, `etcd-2`): the history's
     /// names for them, and the proxy's.
     fn lock_nodes(&self, backend: RealBackend) -> Vec<String> {
+        if backend == RealBackend::Exec {
+            let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+            return self
+                .exec
+                .iter()
+                .map(|(kind, _)| {
+                    let at = seen.entry(kind).or_default();
+                    *at += 1;
+                    format!("{kind}-{}", *at - 1)
+                })
+                .collect();
+        }
         let kind = match backend {
             RealBackend::Redis(_) | RealBackend::Semaphore { .. } | RealBackend::Redlock => "redis",
             RealBackend::Etcd => "etcd",
             RealBackend::Sql(recipe) if recipe.is_mysql() => "mariadb",
-            RealBackend::Sql(_) => "postgres",
+            RealBackend::Sql(_) | RealBackend::Exec => "postgres",
         };
         (0..self.lock_urls(backend).len()).map(|at| format!("{kind}-{at}")).collect()
     }
@@ -276,8 +310,44 @@ impl Servers {
     fn storage_node(&self, backend: RealBackend) -> String {
         match backend {
             RealBackend::Sql(recipe) if !recipe.is_mysql() => "postgres-0".to_string(),
+            RealBackend::Exec if self.exec.iter().any(|(kind, _)| *kind == "postgres") => {
+                "postgres-0".to_string()
+            }
             _ => "storage".to_string(),
         }
+    }
+
+    /// The environment of client `logical`'s program: where its servers
+    /// are (through the proxy when there is one), as docs/exec-protocol.md
+    /// names them.
+    fn exec_env(&self, logical: u32) -> Vec<(String, String)> {
+        let urls = &self.routes[logical as usize].0;
+        let of = |wanted: &str| -> Vec<String> {
+            self.exec
+                .iter()
+                .zip(urls)
+                .filter(|((kind, _), _)| *kind == wanted)
+                .map(|(_, url)| url.clone())
+                .collect()
+        };
+        let mut env = Vec::new();
+        let redis = of("redis");
+        if let Some(first) = redis.first() {
+            env.push(("LOCKCHECK_REDIS_URL".to_string(), first.clone()));
+            env.push(("LOCKCHECK_REDIS_URLS".to_string(), redis.join(",")));
+        }
+        for (kind, name) in
+            [("postgres", "LOCKCHECK_POSTGRES_URL"), ("mariadb", "LOCKCHECK_MYSQL_URL")]
+        {
+            if let Some(url) = of(kind).first() {
+                env.push((name.to_string(), url.clone()));
+            }
+        }
+        let etcd = of("etcd");
+        if !etcd.is_empty() {
+            env.push(("LOCKCHECK_ETCD_ENDPOINTS".to_string(), etcd.join(",")));
+        }
+        env
     }
 
     /// Each client's URLs: through the proxy, on links of its own, when
@@ -376,6 +446,7 @@ impl Faults {
 /// What a real run takes from the arguments, or what is wrong with them.
 fn plan(args: &CheckArgs, backend: RealBackend) -> Result<(Workload, Faults), String> {
     let workload = args.workload()?;
+    exit::check_gate(&args.gate)?;
     let nemesis = args.nemesis.as_deref().unwrap_or("pause");
     let mut faults = Faults::default();
     for name in nemesis.split(',').map(str::trim).filter(|name| !name.is_empty()) {
@@ -414,6 +485,33 @@ fn plan(args: &CheckArgs, backend: RealBackend) -> Result<(Workload, Faults), St
             }
         }
     }
+    match (backend, args.exec.is_empty()) {
+        (RealBackend::Exec, true) => {
+            return Err(
+                "--backend exec runs your lock program: give it after --, e.g. lockcheck check --backend exec --servers redis -- python3 examples/python/redis_lock.py (docs/exec-protocol.md)"
+                    .to_string(),
+            )
+        }
+        (RealBackend::Exec, false) => {
+            let servers = exec_servers(args)?;
+            if faults.clock && servers.iter().any(|(kind, _)| *kind == ServerKind::Etcd) {
+                return Err(
+                    "clock: etcd is written in Go and ignores libfaketime: leave etcd out of --servers for clock faults"
+                        .to_string(),
+                );
+            }
+        }
+        (_, false) => {
+            return Err(format!(
+                "a program after -- is for --backend exec, not {}",
+                backend.name()
+            ))
+        }
+        (_, true) if !args.servers.is_empty() => {
+            return Err(format!("--servers is for --backend exec, not {}", backend.name()))
+        }
+        (_, true) => {}
+    }
     let given_url = match backend {
         RealBackend::Redis(_) | RealBackend::Semaphore { .. } | RealBackend::Redlock => {
             !args.redis_url.is_empty()
@@ -421,6 +519,7 @@ fn plan(args: &CheckArgs, backend: RealBackend) -> Result<(Workload, Faults), St
         RealBackend::Etcd => !args.etcd_url.is_empty(),
         RealBackend::Sql(recipe) if recipe.is_mysql() => args.mysql_url.is_some(),
         RealBackend::Sql(_) => args.postgres_url.is_some(),
+        RealBackend::Exec => false,
     };
     if under_faketime() {
         return Err(
@@ -459,6 +558,40 @@ fn plan(args: &CheckArgs, backend: RealBackend) -> Result<(Workload, Faults), St
         return Err("--time-limit must be between 1ms and 24h".to_string());
     }
     Ok((workload, faults))
+}
+
+/// The servers `--servers` asks for the exec backend: each kind with how
+/// many (`redis*5`: five Redis, for a Redlock).
+fn exec_servers(args: &CheckArgs) -> Result<Vec<(ServerKind, usize)>, String> {
+    let mut servers = Vec::new();
+    for word in args.servers.iter().map(|word| word.trim()).filter(|word| !word.is_empty()) {
+        let (name, count) = match word.split_once('*') {
+            Some((name, count)) => match count.parse::<usize>() {
+                Ok(count) if (1..=9).contains(&count) => (name, count),
+                _ => return Err(format!("--servers {word}: the count after * must be 1 to 9")),
+            },
+            None => (word, 1),
+        };
+        let kind = match name {
+            "redis" => ServerKind::Redis,
+            "postgres" if count == 1 => ServerKind::Postgres,
+            "mysql" | "mariadb" if count == 1 => ServerKind::Mariadb,
+            "etcd" if count == 1 => ServerKind::Etcd,
+            "postgres" | "mysql" | "mariadb" | "etcd" => {
+                return Err(format!("--servers {word}: one {name} at most"))
+            }
+            other => {
+                return Err(format!(
+                    "--servers: unknown server {other:?}: use redis (redis*5 for five), postgres, mysql or etcd"
+                ))
+            }
+        };
+        if servers.iter().any(|(seen, _)| *seen == kind) {
+            return Err(format!("--servers names {name} twice"));
+        }
+        servers.push((kind, count));
+    }
+    Ok(servers)
 }
 
 /// Whether this process runs under libfaketime: its times would be fake.
@@ -591,7 +724,7 @@ pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
         }
     }
     print(&text)?;
-    Ok(exit::for_verdict(analysis.verdict).into())
+    Ok(exit::for_verdict(exit::gated(analysis, &args.gate)).into())
 }
 
 /// Runs one real test with `seed` and checks its history; `chatty`: say on
@@ -895,6 +1028,27 @@ async fn drive_backend(
             )
             .await
         }
+        RealBackend::Exec => {
+            let program = ExecProgram::from_words(&args.exec).ok_or_else(|| RealError::Setup {
+                what: "the exec backend",
+                reason: "no program after --".to_string(),
+            })?;
+            let (program, clients) = (&program, options.clients);
+            drive_with(
+                options,
+                |logical, stall| {
+                    let config = config(logical);
+                    let env = servers.exec_env(logical);
+                    async move {
+                        let client =
+                            ExecClient::connect(program, logical, clients, &env, &config).await?;
+                        Ok(client.freeze_on_stall(stall))
+                    }
+                },
+                nemesis,
+            )
+            .await
+        }
         RealBackend::Sql(recipe) => {
             SqlClient::prepare(servers.mysql.as_ref().unwrap_or(&servers.storage), recipe).await?;
             drive_with(
@@ -943,6 +1097,15 @@ fn rerun_command(args: &CheckArgs, backend: RealBackend, seed: u64) -> String {
     }
     if let Some(delay) = args.restart_delay {
         command.push_str(&format!(" --restart-delay {}ms", delay.as_millis()));
+    }
+    if !args.gate.is_empty() {
+        command.push_str(&format!(" --gate {}", args.gate.join(",")));
+    }
+    if !args.servers.is_empty() {
+        command.push_str(&format!(" --servers {}", args.servers.join(",")));
+    }
+    if !args.exec.is_empty() {
+        command.push_str(&format!(" -- {}", args.exec.join(" ")));
     }
     command
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 pub mod driver;
 pub mod etcd;
+pub mod exec;
 pub mod failover;
 pub mod nemesis;
 pub mod netfault;

@@ -1,0 +1,124 @@
+//! `lockcheck check --backend exec -- PROGRAM`: a lock implementation in any
+//! language as a CI gate. The Python examples (redis-py, Debian's
+//! `python3-redis`, run by /usr/bin/python3 or $LOCKCHECK_PYTHON) against a
+//! Redis lockcheck starts itself: the correct lock passes the gate under
+//! stalls, the one that releases by DEL fails it; a program that crashes is
+//! reported and replaced.
+
+use std::process::{Command, Output};
+
+fn python() -> String {
+    std::env::var("LOCKCHECK_PYTHON").unwrap_or_else(|_| "/usr/bin/python3".to_string())
+}
+
+fn lockcheck(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lockcheck"))
+        .args(args)
+        .output()
+        .expect("the lockcheck binary runs")
+}
+
+fn both(output: &Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// A gated exec run of `program` (under examples/python) with `nemesis`.
+fn gate(program: &str, nemesis: &str, seed: u64) -> Output {
+    let seed = seed.to_string();
+    let python = python();
+    let script = format!("examples/python/{program}");
+    lockcheck(&[
+        "check",
+        "--backend",
+        "exec",
+        "--servers",
+        "redis",
+        "--nemesis",
+        nemesis,
+        "--gate",
+        "resource-safety,linearizability,fence-monotonicity",
+        "--ttl",
+        "500ms",
+        "--time-limit",
+        "8s",
+        "--seed",
+        &seed,
+        "--no-store",
+        "--",
+        &python,
+        &script,
+    ])
+}
+
+#[test]
+fn redis_py_is_installed_for_the_examples() {
+    let status = Command::new(python()).args(["-c", "import redis"]).status();
+    assert!(
+        status.is_ok_and(|status| status.success()),
+        "{} cannot import redis: apt-get install -y python3-redis (or set LOCKCHECK_PYTHON)",
+        python()
+    );
+}
+
+#[test]
+fn the_correct_python_lock_passes_the_gate_and_the_del_release_one_fails_it() {
+    let clean = gate("redis_lock.py", "none", 1);
+    assert_eq!(clean.status.code(), Some(0), "{}", both(&clean));
+    let stalled = gate("redis_lock.py", "pause", 1);
+    assert_eq!(stalled.status.code(), Some(0), "{}", both(&stalled));
+    // Stalls break mutual exclusion for any TTL lock: the report says so,
+    // and the gate, on the storage and the lock's own promises, passes.
+    assert!(String::from_utf8_lossy(&stalled.stdout).contains("mutual-exclusion"));
+    let mut outputs = Vec::new();
+    for seed in 1..=4 {
+        let broken = gate("redis_lock_del_release.py", "pause", seed);
+        if broken.status.code() == Some(1) {
+            return;
+        }
+        outputs.push(both(&broken));
+    }
+    panic!("release by DEL passed the gate on 4 seeds:\n{}", outputs.join("\n---\n"));
+}
+
+#[test]
+fn a_crashing_program_is_reported_and_replaced_and_bad_usage_is_exit_64() {
+    let python = python();
+    let output = lockcheck(&[
+        "check",
+        "--backend",
+        "exec",
+        "--nemesis",
+        "none",
+        "--time-limit",
+        "3s",
+        "--seed",
+        "1",
+        "--no-store",
+        "--format",
+        "json",
+        "--",
+        &python,
+        "examples/python/misbehave.py",
+        "crash",
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("misbehave"), "the program's stderr tail is shown: {}", both(&output));
+    let json: serde_json::Value =
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|_| panic!("{}", both(&output)));
+    assert!(json["histories"][0]["summary"]["ops"].as_u64().unwrap_or(0) > 10, "{}", both(&output));
+
+    for args in [
+        &["check", "--backend", "exec"][..],
+        &["check", "--backend", "redis", "--servers", "redis"],
+        &["check", "--backend", "redis", "--", "true"],
+        &["check", "--backend", "exec", "--servers", "oracle", "--", "true"],
+        &["check", "--backend", "exec", "--gate", "happiness", "--", "true"],
+    ] {
+        let output = lockcheck(args);
+        assert_eq!(output.status.code(), Some(64), "{args:?}: {}", both(&output));
+    }
+}
