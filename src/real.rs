@@ -884,6 +884,9 @@ pub fn execute(
 fn unavailable(error: &RealError) -> ExitCode {
     eprintln!("lockcheck: {error}");
     match error {
+        // A lock program that does not start or speak the protocol is the
+        // user's to fix, as a missing server is.
+        RealError::Setup { what: "the exec program", .. } => exit::UNAVAILABLE.into(),
         RealError::Setup { .. } => exit::INTERNAL.into(),
         _ => exit::UNAVAILABLE.into(),
     }

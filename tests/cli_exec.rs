@@ -3,7 +3,8 @@
 //! `python3-redis`, run by /usr/bin/python3 or $LOCKCHECK_PYTHON) against a
 //! Redis lockcheck starts itself: the correct lock passes the gate under
 //! stalls, the one that releases by DEL fails it; a program that crashes is
-//! reported and replaced.
+//! reported and replaced. The Rust example (examples/redis_lock.rs) passes
+//! and fails the same gate.
 
 use std::process::{Command, Output};
 
@@ -28,10 +29,30 @@ fn both(output: &Output) -> String {
 
 /// A gated exec run of `program` (under examples/python) with `nemesis`.
 fn gate(program: &str, nemesis: &str, seed: u64) -> Output {
-    let seed = seed.to_string();
-    let python = python();
     let script = format!("examples/python/{program}");
-    lockcheck(&[
+    gate_command(&[&python(), &script], nemesis, seed)
+}
+
+/// The Rust example: `cargo test` builds it beside the binary; a test run
+/// of this file alone builds it here.
+fn rust_example() -> String {
+    let binary = std::path::Path::new(env!("CARGO_BIN_EXE_lockcheck"));
+    let example = binary.parent().expect("the binary's folder").join("examples").join("redis_lock");
+    if !example.is_file() {
+        let built = Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "--example", "redis_lock"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("cargo runs");
+        assert!(built.success(), "cargo build --example redis_lock failed");
+    }
+    example.display().to_string()
+}
+
+/// A gated exec run of `command` with `nemesis`.
+fn gate_command(command: &[&str], nemesis: &str, seed: u64) -> Output {
+    let seed = seed.to_string();
+    let mut args = vec![
         "check",
         "--backend",
         "exec",
@@ -49,9 +70,9 @@ fn gate(program: &str, nemesis: &str, seed: u64) -> Output {
         &seed,
         "--no-store",
         "--",
-        &python,
-        &script,
-    ])
+    ];
+    args.extend_from_slice(command);
+    lockcheck(&args)
 }
 
 #[test]
@@ -76,6 +97,22 @@ fn the_correct_python_lock_passes_the_gate_and_the_del_release_one_fails_it() {
     let mut outputs = Vec::new();
     for seed in 1..=4 {
         let broken = gate("redis_lock_del_release.py", "pause", seed);
+        if broken.status.code() == Some(1) {
+            return;
+        }
+        outputs.push(both(&broken));
+    }
+    panic!("release by DEL passed the gate on 4 seeds:\n{}", outputs.join("\n---\n"));
+}
+
+#[test]
+fn the_rust_example_passes_the_gate_and_fails_it_releasing_by_del() {
+    let example = rust_example();
+    let stalled = gate_command(&[&example], "pause", 1);
+    assert_eq!(stalled.status.code(), Some(0), "{}", both(&stalled));
+    let mut outputs = Vec::new();
+    for seed in 1..=4 {
+        let broken = gate_command(&[&example, "--del-release"], "pause", seed);
         if broken.status.code() == Some(1) {
             return;
         }
@@ -110,6 +147,11 @@ fn a_crashing_program_is_reported_and_replaced_and_bad_usage_is_exit_64() {
     let json: serde_json::Value =
         serde_json::from_slice(&output.stdout).unwrap_or_else(|_| panic!("{}", both(&output)));
     assert!(json["histories"][0]["summary"]["ops"].as_u64().unwrap_or(0) > 10, "{}", both(&output));
+
+    let missing =
+        lockcheck(&["check", "--backend", "exec", "--time-limit", "1s", "--", "/nonexistent/lock"]);
+    assert_eq!(missing.status.code(), Some(69), "{}", both(&missing));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/lock"));
 
     for args in [
         &["check", "--backend", "exec"][..],

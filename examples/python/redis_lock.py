@@ -114,9 +114,10 @@ def handle(lock, request):
 
 def main(lock_class=Lock):
     # Socket timeouts well inside lockcheck's deadline, so that a slow Redis
-    # is our own info reply rather than lockcheck's timeout.
+    # is our own info reply rather than lockcheck's timeout (a quarter: a
+    # request may wait for a connection, then for its reply).
     deadline_ms = int(os.environ.get("LOCKCHECK_DEADLINE_MS", "1000"))
-    seconds = max(deadline_ms / 2, 10) / 1000
+    seconds = max(deadline_ms / 4, 10) / 1000
     server = redis.Redis.from_url(
         os.environ["LOCKCHECK_REDIS_URL"], socket_timeout=seconds, socket_connect_timeout=seconds
     )
