@@ -119,14 +119,17 @@ pub fn cells() -> Vec<RealCell> {
             "delayed restart: an instance stays down longer than any lease it granted",
         ),
         cell("--backend etcd --nemesis none --ttl 2s", 6, SAFE, "no fault"),
-        cell(
-            "--backend etcd --nemesis pause --ttl 2s",
-            16,
-            fenced(&[MUTEX]),
-            "holder stall > lease TTL: fenced storage rejects the stale write",
-        ),
         RealCell {
             runs: Some(5),
+            ..cell(
+                "--backend etcd --nemesis pause --ttl 2s",
+                16,
+                fenced(&[MUTEX]),
+                "holder stall > lease TTL: fenced storage rejects the stale write",
+            )
+        },
+        RealCell {
+            runs: Some(8),
             ..cell(
                 "--backend etcd --nemesis partition --partition-shapes client --ttl 2s",
                 20,

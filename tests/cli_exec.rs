@@ -8,23 +8,11 @@
 
 use std::process::{Command, Output};
 
+mod common;
+use common::{both, lockcheck};
+
 fn python() -> String {
     std::env::var("LOCKCHECK_PYTHON").unwrap_or_else(|_| "/usr/bin/python3".to_string())
-}
-
-fn lockcheck(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lockcheck"))
-        .args(args)
-        .output()
-        .expect("the lockcheck binary runs")
-}
-
-fn both(output: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 /// A gated exec run of `program` (under examples/python) with `nemesis`.

@@ -6,20 +6,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn lockcheck(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lockcheck"))
-        .args(args)
-        .output()
-        .expect("the lockcheck binary runs")
-}
-
-fn both(output: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
+mod common;
+use common::{both, lockcheck};
 
 /// Each checker's verdict in a JSON report.
 fn verdicts(output: &Output) -> Vec<(String, String)> {

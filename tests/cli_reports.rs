@@ -4,22 +4,10 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
-fn lockcheck(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lockcheck"))
-        .args(args)
-        .output()
-        .expect("the lockcheck binary runs")
-}
-
-fn both(output: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
+mod common;
+use common::{both, lockcheck};
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("lockcheck-{name}-{}", std::process::id()));
