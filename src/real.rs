@@ -761,10 +761,10 @@ pub fn execute(
             // keepalive, as the simulated one does.
             hold_ms: if backend == RealBackend::Etcd {
                 (0, ttl_ms * 2)
-            } else if faults.failover || backend == RealBackend::Redlock {
-                // As the simulator's: a hold long enough for a failover, or
-                // a crash and restart of Redlock's instances, to fall
-                // inside one.
+            } else if faults.failover || faults.clock || backend == RealBackend::Redlock {
+                // As the simulator's: a hold long enough for a failover, a
+                // clock jump, or a crash and restart of Redlock's instances
+                // to fall inside one.
                 (0, ttl_ms / 3)
             } else {
                 (0, (ttl_ms / 10).max(1))

@@ -26,3 +26,6 @@ pub use matrix::{cells, check_run, run_cell, Cell, CellResult, Effort, Expect, M
 
 mod shrink;
 pub use shrink::{shrink, Shrunk};
+
+pub mod user;
+pub use user::{run_user, SimRedis, SimStore, UserEnv};

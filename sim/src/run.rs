@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use lockcheck_checker::{Event, EventType, Function};
 use lockcheck_workloads::{
-    run_client, ClientPlan, Recorder, SharedRecorder, Stall, Workload, WorkloadOptions,
+    run_client, ClientPlan, LockClient, Recorder, SharedRecorder, Stall, Workload, WorkloadOptions,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -131,6 +131,26 @@ pub struct SimRun {
 pub enum SimError {
     #[error("the simulation failed: {0}")]
     Turmoil(String),
+    /// The options ask for a run this entry point cannot do (`run_user`
+    /// drives a user's client against a single simulated Redis only).
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// What the simulation hands the factory of each logical client's lock
+/// client: who it is, its deadline, and the run's shared fault hooks.
+pub(crate) struct ClientSetup {
+    pub logical: u32,
+    /// `client-3`.
+    pub name: String,
+    /// Every request's deadline.
+    pub deadline: Duration,
+    /// Where the pause nemesis stalls this client.
+    pub stall: Stall,
+    /// This client's clock offset (the skew nemesis).
+    pub clock: Rc<Cell<i64>>,
+    /// With the failover fault, the replica set's primary to follow.
+    pub primary: Option<Primary>,
 }
 
 /// The history's record of `fault`, which struck `lock_hosts[host]` (and
@@ -349,6 +369,29 @@ pub fn run_with_progress(
     options: &SimOptions,
     progress: &mut dyn FnMut(Duration),
 ) -> Result<SimRun, SimError> {
+    let (backend, fencing) = (options.backend, options.fencing);
+    run_clients(options, progress, move |setup: ClientSetup| {
+        let deadline = setup.deadline;
+        let client =
+            SimClient::new(backend, fencing, setup.name, deadline, setup.stall, setup.clock);
+        match setup.primary {
+            Some(primary) => client.following(primary, deadline),
+            None => client,
+        }
+    })
+}
+
+/// The body of every run: as [`run_with_progress`], with each logical
+/// client's lock client built by `make` (inside its simulated host).
+pub(crate) fn run_clients<C, F>(
+    options: &SimOptions,
+    progress: &mut dyn FnMut(Duration),
+    make: F,
+) -> Result<SimRun, SimError>
+where
+    C: LockClient + 'static,
+    F: Fn(ClientSetup) -> C + Clone + 'static,
+{
     let wall = Instant::now();
     let mut rng = SmallRng::seed_from_u64(options.seed);
     let (kinds, rates) = plan_faults(options, &mut rng);
@@ -462,15 +505,13 @@ pub fn run_with_progress(
             (recorder.clone(), workload.clone(), stalls[logical as usize].clone());
         let clock = client_clocks[logical as usize].clone();
         let client_rng = SmallRng::seed_from_u64(rng.gen());
-        let (backend, fencing, clients, time_limit) =
-            (options.backend, options.fencing, options.clients, options.time_limit);
-        let primary = primary.clone();
+        let (clients, time_limit) = (options.clients, options.time_limit);
+        let (primary, make) = (primary.clone(), make.clone());
         sim.client(format!("client-{logical}"), async move {
             let name = format!("client-{logical}");
-            let mut client = SimClient::new(backend, fencing, name, deadline, stall.clone(), clock);
-            if let Some(primary) = primary {
-                client = client.following(primary, deadline);
-            }
+            let stall_hook = stall.clone();
+            let mut client =
+                make(ClientSetup { logical, name, deadline, stall: stall_hook, clock, primary });
             let plan =
                 ClientPlan { logical, clients, until: tokio::time::Instant::now() + time_limit };
             run_client(&mut client, &plan, &workload, client_rng, &recorder, &stall).await;

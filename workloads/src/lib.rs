@@ -7,6 +7,7 @@
 mod client;
 pub mod real;
 mod recorder;
+pub mod user;
 mod workload;
 
 pub use client::{Grant, LockClient, Outcome};

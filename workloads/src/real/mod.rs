@@ -17,6 +17,7 @@ pub mod semaphore;
 pub mod servers;
 pub mod sql;
 pub mod storage;
+pub mod user;
 
 /// Why a real backend, its storage or a managed server could not be used.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,177 @@
+//! Runs a user's own lock client under the simulator: the client is written
+//! against `lockcheck_workloads::user` ([`RedisCommands`], [`ResourceStore`])
+//! and [`LockClient`], and [`run_user`] drives it through the workload with
+//! the nemesis' faults, against the simulated Redis and fenced storage, as
+//! the built-in `sim-redis` recipe is driven. See `docs/rust-api.md`.
+
+use std::time::Duration;
+
+use lockcheck_workloads::user::{RedisCommands, ResourceStore, Uncertain};
+use lockcheck_workloads::{LockClient, Outcome};
+
+use crate::client::Backend;
+use crate::host::{Connection, Failure};
+use crate::protocol::{Request, Response};
+use crate::run::{run_clients, ClientSetup, SimError, SimOptions, SimRun};
+
+/// The simulated Redis, one connection of one client: each command ends
+/// within the run's deadline; a lost connection reconnects on the next one.
+#[derive(Debug)]
+pub struct SimRedis {
+    connection: Connection,
+}
+
+/// The simulated protected resources (fenced when the run's `fencing` is on).
+#[derive(Debug)]
+pub struct SimStore {
+    connection: Connection,
+}
+
+/// What a user's client factory gets for each logical client of a run.
+#[derive(Debug)]
+pub struct UserEnv {
+    /// The client's number, 0 to `clients - 1`.
+    pub logical: u32,
+    /// `client-3`: lock values derived from it say in the history who held
+    /// what.
+    pub name: String,
+    pub redis: SimRedis,
+    pub store: SimStore,
+    /// Every command's deadline (a quarter of the TTL, as for the built-in
+    /// recipes).
+    pub deadline: Duration,
+}
+
+impl SimRedis {
+    /// Drops the connection (a new session): the next command reconnects.
+    pub fn reset(&mut self) {
+        self.connection.reset();
+    }
+
+    async fn call(&mut self, request: Request) -> Result<Response, Uncertain> {
+        self.connection.call(&request).await.map_err(uncertain)
+    }
+}
+
+impl SimStore {
+    /// Drops the connection (a new session): the next request reconnects.
+    pub fn reset(&mut self) {
+        self.connection.reset();
+    }
+}
+
+fn uncertain(failure: Failure) -> Uncertain {
+    match failure {
+        Failure::NotSent => Uncertain::NotSent,
+        Failure::Unknown => Uncertain::Unknown,
+    }
+}
+
+/// A script's 1 (done) or 0 (not ours).
+fn counted(reply: Response) -> Result<bool, Uncertain> {
+    match reply {
+        Response::Int(1) => Ok(true),
+        Response::Int(0) => Ok(false),
+        _ => Err(Uncertain::Unknown),
+    }
+}
+
+impl RedisCommands for SimRedis {
+    async fn set_nx_px(&mut self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, Uncertain> {
+        match self.call(Request::SetNxPx { key: key.into(), value: value.into(), ttl_ms }).await? {
+            Response::Ok => Ok(true),
+            Response::Nil => Ok(false),
+            _ => Err(Uncertain::Unknown),
+        }
+    }
+
+    async fn del_if_eq(&mut self, key: &str, value: &str) -> Result<bool, Uncertain> {
+        counted(self.call(Request::DelIfEq { key: key.into(), value: value.into() }).await?)
+    }
+
+    async fn pexpire_if_eq(
+        &mut self,
+        key: &str,
+        value: &str,
+        ttl_ms: u64,
+    ) -> Result<bool, Uncertain> {
+        let request = Request::PExpireIfEq { key: key.into(), value: value.into(), ttl_ms };
+        counted(self.call(request).await?)
+    }
+
+    async fn incr(&mut self, key: &str) -> Result<u64, Uncertain> {
+        match self.call(Request::Incr { key: key.into() }).await? {
+            Response::Int(value) if value > 0 => Ok(value as u64),
+            _ => Err(Uncertain::Unknown),
+        }
+    }
+
+    async fn del(&mut self, key: &str) -> Result<bool, Uncertain> {
+        match self.call(Request::Del { key: key.into() }).await? {
+            Response::Int(deleted) => Ok(deleted > 0),
+            _ => Err(Uncertain::Unknown),
+        }
+    }
+}
+
+/// As the built-in recipes map the storage's replies.
+fn storage_failure<T>(failure: Failure) -> Outcome<T> {
+    match failure {
+        Failure::NotSent => Outcome::Fail("unavailable".into()),
+        Failure::Unknown => Outcome::Info("timeout".into()),
+    }
+}
+
+impl ResourceStore for SimStore {
+    async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {
+        let request = Request::Write { key: resource.into(), fence, data: data.into() };
+        match self.connection.call(&request).await {
+            Ok(Response::StaleFence) => Outcome::Fail("stale-fence".into()),
+            Ok(_) => Outcome::Ok(()),
+            Err(failure) => storage_failure(failure),
+        }
+    }
+
+    async fn read(&mut self, resource: &str) -> Outcome<(Option<u64>, Option<String>)> {
+        match self.connection.call(&Request::Read { key: resource.into() }).await {
+            Ok(Response::Read { fence, data }) => Outcome::Ok((fence, data)),
+            Ok(_) => Outcome::Info("bad-reply".into()),
+            Err(failure) => storage_failure(failure),
+        }
+    }
+}
+
+/// Runs one simulated test of the user's client: the run `lockcheck check
+/// --backend sim-redis` would do with these options (hosts, workload,
+/// faults, seed), with each logical client's lock client built by `make`
+/// instead of the built-in recipe. The same options and `make` give the
+/// same history. `options.backend` must be `sim-redis` (the one simulated
+/// Redis the client's [`SimRedis`] talks to); with the failover fault, it
+/// follows the replica set's primary.
+pub fn run_user<C, F>(options: &SimOptions, make: F) -> Result<SimRun, SimError>
+where
+    C: LockClient + 'static,
+    F: Fn(UserEnv) -> C + Clone + 'static,
+{
+    if options.backend != Backend::Redis {
+        return Err(SimError::Unsupported(format!(
+            "run_user runs a user's client against a single simulated Redis: the backend must be {}, not {}",
+            Backend::Redis.name(),
+            options.backend.name()
+        )));
+    }
+    let lock_host = options.backend.lock_hosts()[0];
+    run_clients(options, &mut |_| {}, move |setup: ClientSetup| {
+        let redis = match setup.primary {
+            Some(primary) => Connection::to_primary(primary, setup.deadline),
+            None => Connection::new(lock_host, setup.deadline),
+        };
+        make(UserEnv {
+            logical: setup.logical,
+            name: setup.name,
+            redis: SimRedis { connection: redis },
+            store: SimStore { connection: Connection::new("storage", setup.deadline) },
+            deadline: setup.deadline,
+        })
+    })
+}
