@@ -11,7 +11,7 @@ use lockcheck_checker::{analyze, default_checkers, Analysis, Event, HistoryBuild
 use lockcheck_reports::Analyzed;
 use lockcheck_workloads::real::driver::{drive_with, DriveOptions, StallNemesis};
 use lockcheck_workloads::real::etcd::EtcdClient;
-use lockcheck_workloads::real::exec::{ExecClient, ExecProgram};
+use lockcheck_workloads::real::exec::{self, ExecClient, ExecProgram, PidSlot};
 use lockcheck_workloads::real::failover::{self, RedisPair};
 use lockcheck_workloads::real::nemesis::{self, ServerAction, ServerFault, SharedServer};
 use lockcheck_workloads::real::netfault::{
@@ -64,6 +64,9 @@ const REDLOCK_INSTANCES: usize = 5;
 const ETCD_MEMBERS: usize = 3;
 /// The etcd cluster of a ring partition: each member sees two of four.
 const ETCD_RING_MEMBERS: usize = 5;
+
+/// Mixed into the seed for the exec program kills' schedule.
+const CLIENT_KILL_SEED: u64 = 0xc1_1e47_c1a5;
 
 /// Mixed into the seed for the failovers' schedule.
 const FAILOVER_SEED: u64 = 0xfa11_0ee5;
@@ -417,6 +420,8 @@ struct Faults {
     clock: bool,
     /// A Redis primary dies and its async replica takes over.
     failover: bool,
+    /// The exec backend's lock program is killed (SIGKILL).
+    client_kill: bool,
 }
 
 impl Faults {
@@ -430,6 +435,7 @@ impl Faults {
             (self.slow_net, "slow-net"),
             (self.clock, "clock"),
             (self.failover, "failover"),
+            (self.client_kill, "client-kill"),
         ]
         .iter()
         .filter(|(on, _)| *on)
@@ -466,6 +472,13 @@ fn plan(args: &CheckArgs, backend: RealBackend) -> Result<(Workload, Faults), St
             }
             "clock" => faults.clock = true,
             "failover" if matches!(backend, RealBackend::Redis(_)) => faults.failover = true,
+            "client-kill" if backend == RealBackend::Exec => faults.client_kill = true,
+            "client-kill" => {
+                return Err(format!(
+                    "client-kill kills your lock program: it applies to --backend exec, not {}",
+                    backend.name()
+                ))
+            }
             "failover" => {
                 return Err(format!(
                     "failover promotes a Redis replica: it applies to the single-Redis backends (redis, redis-fenced, redis-del-release, …), not {}",
@@ -480,7 +493,7 @@ fn plan(args: &CheckArgs, backend: RealBackend) -> Result<(Workload, Faults), St
             }
             other => {
                 return Err(format!(
-                    "the fault {other:?} is not available against real servers: use pause (client stalls), sigstop (SIGSTOP of a lock server), kill (SIGKILL and restart of a lock server), conn-kill (the SQL server ends the lock sessions), partition, slow-net, clock (libfaketime), failover (Redis) or none"
+                    "the fault {other:?} is not available against real servers: use pause (client stalls), sigstop (SIGSTOP of a lock server), kill (SIGKILL and restart of a lock server), conn-kill (the SQL server ends the lock sessions), partition, slow-net, clock (libfaketime), failover (Redis), client-kill (exec) or none"
                 ))
             }
         }
@@ -852,7 +865,20 @@ pub fn execute(
     } else {
         Vec::new()
     };
+    let kills = if faults.client_kill {
+        exec::kill_schedule(
+            args.clients,
+            ttl_ms,
+            args.time_limit,
+            &mut SmallRng::seed_from_u64(seed ^ CLIENT_KILL_SEED),
+        )
+    } else {
+        Vec::new()
+    };
+    let slots: Vec<PidSlot> = (0..args.clients).map(|_| PidSlot::default()).collect();
     let planned = Planned {
+        kills: &kills,
+        slots: &slots,
         server: &server_faults,
         names: &names,
         net: &net_faults,
@@ -901,6 +927,9 @@ struct Planned<'a> {
     net: &'a [NetFault],
     topology: &'a Topology,
     failovers: &'a [failover::Failover],
+    /// The exec backend's program kills, and where each client's program is.
+    kills: &'a [exec::ProgramKill],
+    slots: &'a [PidSlot],
 }
 
 async fn drive_backend(
@@ -934,7 +963,8 @@ async fn drive_backend(
         };
         let servers =
             nemesis::run(planned.server, lock_servers, planned.names, sessions, &recorder, start);
-        let (done, (), failed_over) = tokio::join!(servers, net, failovers);
+        let kills = exec::kill_programs(planned.kills, planned.slots, &recorder, start);
+        let (done, (), failed_over, ()) = tokio::join!(servers, net, failovers, kills);
         done.and(failed_over)
     };
     let workload = &options.workload;
@@ -1045,7 +1075,8 @@ async fn drive_backend(
                     async move {
                         let client =
                             ExecClient::connect(program, logical, clients, &env, &config).await?;
-                        Ok(client.freeze_on_stall(stall))
+                        let slot = planned.slots[logical as usize].clone();
+                        Ok(client.freeze_on_stall(stall).share_pid(slot))
                     }
                 },
                 nemesis,

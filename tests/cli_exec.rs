@@ -110,6 +110,38 @@ fn the_rust_example_passes_the_gate_and_fails_it_releasing_by_del() {
 }
 
 #[test]
+fn killed_programs_are_crashed_clients_and_the_correct_lock_survives_them() {
+    let python = python();
+    let output = lockcheck(&[
+        "check",
+        "--backend",
+        "exec",
+        "--servers",
+        "redis",
+        "--nemesis",
+        "client-kill",
+        "--ttl",
+        "500ms",
+        "--time-limit",
+        "6s",
+        "--seed",
+        "1",
+        "--no-store",
+        "--format",
+        "json",
+        "--",
+        &python,
+        "examples/python/redis_lock.py",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", both(&output));
+    let json: serde_json::Value =
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|_| panic!("{}", both(&output)));
+    let nemesis = json["histories"][0]["summary"]["nemesis_events"].as_u64().unwrap_or(0);
+    assert!(nemesis >= 2, "kills are recorded: {}", both(&output));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("SIGKILL"), "{}", both(&output));
+}
+
+#[test]
 fn a_crashing_program_is_reported_and_replaced_and_bad_usage_is_exit_64() {
     let python = python();
     let output = lockcheck(&[
@@ -147,6 +179,7 @@ fn a_crashing_program_is_reported_and_replaced_and_bad_usage_is_exit_64() {
         &["check", "--backend", "redis", "--", "true"],
         &["check", "--backend", "exec", "--servers", "oracle", "--", "true"],
         &["check", "--backend", "exec", "--gate", "happiness", "--", "true"],
+        &["check", "--backend", "redis", "--nemesis", "client-kill"],
     ] {
         let output = lockcheck(args);
         assert_eq!(output.status.code(), Some(64), "{args:?}: {}", both(&output));

@@ -424,6 +424,75 @@ pub struct ExecClient {
     stall: Option<Stall>,
     /// A frozen program's thaw time: SIGCONT before the next operation.
     frozen_until: Option<Instant>,
+    /// Where the client-kill fault finds the running program.
+    pid_slot: Option<PidSlot>,
+}
+
+/// A client's running program's process id, 0 when none runs: shared
+/// between the client and the client-kill fault.
+pub type PidSlot = Arc<std::sync::atomic::AtomicU32>;
+
+/// One client-kill: at `at`, the program of `client` is killed (SIGKILL of
+/// its process group).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProgramKill {
+    pub at: Duration,
+    pub client: u32,
+}
+
+/// The client-kill schedule: after a quiet second, a random client's program
+/// every one to three TTLs, none in the last three TTLs (at most a fifth of
+/// the test), so that the clients recover while the test runs.
+pub fn kill_schedule(
+    clients: u32,
+    ttl_ms: u64,
+    time_limit: Duration,
+    rng: &mut rand::rngs::SmallRng,
+) -> Vec<ProgramKill> {
+    use rand::Rng;
+    let mut kills = Vec::new();
+    let quiet_start = Duration::from_secs(1).min(time_limit / 10);
+    let quiet_end = Duration::from_millis(ttl_ms.saturating_mul(3)).min(time_limit / 5);
+    if clients == 0 || time_limit <= quiet_start + quiet_end {
+        return kills;
+    }
+    let ttl = ttl_ms.max(2);
+    let last = time_limit - quiet_end;
+    let mut at = quiet_start;
+    while at < last {
+        kills.push(ProgramKill { at, client: rng.gen_range(0..clients) });
+        at += Duration::from_millis(rng.gen_range(ttl..=ttl * 3));
+    }
+    kills
+}
+
+/// Carries out `kills` from `start`: each kills the client's program as it
+/// runs then (nothing when none does), recorded as a nemesis operation
+/// `{"fault":"client-kill","targets":["client-2"],"pid":…}` (a start and a
+/// stop at once: the client restarts its program by itself).
+pub async fn kill_programs(
+    kills: &[ProgramKill],
+    slots: &[PidSlot],
+    recorder: &crate::SharedRecorder,
+    start: Instant,
+) {
+    for kill in kills {
+        tokio::time::sleep_until(start + kill.at).await;
+        let Some(slot) = slots.get(kill.client as usize) else { continue };
+        let pid = slot.load(std::sync::atomic::Ordering::Relaxed);
+        if pid == 0 {
+            continue;
+        }
+        signal_group(pid, "KILL");
+        let value = json!({
+            "fault": "client-kill",
+            "targets": [format!("client-{}", kill.client)],
+            "pid": pid,
+        });
+        let mut recorder = recorder.lock().expect("the recorder is never poisoned");
+        recorder.record_nemesis(lockcheck_checker::Function::Start, value.clone());
+        recorder.record_nemesis(lockcheck_checker::Function::Stop, value);
+    }
 }
 
 impl ExecClient {
@@ -467,6 +536,7 @@ impl ExecClient {
             storage,
             stall: None,
             frozen_until: None,
+            pid_slot: None,
         })
     }
 
@@ -514,9 +584,19 @@ impl ExecClient {
     /// went wrong is put aside for its report, and the next request goes to
     /// a fresh one.
     async fn request(&mut self, op: &str, fields: Value) -> Outcome<Grant> {
+        // A program that died since the last request (killed by the
+        // client-kill fault) crashed with whatever it held: this client
+        // learns it now, as an application learns its lock library died.
+        if let Some(process) = self.process.as_mut() {
+            if !matches!(process.child.try_wait(), Ok(None)) {
+                self.put_aside(Trouble::Exited);
+                return Outcome::Info("exec-exited".into());
+            }
+        }
         if !self.ensure_process().await {
             return Outcome::Fail("unavailable".to_string());
         }
+        self.publish_pid();
         let Some(process) = self.process.as_mut() else {
             return Outcome::Fail("unavailable".to_string());
         };
@@ -539,6 +619,21 @@ impl ExecClient {
         };
         self.put_aside(trouble);
         outcome
+    }
+
+    /// Tells the client-kill fault which process is this client's now.
+    fn publish_pid(&self) {
+        if let Some(slot) = &self.pid_slot {
+            slot.store(self.pid().unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Shares this client's program's process id (0: none running) with the
+    /// client-kill fault ([`kill_programs`]).
+    pub fn share_pid(mut self, slot: PidSlot) -> ExecClient {
+        self.pid_slot = Some(slot);
+        self.publish_pid();
+        self
     }
 
     /// Stops using the process (killing it now unless it ended by itself)
@@ -666,6 +761,7 @@ impl LockClient for ExecClient {
         // After the program's own `info` it is still running: a new one.
         self.process = None;
         self.restart().await;
+        self.publish_pid();
     }
 }
 
