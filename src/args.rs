@@ -193,8 +193,9 @@ pub struct CheckArgs {
     /// (the lock server's wall clock jumps or drifts, by libfaketime: Redis,
     /// PostgreSQL, MariaDB; etcd, written in Go, ignores libfaketime, so
     /// clock is refused for it), failover (a Redis primary dies and its
-    /// async replica is promoted). [default: pause,clock,kill,delay,loss on
-    /// a simulated backend; pause on a real one]
+    /// async replica is promoted), client-kill (--backend exec: SIGKILL of
+    /// your lock program). [default: pause,clock,kill,delay,loss on a
+    /// simulated backend; pause on a real one]
     #[arg(long)]
     pub nemesis: Option<String>,
     /// A real backend's Redis (a comma list of five for redlock) [default:
