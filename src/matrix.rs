@@ -78,15 +78,19 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
             ));
         }
     }
+    summary(cells.len(), started, &mismatches);
+    Ok(if mismatches.is_empty() { exit::VALID } else { exit::INVALID }.into())
+}
+
+/// The last lines of a matrix: how many cells matched, then each mismatch.
+pub fn summary(cells: usize, started: Instant, mismatches: &[String]) {
     println!(
-        "{} cells in {:.1} s: {} match, {} do not",
-        cells.len(),
+        "{cells} cells in {:.1} s: {} match, {} do not",
         started.elapsed().as_secs_f64(),
-        cells.len() - mismatches.len(),
+        cells - mismatches.len(),
         mismatches.len()
     );
-    for mismatch in &mismatches {
+    for mismatch in mismatches {
         println!("{mismatch}");
     }
-    Ok(if mismatches.is_empty() { exit::VALID } else { exit::INVALID }.into())
 }

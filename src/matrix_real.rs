@@ -280,16 +280,7 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
             cell_started.elapsed().as_secs_f64()
         );
     }
-    println!(
-        "{} cells in {:.1} s: {} match, {} do not",
-        cells.len(),
-        started.elapsed().as_secs_f64(),
-        cells.len() - mismatches.len(),
-        mismatches.len()
-    );
-    for mismatch in &mismatches {
-        println!("{mismatch}");
-    }
+    crate::matrix::summary(cells.len(), started, &mismatches);
     Ok(if errors > 0 {
         exit::UNAVAILABLE
     } else if mismatches.is_empty() {

@@ -32,6 +32,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::task::JoinHandle;
 use tokio::time::{timeout, timeout_at, Instant};
 
+use super::servers::signal_group;
 use super::storage::Storage;
 use super::{ClientConfig, RealError};
 use crate::client::{Grant, LockClient, Outcome};
@@ -483,7 +484,7 @@ pub async fn kill_programs(
         if pid == 0 {
             continue;
         }
-        signal_group(pid, "KILL");
+        let _ = signal_group(pid, "KILL");
         let value = json!({
             "fault": "client-kill",
             "targets": [format!("client-{}", kill.client)],
@@ -558,7 +559,7 @@ impl ExecClient {
             return;
         }
         if let Some(pid) = self.pid() {
-            signal_group(pid, "STOP");
+            let _ = signal_group(pid, "STOP");
         }
         self.frozen_until = Some(Instant::now() + Duration::from_millis(stall_ms));
     }
@@ -568,7 +569,7 @@ impl ExecClient {
         if let Some(until) = self.frozen_until.take() {
             tokio::time::sleep_until(until).await;
             if let Some(pid) = self.pid() {
-                signal_group(pid, "CONT");
+                let _ = signal_group(pid, "CONT");
             }
         }
     }
@@ -763,17 +764,6 @@ impl LockClient for ExecClient {
         self.restart().await;
         self.publish_pid();
     }
-}
-
-/// Sends SIGSTOP or SIGCONT to the process group led by `pid`.
-fn signal_group(pid: u32, signal: &str) {
-    let _ = std::process::Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg("--")
-        .arg(format!("-{pid}"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status();
 }
 
 #[cfg(test)]

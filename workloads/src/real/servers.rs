@@ -465,7 +465,7 @@ impl ManagedServer {
     }
 
     fn signal_group(&self, signal: &str) -> Result<(), RealError> {
-        if self.child.is_none() || !send_signal(signal, &format!("-{}", self.pid)) {
+        if self.child.is_none() || !signal_group(self.pid, signal) {
             return Err(self.error(format!("cannot send SIG{signal} to its process group")));
         }
         Ok(())
@@ -1010,10 +1010,16 @@ fn send_signal(signal: &str, target: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// Sends `signal` (`STOP`, `CONT`, `KILL`) to the process group `leader`
+/// leads; whether it was delivered.
+pub(crate) fn signal_group(leader: u32, signal: &str) -> bool {
+    send_signal(signal, &format!("-{leader}"))
+}
+
 /// Kills what is left of a server's process group (a PostgreSQL backend,
 /// a forked Redis child); usually nothing.
 fn kill_group(leader: u32) {
-    send_signal("KILL", &format!("-{leader}"));
+    signal_group(leader, "KILL");
 }
 
 /// Whether a process runs (a zombie has ended: it waits only to be reaped).
