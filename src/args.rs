@@ -406,9 +406,9 @@ pub struct MatrixArgs {
     /// 16 s]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub time_limit: Option<Duration>,
-    /// Time the linearizability search may take per run.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
-    pub linearizability_timeout: Duration,
+    /// Time the linearizability search may take per run [default: 10s]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub linearizability_timeout: Option<Duration>,
 }
 
 #[derive(Debug, Args)]
@@ -478,6 +478,12 @@ pub struct BenchArgs {
     /// Backends `sim` measures (comma list).
     #[arg(long, value_delimiter = ',', default_value = "sim-redis,sim-redlock")]
     pub sim_backends: Vec<String>,
+    /// Seeds per safe cell that `sweep` runs (from 0).
+    #[arg(long, default_value_t = 2000)]
+    pub sweep_seeds: u64,
+    /// Backends whose safe cells `sweep` runs (comma list) [default: all]
+    #[arg(long, value_delimiter = ',')]
+    pub sweep_backends: Vec<String>,
     /// Size of the `lease` history, in client operations.
     #[arg(long, default_value_t = 1_000_000)]
     pub lease_ops: usize,
@@ -508,6 +514,10 @@ pub enum BenchPart {
     /// Real servers (started for the run): lock operations per second with
     /// 32 clients beside redis-benchmark and pgbench on the same server.
     Real,
+    /// Every safe cell of `matrix --sim`, at its defaults, over
+    /// --sweep-seeds seeds on every core: each violation found is a false
+    /// alarm (exit 1). Not in the default list.
+    Sweep,
 }
 
 /// `30s`, `1500ms`, `2m`, `1h`, or a plain number of seconds.

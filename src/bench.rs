@@ -38,6 +38,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             BenchPart::Lease => crate::bench_linear::lease(args)?,
             BenchPart::Sim => bench_sim(args)?,
             BenchPart::Real => crate::bench_real::real(args)?,
+            BenchPart::Sweep => crate::matrix::sweep(args)?,
         };
         code = code.max(part_code);
         println!();

@@ -2,11 +2,11 @@
 //! against found. Without `--sim`, `matrix_real.rs` runs the real cells.
 
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use lockcheck_sim::{cells, run_cell, Cell, Effort};
+use lockcheck_sim::{cells, run_cell, sweep_cell, Cell, Effort, Expect};
 
-use crate::args::MatrixArgs;
+use crate::args::{BenchArgs, MatrixArgs};
 use crate::exit;
 
 fn setup(cell: &Cell) -> String {
@@ -34,11 +34,14 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
     if !args.sim {
         return crate::matrix_real::run(args);
     }
+    let defaults = Effort::default();
     let effort = Effort {
-        violated_within: args.violated_within.unwrap_or(50).max(1),
-        safe_seeds: args.safe_seeds.unwrap_or(200).max(1),
-        time_limit: args.time_limit.unwrap_or(Duration::from_secs(30)),
-        linearizability_timeout: args.linearizability_timeout,
+        violated_within: args.violated_within.unwrap_or(defaults.violated_within).max(1),
+        safe_seeds: args.safe_seeds.unwrap_or(defaults.safe_seeds).max(1),
+        time_limit: args.time_limit.unwrap_or(defaults.time_limit),
+        linearizability_timeout: args
+            .linearizability_timeout
+            .unwrap_or(defaults.linearizability_timeout),
     };
     println!(
         "the simulated truth table (LOCKS.md §6): violated cells must show within {} seeds, safe ones stay clean over {}; {} s simulated per run",
@@ -93,4 +96,65 @@ pub fn summary(cells: usize, started: Instant, mismatches: &[String]) {
     for mismatch in mismatches {
         println!("{mismatch}");
     }
+}
+
+/// `bench --only sweep`: every safe simulated cell at the matrix's defaults
+/// over many seeds, on every core. A safe cell that finds a violation is a
+/// false alarm, the worst defect a CI gate can have: each is printed with
+/// the command that replays it, and the sweep exits 1.
+pub fn sweep(args: &BenchArgs) -> anyhow::Result<u8> {
+    let effort = Effort::default();
+    let threads = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+    let cells: Vec<Cell> = cells()
+        .into_iter()
+        .filter(|cell| cell.expect == Expect::Safe)
+        .filter(|cell| {
+            args.sweep_backends.is_empty()
+                || args.sweep_backends.iter().any(|name| name == cell.backend.name())
+        })
+        .collect();
+    if cells.is_empty() {
+        eprintln!("lockcheck: no safe cell has the backends {:?}", args.sweep_backends);
+        return Ok(exit::USAGE);
+    }
+    println!(
+        "sweep: {} safe simulated cells, seeds 0..{}, {} simulated s a run, {threads} threads",
+        cells.len(),
+        args.sweep_seeds,
+        effort.time_limit.as_secs_f64()
+    );
+    println!("{:<30} {:<36} {:>7} {:>12} {:>8}", "backend", "faults", "seeds", "false alarms", "wall s");
+    let started = Instant::now();
+    let mut alarms = Vec::new();
+    for cell in &cells {
+        let cell_started = Instant::now();
+        let found = sweep_cell(cell, &effort, 0..args.sweep_seeds, threads)?;
+        println!(
+            "{:<30} {:<36} {:>7} {:>12} {:>8.1}",
+            cell.backend.name(),
+            setup(cell),
+            args.sweep_seeds,
+            found.len(),
+            cell_started.elapsed().as_secs_f64()
+        );
+        alarms.extend(found.into_iter().map(|alarm| {
+            format!(
+                "  {} seed {}: {}; replay: lockcheck {}",
+                cell.backend.name(),
+                alarm.seed,
+                alarm.found,
+                alarm.options.check_arguments()
+            )
+        }));
+    }
+    println!(
+        "{} runs in {:.1} s: {} false alarms",
+        cells.len() as u64 * args.sweep_seeds,
+        started.elapsed().as_secs_f64(),
+        alarms.len()
+    );
+    for alarm in &alarms {
+        println!("{alarm}");
+    }
+    Ok(if alarms.is_empty() { exit::VALID } else { exit::INVALID })
 }

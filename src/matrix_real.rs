@@ -210,7 +210,9 @@ fn run_cell(cell: &RealCell, args: &MatrixArgs) -> Result<Outcome, String> {
         let backend = RealBackend::parse(&check.backend)
             .ok_or_else(|| format!("{line}: {} is not a real backend", check.backend))?;
         let check = crate::args::CheckArgs {
-            linearizability_timeout: args.linearizability_timeout,
+            linearizability_timeout: args
+                .linearizability_timeout
+                .unwrap_or(lockcheck_sim::Effort::default().linearizability_timeout),
             no_store: true,
             ..*check
         };

@@ -15,6 +15,20 @@ use crate::{format_seconds, format_time, is_refusal, lock_keys};
 /// no acquire of unknown outcome might have taken it, and clients kept asking
 /// and being refused as busy, longer than the bound (by default 3 × the largest TTL seen:
 /// one TTL for a crashed holder's lease to run out, and room to spare).
+///
+/// The stuck-lock clock starts when the last holder lets go, and starts again
+/// at every moment a lease service may have restarted its lease timers, since
+/// a lease it restarts then rightly keeps the lock for up to a TTL after it:
+/// - a fault's start or end (any nemesis event): a crash, a partition, a
+///   paused or restarted server, a failover, and the leader elections any of
+///   them sets off (etcd's new leader restarts every lease's TTL, so a lease
+///   whose holder is gone may outlive the fault by an election and a TTL);
+/// - the end of an acquire that failed because the service did not answer
+///   (`unavailable`, `timeout`, `conn-lost`, …): an outage the history shows
+///   even when no nemesis is recorded (a leader change, a restart by hand).
+///
+/// The bound of 3 TTLs then leaves two TTLs for the elections a fault sets
+/// off, after its end, before the restarted lease runs out.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Liveness;
 
@@ -113,8 +127,8 @@ struct Stretch<'h> {
     free_since: Option<Moment>,
     failed: Vec<&'h Op>,
     last_failure_end: Moment,
-    /// `free_since` is the end of an outage, not a holder's release.
-    outage: bool,
+    /// Why `free_since` is not a holder's release, when it is not.
+    restart: Option<Restart>,
 }
 
 /// Groups the failed attempts that lie wholly inside a free stretch (an
@@ -131,17 +145,7 @@ fn stuck_stretches(
     // Only refusals show a stuck lock; an attempt that failed because the
     // service was unreachable shows an outage, which is not this check's.
     let refused = |op: &&Op| op.outcome == Outcome::Fail && is_refusal(op.error.as_deref());
-    // Nor does a stretch in which the service was down say the lock was
-    // stuck: a lock service restarting its lease timers after an outage
-    // (etcd's new leader does) keeps the lock until a TTL after it. The
-    // clock restarts at the end of each unreachable attempt.
-    let mut outages: Vec<Moment> = attempts
-        .iter()
-        .map(|&id| history.op(id))
-        .filter(|op| op.outcome == Outcome::Fail && !is_refusal(op.error.as_deref()))
-        .map(|op| history.completion_or_end(op))
-        .collect();
-    outages.sort_unstable_by_key(|moment| moment.index);
+    let restarts = restarts(history, attempts);
     for op in attempts.iter().map(|&id| history.op(id)).filter(refused) {
         let before = held.partition_point(|&(start, _)| start.index < op.invoke.index);
         let end = history.completion_or_end(op);
@@ -159,38 +163,61 @@ fn stuck_stretches(
             }
             _ => {
                 if let Some((_, done)) = current.take() {
-                    violations.extend(judge(history, done, &outages, bound_ns));
+                    violations.extend(judge(history, done, &restarts, bound_ns));
                 }
                 let free_since = before.checked_sub(1).map(|last| held[last].1);
                 current = Some((
                     before,
-                    Stretch { free_since, failed: vec![op], last_failure_end: end, outage: false },
+                    Stretch { free_since, failed: vec![op], last_failure_end: end, restart: None },
                 ));
             }
         }
     }
     if let Some((_, done)) = current {
-        violations.extend(judge(history, done, &outages, bound_ns));
+        violations.extend(judge(history, done, &restarts, bound_ns));
     }
     violations
+}
+
+/// Why the stuck-lock clock started again (see [`Liveness`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Restart {
+    /// A fault started or ended.
+    Fault,
+    /// An acquire failed because the service did not answer.
+    Outage,
+}
+
+/// Every moment the stuck-lock clock starts again, in history order.
+fn restarts(history: &History, attempts: &[OpId]) -> Vec<(Moment, Restart)> {
+    let mut restarts: Vec<(Moment, Restart)> = attempts
+        .iter()
+        .map(|&id| history.op(id))
+        .filter(|op| op.outcome == Outcome::Fail && !is_refusal(op.error.as_deref()))
+        .map(|op| (history.completion_or_end(op), Restart::Outage))
+        .chain(history.nemesis_events().iter().map(|event| (event.at, Restart::Fault)))
+        .collect();
+    restarts.sort_unstable_by_key(|(moment, _)| moment.index);
+    restarts
 }
 
 fn judge(
     history: &History,
     mut stretch: Stretch,
-    outages: &[Moment],
+    restarts: &[(Moment, Restart)],
     bound_ns: u64,
 ) -> Option<Violation> {
     let end = stretch.last_failure_end;
-    // The last outage before the stretch's last refusal restarts its clock.
+    // The last restart before the stretch's last refusal starts its clock.
     let last_invoke = stretch.failed[stretch.failed.len() - 1].invoke.index;
-    let outage = outages[..outages.partition_point(|moment| moment.index < last_invoke)].last();
+    let restart =
+        restarts[..restarts.partition_point(|(moment, _)| moment.index < last_invoke)].last();
     let mut start = stretch.free_since.unwrap_or(stretch.failed[0].invoke);
-    if let Some(&outage) = outage.filter(|outage| outage.index > start.index) {
-        start = outage;
-        stretch.free_since = Some(outage);
-        stretch.failed.retain(|op| op.invoke.index > outage.index);
-        stretch.outage = true;
+    if let Some(&(moment, cause)) = restart.filter(|(moment, _)| moment.index > start.index) {
+        start = moment;
+        stretch.free_since = Some(moment);
+        stretch.failed.retain(|op| op.invoke.index > moment.index);
+        stretch.restart = Some(cause);
     }
     let first = *stretch.failed.first()?;
     let window = Window::between(start, end);
@@ -200,8 +227,13 @@ fn judge(
     let last = stretch.failed[stretch.failed.len() - 1];
     let key = history.key_name(first.key);
     let since = match stretch.free_since {
-        Some(free) if stretch.outage => format!(
+        Some(free) if stretch.restart == Some(Restart::Outage) => format!(
             "since the lock service last failed to answer, at index {} (t={})",
+            free.index,
+            format_time(free.time_ns)
+        ),
+        Some(free) if stretch.restart == Some(Restart::Fault) => format!(
+            "since the last fault started or ended, at index {} (t={})",
             free.index,
             format_time(free.time_ns)
         ),
@@ -294,6 +326,45 @@ mod tests {
             8000000001 2 fail acquire l !busy"
         );
         assert_eq!(verdict(&stuck), Some(crate::Verdict::Invalid));
+    }
+
+    #[test]
+    fn a_fault_starting_or_ending_restarts_the_clock() {
+        // The holder crashes at once; refusals go on for 5 s. A partition
+        // among the members ends at 2.5 s: a new leader may have restarted
+        // the lease's TTL then, so 2.5 s of refusals after it are within
+        // the 3 s bound (the history of sim-etcd seed 54 under partition).
+        let refusals = "
+            0 1 invoke acquire l {\"ttl_ms\":1000}
+            1 1 ok acquire l
+            2 1 invoke renew l
+            3 1 info renew l
+            1000000000 2 invoke acquire l {\"ttl_ms\":1000}
+            1000000001 2 fail acquire l !busy
+            5000000000 2 invoke acquire l {\"ttl_ms\":1000}
+            5000000001 2 fail acquire l !busy";
+        assert_eq!(verdict(refusals), Some(crate::Verdict::Invalid), "no fault: stuck for 5 s");
+        let with_fault = |f: &str| {
+            let fault = format!(
+                "2500000000 \"nemesis\" info {f} - {{\"fault\":\"partition\",\"targets\":[\"etcd-1\"]}}"
+            );
+            let mut lines: Vec<&str> = refusals.lines().collect();
+            lines.insert(7, &fault);
+            verdict(&lines.join("\n"))
+        };
+        assert_eq!(with_fault("stop"), Some(crate::Verdict::Valid), "a fault's end");
+        assert_eq!(with_fault("start"), Some(crate::Verdict::Valid), "a fault's start");
+        // Refused for longer than the bound after the fault: stuck, and said so.
+        let stuck = format!(
+            "{refusals}
+            6000000000 \"nemesis\" info stop - {{\"fault\":\"kill\",\"targets\":[\"redis-0\"]}}
+            9500000000 2 invoke acquire l {{\"ttl_ms\":1000}}
+            9500000001 2 fail acquire l !busy"
+        );
+        let result = Liveness.check(&history_from(&stuck), &CheckOptions::default());
+        assert_eq!(result.verdict, Some(crate::Verdict::Invalid));
+        let explanation = &result.violations[0].explanation;
+        assert!(explanation.contains("since the last fault started or ended, at index 8"), "{explanation}");
     }
 
     #[test]

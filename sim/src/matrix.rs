@@ -238,6 +238,19 @@ pub struct Effort {
     pub linearizability_timeout: Duration,
 }
 
+impl Default for Effort {
+    /// What `lockcheck matrix --sim` runs with no options, and what its test
+    /// asserts: the table a user runs is the table CI checks.
+    fn default() -> Self {
+        Effort {
+            violated_within: 50,
+            safe_seeds: 200,
+            time_limit: Duration::from_secs(30),
+            linearizability_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum MatrixError {
     #[error(transparent)]
@@ -246,8 +259,66 @@ pub enum MatrixError {
     History { seed: u64, error: Box<HistoryError> },
 }
 
-/// Runs one cell.
-pub fn run_cell(cell: &Cell, effort: &Effort) -> Result<CellResult, MatrixError> {
+/// A seed that broke a safe cell, found by [`sweep_cell`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct FalseAlarm {
+    pub seed: u64,
+    /// What it found, in one line.
+    pub found: String,
+    /// The options of that seed's run, for a replay command.
+    pub options: SimOptions,
+}
+
+/// Runs a safe cell over `seeds`, on `threads` threads, and returns every
+/// seed that found a violation, in seed order. A violated cell has nothing
+/// to sweep: it gives no seeds.
+pub fn sweep_cell(
+    cell: &Cell,
+    effort: &Effort,
+    seeds: std::ops::Range<u64>,
+    threads: usize,
+) -> Result<Vec<FalseAlarm>, MatrixError> {
+    if cell.expect != Expect::Safe {
+        return Ok(Vec::new());
+    }
+    let next = std::sync::atomic::AtomicU64::new(seeds.start);
+    let (base, check_options) = cell_options(cell, effort);
+    let results = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..threads.max(1) {
+            scope.spawn(|| loop {
+                let seed = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if seed >= seeds.end {
+                    break;
+                }
+                let options = SimOptions { seed, ..base.clone() };
+                let outcome = run(&options).map_err(MatrixError::from).and_then(|sim| {
+                    check_run(&sim, &check_options)
+                        .map_err(|error| MatrixError::History { seed, error: Box::new(error) })
+                });
+                let alarm = outcome.map(|analysis| {
+                    match cell.expect.judge(&analysis, &format!("seed {seed}")) {
+                        Judgement::Decided { matches: false, found } => {
+                            Some(FalseAlarm { seed, found, options })
+                        }
+                        _ => None,
+                    }
+                });
+                results.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push((seed, alarm));
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
+    results.sort_unstable_by_key(|(seed, _)| *seed);
+    let mut alarms = Vec::new();
+    for (_, alarm) in results {
+        alarms.extend(alarm?);
+    }
+    Ok(alarms)
+}
+
+/// The simulator's and the checkers' options for one cell's runs.
+fn cell_options(cell: &Cell, effort: &Effort) -> (SimOptions, CheckOptions) {
     let base = SimOptions {
         backend: cell.backend,
         workload: cell.workload,
@@ -262,6 +333,12 @@ pub fn run_cell(cell: &Cell, effort: &Effort) -> Result<CellResult, MatrixError>
         linearizability_time_limit: Some(effort.linearizability_timeout),
         ..CheckOptions::default()
     };
+    (base, check_options)
+}
+
+/// Runs one cell.
+pub fn run_cell(cell: &Cell, effort: &Effort) -> Result<CellResult, MatrixError> {
+    let (base, check_options) = cell_options(cell, effort);
     let seeds = match cell.expect {
         Expect::Safe => effort.safe_seeds,
         Expect::Violated { .. } => effort.violated_within,
