@@ -123,7 +123,10 @@ pub fn sweep(args: &BenchArgs) -> anyhow::Result<u8> {
         args.sweep_seeds,
         effort.time_limit.as_secs_f64()
     );
-    println!("{:<30} {:<36} {:>7} {:>12} {:>8}", "backend", "faults", "seeds", "false alarms", "wall s");
+    println!(
+        "{:<30} {:<36} {:>7} {:>12} {:>8}",
+        "backend", "faults", "seeds", "false alarms", "wall s"
+    );
     let started = Instant::now();
     let mut alarms = Vec::new();
     for cell in &cells {

@@ -36,28 +36,43 @@ struct Listed {
     command: String,
 }
 
+/// Whether `path` is a directory (`want_dir`) or a regular file, and not a
+/// symbolic link: nothing is served or listed through a link, so a link
+/// planted in the store cannot reach a file outside it.
+fn plain(path: &Path, want_dir: bool) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|meta| {
+        let kind = meta.file_type();
+        !kind.is_symlink() && if want_dir { kind.is_dir() } else { kind.is_file() }
+    })
+}
+
+/// A file of a run, read only when it is a regular file.
+fn read_plain(path: &Path) -> Option<Vec<u8>> {
+    plain(path, false).then(|| fs::read(path).ok()).flatten()
+}
+
 /// Every run under `store` (`<test>/<run>/history.jsonl`), newest first.
 fn runs(store: &Path) -> Vec<Listed> {
     let mut runs = Vec::new();
     let Ok(tests) = fs::read_dir(store) else { return runs };
     for test in tests.filter_map(Result::ok) {
         let test_name = test.file_name().to_string_lossy().to_string();
-        if test_name == "latest" || !test.path().is_dir() {
+        if test_name == "latest" || !plain(&test.path(), true) {
             continue;
         }
         let Ok(dirs) = fs::read_dir(test.path()) else { continue };
         for run in dirs.filter_map(Result::ok) {
             let dir = run.path();
-            if !dir.join("history.jsonl").is_file() {
+            if !plain(&dir, true) || !plain(&dir.join("history.jsonl"), false) {
                 continue;
             }
-            let verdict = fs::read_to_string(dir.join("results.json"))
-                .ok()
-                .and_then(|json| serde_json::from_str::<serde_json::Value>(&json).ok())
+            let verdict = read_plain(&dir.join("results.json"))
+                .and_then(|json| serde_json::from_slice::<serde_json::Value>(&json).ok())
                 .and_then(|json| json["verdict"].as_str().map(str::to_string))
                 .unwrap_or_else(|| "?".to_string());
-            let command =
-                fs::read_to_string(dir.join("command")).unwrap_or_default().trim().to_string();
+            let command = read_plain(&dir.join("command"))
+                .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_string())
+                .unwrap_or_default();
             runs.push(Listed {
                 test: test_name.clone(),
                 run: run.file_name().to_string_lossy().to_string(),
@@ -150,20 +165,41 @@ fn answer(store: &Path, target: &str) -> (u16, &'static str, Vec<u8>) {
         return (404, "text/plain; charset=utf-8", b"not found\n".to_vec());
     };
     let dir: PathBuf = store.join(test).join(run);
-    if !dir.join("history.jsonl").is_file() {
+    if !plain(&store.join(test), true)
+        || !plain(&dir, true)
+        || !plain(&dir.join("history.jsonl"), false)
+    {
         return (404, "text/plain; charset=utf-8", b"no such run\n".to_vec());
     }
-    if name == "report.html" && !dir.join(name).is_file() {
+    if name == "report.html" && fs::symlink_metadata(dir.join(name)).is_err() {
         // An older run, stored before reports were: render it now.
         if let Err(error) = render_report(&dir) {
             let body = format!("cannot render the report: {error:#}\n");
             return (500, "text/plain; charset=utf-8", body.into_bytes());
         }
     }
-    match fs::read(dir.join(name)) {
-        Ok(body) => (200, kind, body),
-        Err(_) => (404, "text/plain; charset=utf-8", b"not found\n".to_vec()),
+    match read_plain(&dir.join(name)) {
+        Some(body) => (200, kind, body),
+        None => (404, "text/plain; charset=utf-8", b"not found\n".to_vec()),
     }
+}
+
+/// Whether a request's `Host` header names this server: a loopback name or
+/// address, with or without the port it listens on. A page on another site
+/// that makes its own name resolve to 127.0.0.1 (DNS rebinding) sends its
+/// own name here, and is refused.
+fn host_allowed(host: Option<&str>, port: u16) -> bool {
+    let Some(host) = host.map(str::trim) else { return false };
+    let (name, given_port) = match host.rsplit_once(':') {
+        Some((name, given)) if !name.ends_with(':') && !given.contains(']') => (name, Some(given)),
+        _ => (host, None),
+    };
+    let port_ok = given_port.is_none_or(|given| given.parse::<u16>() == Ok(port));
+    let name = name.to_ascii_lowercase();
+    let loopback = name == "localhost"
+        || name == "[::1]"
+        || name.parse::<Ipv4Addr>().is_ok_and(|address| address.is_loopback());
+    port_ok && loopback
 }
 
 /// Writes a run's missing `report.html` from its history.
@@ -179,7 +215,7 @@ fn render_report(dir: &Path) -> anyhow::Result<()> {
     crate::report::write_report(&args, &events).map(|_| ())
 }
 
-fn respond(mut stream: TcpStream, store: &Path) {
+fn respond(mut stream: TcpStream, store: &Path, port: u16) {
     let _ = stream.set_read_timeout(Some(READ_TIMEOUT));
     let mut reader = BufReader::new(match stream.try_clone() {
         Ok(clone) => clone,
@@ -189,19 +225,35 @@ fn respond(mut stream: TcpStream, store: &Path) {
     if reader.read_line(&mut request).is_err() {
         return;
     }
-    // The rest of the head is read and ignored.
+    // Of the rest of the head only Host matters; a head of more than 100
+    // lines is cut off there.
+    let mut host = None;
     let mut line = String::new();
-    while reader.read_line(&mut line).is_ok_and(|read| read > 2) {
+    for _ in 0..100 {
         line.clear();
+        if !reader.read_line(&mut line).is_ok_and(|read| read > 2) {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            if name.trim().eq_ignore_ascii_case("host") {
+                host = Some(value.trim().to_string());
+            }
+        }
     }
     let mut words = request.split_whitespace();
     let (status, kind, body) = match (words.next(), words.next()) {
+        _ if !host_allowed(host.as_deref(), port) => (
+            421,
+            "text/plain; charset=utf-8",
+            b"this server answers only to its loopback name\n".to_vec(),
+        ),
         (Some("GET" | "HEAD"), Some(target)) => answer(store, target),
         _ => (405, "text/plain; charset=utf-8", b"only GET\n".to_vec()),
     };
     let reason = match status {
         200 => "OK",
         404 => "Not Found",
+        421 => "Misdirected Request",
         405 => "Method Not Allowed",
         _ => "Internal Server Error",
     };
@@ -229,7 +281,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
         let store = args.store.clone();
-        std::thread::spawn(move || respond(stream, &store));
+        std::thread::spawn(move || respond(stream, &store, address.port()));
     }
     Ok(exit::VALID.into())
 }
@@ -270,5 +322,69 @@ mod tests {
             assert_eq!(answer(&store, bad).0, 404, "{bad}");
         }
         let _ = fs::remove_dir_all(&store);
+    }
+
+    #[test]
+    fn nothing_is_served_or_listed_through_a_symbolic_link() {
+        let store =
+            std::env::temp_dir().join(format!("lockcheck-serve-links-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&store);
+        let outside = store.with_extension("outside");
+        fs::create_dir_all(&outside).expect("made");
+        fs::write(outside.join("secret"), "password=hunter2\n").expect("written");
+        let test = store.join("sim-redis-fenced-write");
+        // A run whose files are links to a file outside the store.
+        let linked = test.join("20261130T000000.000Z-seed-1");
+        fs::create_dir_all(&linked).expect("made");
+        for name in ["history.jsonl", "command", "results.json", "report.html"] {
+            std::os::unix::fs::symlink(outside.join("secret"), linked.join(name)).expect("linked");
+        }
+        // A run folder that is itself a link, and a test folder that is one.
+        std::os::unix::fs::symlink(&outside, test.join("20261130T000000.000Z-seed-2"))
+            .expect("linked");
+        fs::write(outside.join("history.jsonl"), "").expect("written");
+        fs::write(outside.join("command"), "password=hunter2\n").expect("written");
+        std::os::unix::fs::symlink(&outside, store.join("linked-test")).expect("linked");
+        let index = String::from_utf8(answer(&store, "/").2).expect("utf-8");
+        assert!(index.contains("0 runs"), "{index}");
+        assert!(!index.contains("hunter2"), "{index}");
+        for path in [
+            "/runs/sim-redis-fenced-write/20261130T000000.000Z-seed-1/history.jsonl",
+            "/runs/sim-redis-fenced-write/20261130T000000.000Z-seed-1/command",
+            "/runs/sim-redis-fenced-write/20261130T000000.000Z-seed-1/report.html",
+            "/runs/sim-redis-fenced-write/20261130T000000.000Z-seed-2/command",
+            "/runs/linked-test/seed/command",
+        ] {
+            let (status, _, body) = answer(&store, path);
+            assert_eq!(status, 404, "{path}: {}", String::from_utf8_lossy(&body));
+        }
+        assert_eq!(
+            fs::read_to_string(outside.join("secret")).expect("kept"),
+            "password=hunter2\n",
+            "a report is never rendered through a link"
+        );
+        let _ = fs::remove_dir_all(&store);
+        let _ = fs::remove_dir_all(&outside);
+    }
+
+    #[test]
+    fn only_loopback_host_names_are_answered() {
+        for host in
+            ["127.0.0.1:8080", "127.0.0.1", "localhost:8080", "LOCALHOST", "[::1]:8080", "[::1]"]
+        {
+            assert!(host_allowed(Some(host), 8080), "{host}");
+        }
+        for host in [
+            "attacker.example",
+            "attacker.example:8080",
+            "127.0.0.1:8081",
+            "localhost.attacker.example",
+            "10.0.0.1:8080",
+            "",
+            "127.0.0.1:8080:8080",
+        ] {
+            assert!(!host_allowed(Some(host), 8080), "{host}");
+        }
+        assert!(!host_allowed(None, 8080), "a request without Host");
     }
 }

@@ -107,8 +107,13 @@ fn junit_has_a_testsuite_per_seed_and_markdown_a_table() {
 
 /// `GET path` from the server at `address`: status line and body.
 fn get(address: &str, path: &str) -> (String, String) {
+    get_as(address, address, path)
+}
+
+/// `GET path` from the server at `address`, naming it `host`.
+fn get_as(address: &str, host: &str, path: &str) -> (String, String) {
     let mut stream = TcpStream::connect(address).expect("the server answers");
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {address}\r\n\r\n").expect("sent");
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n").expect("sent");
     let mut response = String::new();
     stream.read_to_string(&mut response).expect("read");
     let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
@@ -142,6 +147,10 @@ fn serve_lists_stored_runs_and_serves_their_reports_only() {
     let name = run.file_name().expect("run").to_string_lossy().to_string();
     let (report_status, report) = get(&address, &format!("/runs/{test}/{name}/report.html"));
     let (escape_status, _) = get(&address, &format!("/runs/{test}/../../etc/passwd"));
+    // DNS rebinding: a page of attacker.example that resolves to 127.0.0.1.
+    let (rebound_status, rebound) = get_as(&address, "attacker.example", "/");
+    let port = address.rsplit(':').next().unwrap_or_default();
+    let (localhost_status, _) = get_as(&address, &format!("localhost:{port}"), "/");
     let _ = server.kill();
     let _ = server.wait();
     assert!(status.contains("200"), "{status}");
@@ -149,5 +158,8 @@ fn serve_lists_stored_runs_and_serves_their_reports_only() {
     assert!(report_status.contains("200"), "{report_status}");
     assert!(report.contains("<html") || report.contains("<!doctype"), "{report}");
     assert!(escape_status.contains("404"), "{escape_status}");
+    assert!(rebound_status.contains("421"), "{rebound_status}");
+    assert!(!rebound.contains(&name), "{rebound}");
+    assert!(localhost_status.contains("200"), "{localhost_status}");
     let _ = std::fs::remove_dir_all(&store);
 }

@@ -364,7 +364,10 @@ mod tests {
         let result = Liveness.check(&history_from(&stuck), &CheckOptions::default());
         assert_eq!(result.verdict, Some(crate::Verdict::Invalid));
         let explanation = &result.violations[0].explanation;
-        assert!(explanation.contains("since the last fault started or ended, at index 8"), "{explanation}");
+        assert!(
+            explanation.contains("since the last fault started or ended, at index 8"),
+            "{explanation}"
+        );
     }
 
     #[test]
