@@ -39,7 +39,7 @@ pub enum Command {
     /// Check recorded histories (JSON Lines, see histories/README.md) and explain every violation.
     #[command(after_help = EXIT_CODES)]
     Analyze(AnalyzeArgs),
-    /// Run the cells of the truth table (LOCKS.md §6) against real servers, or simulated ones with --sim: expected against found.
+    /// Run the cells of the truth table (docs/truth-table.md) against real servers, or simulated ones with --sim: expected against found.
     #[command(
         after_help = "Exit codes: 0 every cell matches, 1 a cell does not, 64 usage error, 69 a server is missing or a cell could not run, 70 internal error."
     )]
