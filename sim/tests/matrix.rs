@@ -41,5 +41,5 @@ fn every_simulated_cell_of_the_truth_table_comes_out_as_locks_md_says() {
         }
     }
     eprintln!("{} cells in {:.1} s", cells.len(), started.elapsed().as_secs_f64());
-    assert!(mismatches.is_empty(), "cells that do not match the truth table:\n{}", mismatches.join("\n"));
+    assert!(mismatches.is_empty(), "cells that do not match the table:\n{}", mismatches.join("\n"));
 }
