@@ -127,7 +127,8 @@ fn a_plain_register_refuses_a_log_with_cas() {
     let text = log(&["0 :invoke :cas [1 2]", "0 :fail :cas [1 2]"]);
     let error = import(InputFormat::JepsenLog, &text, "test", ModelChoice::Register).unwrap_err();
     assert!(matches!(error, ReadError::ModelMismatch { .. }), "{error}");
-    let text = log(&["0 :invoke :write 1", "0 :ok :write 1", "1 :invoke :read nil", "1 :ok :read 2"]);
+    let text =
+        log(&["0 :invoke :write 1", "0 :ok :write 1", "1 :invoke :read nil", "1 :ok :read 2"]);
     assert_eq!(verdict_of(&text, InputFormat::JepsenLog, ModelChoice::Register), Verdict::Invalid);
 }
 
@@ -166,7 +167,10 @@ fn porcupine_kv_lines_become_key_value_operations() {
     assert_eq!(events, 17);
     assert_eq!(operations.len(), 8);
     let append = &operations[2];
-    assert_eq!((append.input.call, append.input.key, append.input.value.as_str()), (KvCall::Append, 0, " 2"));
+    assert_eq!(
+        (append.input.call, append.input.key, append.input.value.as_str()),
+        (KvCall::Append, 0, " 2")
+    );
     let get = operations.iter().find(|op| op.input.call == KvCall::Get && op.call == 10).unwrap();
     assert_eq!(get.output.as_ref().map(|output| output.value.as_str()), Some("1 2"));
     let timed_out = operations.iter().find(|op| op.client == 1 && op.input.key == 1).unwrap();
@@ -186,8 +190,16 @@ fn malformed_porcupine_kv_lines_are_refused_with_their_line() {
     let put = r#"{:process 0, :type :invoke, :f :put, :key "a", :value "1"}"#;
     let cases: [(String, u64, &str); 5] = [
         (format!("{put}\n{put}"), 2, "still open"),
-        (r#"{:process 0, :type :ok, :f :get, :key "a", :value "1"}"#.to_string(), 1, "never invoked"),
-        (r#"{:process 0, :type :invoke, :f :cas, :key "a", :value "1"}"#.to_string(), 1, "unknown :f"),
+        (
+            r#"{:process 0, :type :ok, :f :get, :key "a", :value "1"}"#.to_string(),
+            1,
+            "never invoked",
+        ),
+        (
+            r#"{:process 0, :type :invoke, :f :cas, :key "a", :value "1"}"#.to_string(),
+            1,
+            "unknown :f",
+        ),
         (r#"{:process 0, :type :invoke, :f :get, :key 7, :value nil}"#.to_string(), 1, ":key"),
         (format!("{put}\n{{:process 0, :f :put}}"), 2, "missing :type"),
     ];
