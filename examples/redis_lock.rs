@@ -1,7 +1,7 @@
 //! A Redis lock for lockcheck's exec driver (docs/exec-protocol.md, version 1),
 //! in Rust: the same lock as `examples/python/redis_lock.py`.
 //!
-//! The recipe of LOCKS.md section 2, with the fencing token taken atomically:
+//! The Redis recipe of docs/guide.md#redis, with the fencing token taken atomically:
 //!
 //! * acquire: one Lua script does `SET lock:<key> <value> NX PX <ttl>` and, if
 //!   that took the lock, `INCR fence:<key>`; the new count is the fencing token;
@@ -13,7 +13,7 @@
 //! deletes the lock whoever holds it now. A holder that stalled past its TTL
 //! wakes up and deletes the lock another client was granted meanwhile, so a
 //! third client takes it while the second still holds it; lockcheck finds this
-//! under the `pause` fault (LOCKS.md section 6).
+//! under the `pause` fault (docs/truth-table.md).
 //!
 //! The value is unique per grant (client, random nonce, counter) and is the
 //! lease lockcheck sends back with renew and release. Redis is

@@ -39,7 +39,7 @@ pub enum Command {
     /// Check recorded histories (JSON Lines, see histories/README.md) and explain every violation.
     #[command(after_help = EXIT_CODES)]
     Analyze(AnalyzeArgs),
-    /// Run the cells of the truth table (LOCKS.md §6) against real servers, or simulated ones with --sim: expected against found.
+    /// Run the cells of the truth table (docs/truth-table.md) against real servers, or simulated ones with --sim: expected against found.
     #[command(
         after_help = "Exit codes: 0 every cell matches, 1 a cell does not, 64 usage error, 69 a server is missing or a cell could not run, 70 internal error."
     )]
@@ -53,6 +53,11 @@ pub enum Command {
     Synth(SynthArgs),
     /// Measure how fast `analyze` checks a large synthetic history, and its peak memory.
     Bench(BenchArgs),
+    /// Check porcupine's test histories (a copy you provide) and compare each verdict with the one its VERDICTS.txt lists.
+    #[command(
+        after_help = "Exit codes: 0 every verdict agrees, 1 a file disagrees (each one is listed), 64 usage error or no corpus in the folder, 65 a VERDICTS.txt that cannot be read."
+    )]
+    Conformance(ConformanceArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -469,9 +474,10 @@ pub struct BenchArgs {
     /// `real` (real Redis and PostgreSQL; not in the default list). Comma list.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "analyze,porcupine,lease,sim")]
     pub only: Vec<BenchPart>,
-    /// porcupine's histories (folders jepsen/ and kv/ with VERDICTS.txt).
-    #[arg(long, default_value = "../shared/anchors/porcupine")]
-    pub anchors: PathBuf,
+    /// porcupine's test data, for `porcupine` (folders jepsen/ and kv/, each
+    /// with a VERDICTS.txt); without it that part is skipped.
+    #[arg(long, value_name = "DIR", alias = "anchors")]
+    pub porcupine: Option<PathBuf>,
     /// Seeds of the default `check` run that `sim` measures.
     #[arg(long, default_value_t = 10)]
     pub sim_seeds: u64,
@@ -502,6 +508,19 @@ pub struct BenchArgs {
     /// Folder for the generated histories [default: a temporary folder]
     #[arg(long)]
     pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ConformanceArgs {
+    /// porcupine's test data: a folder with jepsen/ (etcd_NNN.log, Jepsen log
+    /// lines of a CAS register) and kv/ (cNN-ok.txt, cNN-bad.txt), each with a
+    /// VERDICTS.txt of `file linearizable` or `file not-linearizable` lines.
+    #[arg(long, value_name = "DIR")]
+    pub porcupine: PathBuf,
+    /// Time the linearizability search may take per file before it gives up
+    /// (an unknown verdict, which counts as a disagreement).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s")]
+    pub linearizability_timeout: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

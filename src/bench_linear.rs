@@ -5,7 +5,7 @@ use std::fs;
 use std::path::Path;
 use std::time::Instant;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use lockcheck_checker::import::{import, Imported, InputFormat, ModelChoice};
 use lockcheck_checker::synth::{generate, SynthOptions};
 use lockcheck_checker::{
@@ -30,22 +30,7 @@ fn best_of<T>(runs: u32, mut work: impl FnMut() -> T) -> (f64, T) {
 }
 
 fn expected_verdicts(dir: &Path) -> anyhow::Result<Vec<(String, Verdict)>> {
-    let path = dir.join("VERDICTS.txt");
-    let text =
-        fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    text.lines()
-        .filter(|line| !line.trim().is_empty())
-        .map(|line| {
-            let (name, verdict) =
-                line.split_once(' ').with_context(|| format!("bad line {line:?}"))?;
-            let verdict = match verdict.trim() {
-                "linearizable" => Verdict::Valid,
-                "not-linearizable" => Verdict::Invalid,
-                other => bail!("unknown verdict {other:?} in {}", path.display()),
-            };
-            Ok((name.to_string(), verdict))
-        })
-        .collect()
+    crate::conformance::expected_verdicts(dir).map_err(anyhow::Error::msg)
 }
 
 /// Totals over a set of files: parse+check seconds, check-only seconds, and
@@ -96,17 +81,23 @@ fn measure(
 }
 
 pub fn porcupine(args: &BenchArgs) -> anyhow::Result<u8> {
+    let Some(corpus) = &args.porcupine else {
+        println!(
+            "porcupine: skipped (give --porcupine DIR, a copy of porcupine's test data: see README.md)"
+        );
+        return Ok(exit::VALID);
+    };
     let runs = args.runs.max(5);
     println!(
         "linearizability on porcupine's test histories ({}), best of {runs} runs per file",
-        args.anchors.display()
+        corpus.display()
     );
     println!(
         "{:<28} {:>6} {:>16} {:>12} {:>12}",
         "file (model)", "ops", "verdict", "parse+check", "check"
     );
     let mut etcd = Totals::default();
-    let etcd_dir = args.anchors.join("jepsen");
+    let etcd_dir = corpus.join("jepsen");
     for (name, expected) in expected_verdicts(&etcd_dir)? {
         let (ops, total_s, check_s, verdict) = measure(
             &etcd_dir.join(&name),
@@ -128,7 +119,7 @@ pub fn porcupine(args: &BenchArgs) -> anyhow::Result<u8> {
     }
     println!("(files under 1 ms not listed)");
     let mut kv = Totals::default();
-    let kv_dir = args.anchors.join("kv");
+    let kv_dir = corpus.join("kv");
     for (name, expected) in expected_verdicts(&kv_dir)? {
         // As porcupine's tests: every file per key, the 1- and 10-client files whole too.
         let mut models = vec![ModelChoice::Kv];

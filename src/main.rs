@@ -7,6 +7,7 @@ mod bench;
 mod bench_linear;
 mod bench_real;
 mod check;
+mod conformance;
 mod exit;
 mod matrix;
 mod matrix_real;
@@ -57,5 +58,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve::run(&args),
         Command::Synth(args) => synth::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Conformance(args) => conformance::run(&args),
     }
 }

@@ -1,4 +1,4 @@
-//! `lockcheck matrix --sim`: every simulated cell of LOCKS.md §6, expected
+//! `lockcheck matrix --sim`: every simulated cell of docs/truth-table.md, expected
 //! against found. Without `--sim`, `matrix_real.rs` runs the real cells.
 
 use std::process::ExitCode;
@@ -44,7 +44,7 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or(defaults.linearizability_timeout),
     };
     println!(
-        "the simulated truth table (LOCKS.md §6): violated cells must show within {} seeds, safe ones stay clean over {}; {} s simulated per run",
+        "the simulated truth table (docs/truth-table.md): violated cells must show within {} seeds, safe ones stay clean over {}; {} s simulated per run",
         effort.violated_within,
         effort.safe_seeds,
         effort.time_limit.as_secs_f64()

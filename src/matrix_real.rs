@@ -1,6 +1,6 @@
-//! `lockcheck matrix` (without `--sim`): the real-server cells of LOCKS.md
-//! §6, each a `check` command line against servers the tool starts itself,
-//! expected against found.
+//! `lockcheck matrix` (without `--sim`): the real-server cells of
+//! docs/truth-table.md, each a `check` command line against servers the tool
+//! starts itself, expected against found.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -25,7 +25,7 @@ pub struct RealCell {
     /// need longer runs than Redis' 500 ms leases.
     pub time_limit: Duration,
     pub expect: Expect,
-    /// What LOCKS.md says, in a few words.
+    /// Why the cell comes out so, in a few words (docs/truth-table.md).
     pub note: &'static str,
     /// Runs a violated cell may take, when not the matrix' number: a fault
     /// that needs a holder in the middle of a long job shows less often.
@@ -47,7 +47,7 @@ const fn cell(args: &'static str, seconds: u64, expect: Expect, note: &'static s
     RealCell { args, time_limit: Duration::from_secs(seconds), expect, note, runs: None }
 }
 
-/// The real cells, in LOCKS.md §6's order.
+/// The real cells, in docs/truth-table.md's order.
 pub fn cells() -> Vec<RealCell> {
     vec![
         cell("--backend redis --nemesis none --ttl 500ms", 5, SAFE, "no fault"),
@@ -248,7 +248,7 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
         return Ok(exit::USAGE.into());
     }
     println!(
-        "the real-server truth table (LOCKS.md §6), on servers lockcheck starts itself: violated cells must show within {} runs, safe ones stay clean over {}",
+        "the real-server truth table (docs/truth-table.md), on servers lockcheck starts itself: violated cells must show within {} runs, safe ones stay clean over {}",
         args.violated_within.unwrap_or(3),
         args.safe_seeds.unwrap_or(1),
     );

@@ -38,7 +38,7 @@ use crate::output::{print, render};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RealBackend {
     Redis(RedisRecipe),
-    /// The sorted-set semaphore of LOCKS.md §3, by the server's `TIME`, or
+    /// The sorted-set semaphore of docs/guide.md#semaphore, by the server's `TIME`, or
     /// (broken) by the caller's clock.
     Semaphore {
         client_clock: bool,

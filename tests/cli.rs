@@ -271,3 +271,67 @@ fn a_matrix_of_no_known_backend_is_a_usage_error() {
         assert!(stderr(&output).contains("no "), "{}", stderr(&output));
     }
 }
+
+/// A small corpus laid out as porcupine's test data is (the checker's own
+/// test inputs): every verdict agrees.
+const CONFORMANCE: &str = "checker/tests/data/conformance";
+
+#[test]
+fn conformance_agrees_with_every_verdict_of_a_corpus() {
+    let output = lockcheck(&["conformance", "--porcupine", CONFORMANCE]);
+    assert_eq!(output.status.code(), Some(0), "{}{}", stdout(&output), stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        text.contains("jepsen: 4 files (2 not linearizable), 4 checks, every verdict agrees"),
+        "{text}"
+    );
+    assert!(
+        text.contains("kv: 2 files (1 not linearizable), 4 checks, every verdict agrees"),
+        "{text}"
+    );
+    assert!(!text.contains("disagrees"), "{text}");
+}
+
+#[test]
+fn conformance_lists_every_file_that_disagrees_and_exits_1() {
+    let dir = std::env::temp_dir().join(format!("lockcheck-conformance-{}", std::process::id()));
+    let jepsen = dir.join("jepsen");
+    std::fs::create_dir_all(&jepsen).unwrap();
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(CONFORMANCE).join("jepsen");
+    for name in ["cas-timeouts-ok.log", "read-of-overwritten-value-bad.log"] {
+        std::fs::copy(source.join(name), jepsen.join(name)).unwrap();
+    }
+    // Both verdicts swapped: two disagreements.
+    std::fs::write(
+        jepsen.join("VERDICTS.txt"),
+        "cas-timeouts-ok.log not-linearizable\nread-of-overwritten-value-bad.log linearizable\n",
+    )
+    .unwrap();
+    let output = lockcheck(&["conformance", "--porcupine", dir.to_str().unwrap()]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}{}", stderr(&output));
+    assert!(text.contains("jepsen: 2 files (1 not linearizable), 2 checks, 2 DISAGREE"), "{text}");
+    assert!(
+        text.contains("disagrees: jepsen/cas-timeouts-ok.log (cas-register): VERDICTS.txt says not-linearizable, lockcheck found linearizable"),
+        "{text}"
+    );
+    assert!(text.contains("disagrees: jepsen/read-of-overwritten-value-bad.log"), "{text}");
+    std::fs::write(jepsen.join("VERDICTS.txt"), "cas-timeouts-ok.log maybe\n").unwrap();
+    let output = lockcheck(&["conformance", "--porcupine", dir.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(65), "{}", stderr(&output));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn conformance_needs_a_folder_with_a_corpus() {
+    assert_eq!(lockcheck(&["conformance"]).status.code(), Some(64));
+    let output = lockcheck(&["conformance", "--porcupine", "tests/data"]);
+    assert_eq!(output.status.code(), Some(64));
+    assert!(
+        stderr(&output).contains("neither jepsen/VERDICTS.txt nor kv/VERDICTS.txt"),
+        "{}",
+        stderr(&output)
+    );
+    let help = lockcheck(&["conformance", "--help"]);
+    assert!(stdout(&help).contains("1 a file disagrees"), "{}", stdout(&help));
+}

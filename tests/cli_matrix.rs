@@ -1,5 +1,5 @@
 //! `lockcheck matrix` against real servers the tool starts itself: every
-//! violated cell of LOCKS.md §6 is found within its runs and every safe cell
+//! violated cell of docs/truth-table.md is found within its runs and every safe cell
 //! stays clean. A test binary of its own, so that no other test competes
 //! with its servers for the machine's two cores: a client starved of CPU
 //! longer than a lease would be a real stall, and a safe cell would fail.

@@ -1,5 +1,5 @@
 //! `lockcheck check` against real servers that the tool starts itself:
-//! verdicts of LOCKS.md §6, usage errors, a missing server binary, and no
+//! verdicts of docs/truth-table.md, usage errors, a missing server binary, and no
 //! server left running however the tool ends.
 
 use std::io::{BufRead, BufReader};

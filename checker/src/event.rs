@@ -1,4 +1,4 @@
-//! One line of a history: an operation event, as `../shared/HISTORY.md` defines it.
+//! One line of a history: an operation event, as `histories/README.md` defines it.
 //!
 //! Parsing is hand-written rather than derived so that an error names the field
 //! that is wrong, and so that unknown fields are kept (in their order) without

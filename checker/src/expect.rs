@@ -1,4 +1,4 @@
-//! What a cell of the truth table (LOCKS.md §6) must show, and the judgement
+//! What a cell of the truth table (docs/truth-table.md) must show, and the judgement
 //! of runs against it: shared by the simulated matrix and the real one, so
 //! that both call a cell found, blind or falsely accused by the same rule.
 

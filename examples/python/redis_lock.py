@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A Redis lock for lockcheck's exec driver (docs/exec-protocol.md, version 1).
 
-The recipe of LOCKS.md section 2, with the fencing token taken atomically:
+The Redis recipe of docs/guide.md#redis, with the fencing token taken atomically:
 
 * acquire: one Lua script does SET lock:<key> <value> NX PX <ttl> and, if that
   took the lock, INCR fence:<key>; the new count is the fencing token;

@@ -5,7 +5,7 @@ DEL deletes the lock whoever holds it now. A holder that stalled past its TTL
 wakes up, does its work and releases: it deletes the lock another client was
 granted meanwhile, and a third client takes it while the second still holds
 it. lockcheck finds this under the pause fault (mutual exclusion and
-linearizability violated; LOCKS.md section 6).
+linearizability violated; docs/truth-table.md).
 """
 
 import sys

@@ -7,7 +7,7 @@
 //! lease, its operations and writes, the nemesis' faults, the selected
 //! violation and its linearizability evidence) and latency and throughput
 //! charts per operation type. Rust lays out what needs the checker's own
-//! definitions (operations paired, beliefs per LOCKS.md §5, leases, lanes,
+//! definitions (operations paired, beliefs per docs/guide.md#beliefs, leases, lanes,
 //! fault windows) and embeds it with the events as compact JSON; the inline
 //! script draws only what is in view, so the file stays linear in the history
 //! and the page usable at 100k events.

@@ -37,9 +37,10 @@ fn render(title: &str, events: &[Event], command: Option<&str>) -> String {
     render_html(&HtmlInput { title, events, analysis: &analysis, command })
 }
 
-/// HISTORY.md's example with the lock named `key`: client 1 stalls
-/// (nemesis pause) past its lease, client 2 is granted the lock while client
-/// 1 still believes, and client 1's late write is rejected by its token.
+/// The example history of histories/README.md §1.6, with the lock named
+/// `key`: client 1 stalls (nemesis pause) past its lease, client 2 is granted
+/// the lock while client 1 still believes, and client 1's late write is
+/// rejected by its token.
 fn overlap_history(key: &str) -> Vec<Event> {
     let key = serde_json::to_string(key).unwrap();
     parse(&format!(

@@ -1,4 +1,4 @@
-//! Simulated clients: each backend's recipe from ../shared/LOCKS.md §2, spoken
+//! Simulated clients: each backend's recipe from docs/guide.md#recipes, spoken
 //! to the simulated servers, including the deliberately broken variants.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! The etcd lock recipe of LOCKS.md §2, as a client of `sim-etcd`: a fresh
+//! The etcd lock recipe of docs/guide.md#etcd, as a client of `sim-etcd`: a fresh
 //! lease with the TTL for each acquisition, TryLock with it, the lock key's
 //! create revision as the fencing token, a keepalive to renew, and a revoke
 //! to release.
@@ -9,7 +9,7 @@
 //! more carefully than etcd's client does, from when it was sent), has
 //! passed. Until then the holder believes it holds the lock: a holder cut off
 //! from the cluster goes on working while the cluster revokes its lease
-//! (LOCKS.md §6), which only a fencing token makes harmless.
+//! (docs/truth-table.md), which only a fencing token makes harmless.
 
 use lockcheck_workloads::{Grant, Outcome};
 

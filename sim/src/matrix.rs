@@ -1,4 +1,4 @@
-//! The truth table of ../shared/LOCKS.md §6, as far as the simulator covers
+//! The truth table of docs/truth-table.md, as far as the simulator covers
 //! it: each cell is a backend under a fault with the verdict it must get.
 //! A violated cell must be found within a number of seeds; a safe cell must
 //! stay clean over many.
@@ -27,7 +27,7 @@ pub struct Cell {
     pub fencing: bool,
     pub persistent: bool,
     pub expect: Expect,
-    /// What LOCKS.md says, in a few words.
+    /// Why the cell comes out so, in a few words (docs/truth-table.md).
     pub note: &'static str,
 }
 

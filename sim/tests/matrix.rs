@@ -1,4 +1,4 @@
-//! The simulated truth table of ../shared/LOCKS.md §6, as `lockcheck matrix
+//! The simulated truth table of docs/truth-table.md, as `lockcheck matrix
 //! --sim` runs it: each violated cell is found within 50 seeds, each safe
 //! cell stays clean over 200.
 
@@ -36,5 +36,5 @@ fn every_simulated_cell_of_the_truth_table_comes_out_as_locks_md_says() {
         }
     }
     eprintln!("{} cells in {:.1} s", cells.len(), started.elapsed().as_secs_f64());
-    assert!(mismatches.is_empty(), "cells that do not match LOCKS.md:\n{}", mismatches.join("\n"));
+    assert!(mismatches.is_empty(), "cells that do not match the table:\n{}", mismatches.join("\n"));
 }

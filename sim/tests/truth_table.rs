@@ -1,4 +1,4 @@
-//! The truth table of ../shared/LOCKS.md §6, as the simulator and the checkers
+//! The truth table of docs/truth-table.md, as the simulator and the checkers
 //! reproduce it: every "safe" cell stays valid over many seeds, and every
 //! "violated" cell is found within a handful, by the checker that should find
 //! it. A failure names the seed and the `lockcheck check` flags that replay it.
@@ -451,7 +451,7 @@ fn redlock_under_pause_violates_mutual_exclusion_and_the_unfenced_write_lands() 
     checked.expect_kind(RESOURCE, ViolationKind::DoubleCharge);
 }
 
-// 8. Failover to an async replica (LOCKS.md §2, §4): the primary dies before
+// 8. Failover to an async replica (docs/guide.md#replication): the primary dies before
 // shipping the grant, the promoted replica grants the same lock again.
 
 /// The indices of the history's `failover` starts.
@@ -561,7 +561,7 @@ fn histories_without_failover_are_the_ones_from_before_it() {
     }
 }
 
-// etcd (LOCKS.md §2, §6): a Raft cluster, a lease per acquisition, the lock
+// etcd (docs/guide.md#etcd): a Raft cluster, a lease per acquisition, the lock
 // key's create revision as the token.
 
 fn partition_options(backend: Backend, shapes: &[Shape]) -> SimOptions {

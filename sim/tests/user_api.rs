@@ -21,7 +21,7 @@ use lockcheck_workloads::real::ClientConfig;
 use lockcheck_workloads::user::{RedisCommands, ResourceStore, Uncertain};
 use lockcheck_workloads::{Grant, LockClient, Outcome, Workload, WorkloadOptions};
 
-/// The user's lock: LOCKS.md §2's single-Redis recipe. `SET NX PX` with a
+/// The user's lock: the single-Redis recipe of docs/guide.md#redis. `SET NX PX` with a
 /// value unique to this grant, then `INCR` for the fencing token; release
 /// by compare-and-delete, renew by compare-and-`PEXPIRE`.
 struct MyLock<R, S> {

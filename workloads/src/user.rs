@@ -18,7 +18,7 @@ pub enum Uncertain {
     Unknown,
 }
 
-/// The Redis commands of LOCKS.md §2's recipes. Every call ends within the
+/// The Redis commands of the recipes in docs/guide.md#redis. Every call ends within the
 /// implementation's deadline, with `Err(Uncertain::Unknown)` if the reply
 /// did not come, never hangs.
 #[allow(async_fn_in_trait)]

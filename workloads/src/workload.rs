@@ -333,7 +333,7 @@ async fn run_locking<C: LockClient>(
             };
         }
         // A watchdog renewal now and then. It cannot save a holder whose
-        // stall falls after it, before the work (LOCKS.md §1), and the
+        // stall falls after it, before the work (docs/guide.md#leases-and-fencing), and the
         // workload keeps it that way.
         if options.keepalive_ms.is_none() && rng.gen_bool(RENEW_CHANCE) {
             renew_or_stop!('ops);
@@ -345,7 +345,7 @@ async fn run_locking<C: LockClient>(
         }
         // The long job of a session holder, its keepalive renewing the lease
         // all along (and, cut off from the service, still believing in it
-        // until its own deadline: the client library's view, LOCKS.md §6).
+        // until its own deadline: the client library's view, docs/guide.md#etcd).
         if let Some(every) = options.keepalive_ms {
             let job_end = tokio::time::Instant::now() + uniform(&mut rng, options.hold_ms);
             loop {

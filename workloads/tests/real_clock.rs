@@ -1,7 +1,7 @@
 //! Clock faults on the servers lockcheck manages: a server started with
 //! `faketime` reads its wall clock through libfaketime, and
 //! `ManagedServer::set_clock` jumps it while it runs. A forward jump makes
-//! Redis expire a lock early (LOCKS.md §2, §6); PostgreSQL's `now()` (run
+//! Redis expire a lock early (docs/guide.md#redis); PostgreSQL's `now()` (run
 //! as the `postgres` user) and MariaDB's move too; the clock nemesis jumps
 //! the struck server only; etcd, which ignores libfaketime, is refused.
 //! Needs redis-server, postgresql, mariadb-server, etcd-server and

@@ -1,7 +1,7 @@
 //! The etcd lock (lease + the v3 Lock API, the lock key's create revision as
 //! the fencing token) against a real etcd: Debian's 3.4 passes a clean run,
 //! and a holder stalled past its lease loses mutual exclusion while the
-//! fenced storage stays safe (LOCKS.md §6).
+//! fenced storage stays safe (docs/truth-table.md).
 //!
 //! The server: `LOCKCHECK_ETCD_URL` (comma-separated client URLs), or else a
 //! private etcd each test starts from the `etcd` on PATH and stops at its

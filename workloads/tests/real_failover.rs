@@ -1,4 +1,4 @@
-//! The failover fault against real Redis (LOCKS.md §2 and §6): a primary
+//! The failover fault against real Redis (docs/guide.md#redis): a primary
 //! with an async replica that dials it through lockcheck's proxy; the
 //! nemesis holds the replication link, kills the primary and promotes the
 //! replica, and clients follow the new primary. The grants the replica never

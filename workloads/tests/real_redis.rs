@@ -1,6 +1,6 @@
 //! The Redis backends and the PostgreSQL storage of the protected resources,
 //! against real servers: clean runs must be valid, and each broken variant
-//! (and a holder stall past the TTL) must be found by the checker LOCKS.md §6
+//! (and a holder stall past the TTL) must be found by the checker docs/truth-table.md
 //! says finds it.
 //!
 //! Servers: Redis at `LOCKCHECK_REDIS_URL` (default redis://127.0.0.1:6379),

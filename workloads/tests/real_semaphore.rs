@@ -1,4 +1,4 @@
-//! The Redis semaphore (LOCKS.md §3) against a real Redis, with the protected
+//! The Redis semaphore (docs/guide.md#semaphore) against a real Redis, with the protected
 //! resources in PostgreSQL: a clean run keeps at most `permits` holders (and
 //! does reach that many), a holder stalled past its TTL loses its slot while
 //! it still runs (over the limit), and the client-clock variant lets a

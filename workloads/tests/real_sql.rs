@@ -1,5 +1,5 @@
 //! The SQL locks (PostgreSQL advisory and lease, MySQL/MariaDB `GET_LOCK` and
-//! lease) against real servers, checked as LOCKS.md §6 says they must come
+//! lease) against real servers, checked as docs/truth-table.md says they must come
 //! out: clean runs valid; a holder stall longer than a lease's TTL breaks
 //! mutual exclusion while the fenced storage stays safe; a cut connection
 //! frees a session lock while its client still believes in it.

@@ -1047,7 +1047,7 @@
         item("border:2px solid #c92a2a;background:none", "cannot be placed"));
     }
     el.innerHTML = items.join("") + '<p class="muted hint">A belief runs from the acquire\'s ok to the ' +
-      "client's release invoke, its first operation that ended in info, or the end of the history (LOCKS.md §5). " +
+      "client's release invoke, its first operation that ended in info, or the end of the history. " +
       "The lease bar assumes the server's clock runs at the test clock's rate: the server granted (or renewed) " +
       "between the request's invoke and its ok, so the lease lasted at least until invoke + ttl and at most " +
       "until ok + ttl; an ok release ends it. A process whose operation ended in info never acts again; the " +

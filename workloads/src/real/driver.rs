@@ -24,7 +24,7 @@ use crate::{run_client, ClientPlan, LockClient, Recorder, SharedRecorder, Stall,
 /// The pause nemesis of a real test: a client stalls longer than the TTL
 /// right after a grant, before its work (a GC pause), so that its lease
 /// expires and another client takes the lock while it still believes it
-/// holds it (LOCKS.md §1).
+/// holds it (docs/guide.md#leases-and-fencing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StallNemesis {
     /// The quiet time between one stall's end and the next one's start

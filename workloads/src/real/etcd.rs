@@ -1,4 +1,4 @@
-//! The etcd lock of LOCKS.md §2 against a real etcd (Debian's 3.4 serves
+//! The etcd lock of docs/guide.md#etcd against a real etcd (Debian's 3.4 serves
 //! everything used here): a lease per grant and the v3 Lock API, with the
 //! lock key's create revision as the fencing token.
 //!
@@ -18,7 +18,7 @@
 //!   the renewal succeeds until then, and fails (`session-expired`) after.
 //!   A holder cut off from the cluster thus believes in its lock up to a
 //!   TTL after its last heartbeat, while the server expires the lease on
-//!   its own clock: LOCKS.md §6's "its lease expires while it believes".
+//!   its own clock: the truth table's "holder cut off from the cluster".
 //! * release: `Unlock(key)`, then revoke the lease.
 //!
 //! etcd's TTLs are whole seconds, and the server raises one below its

@@ -1,4 +1,4 @@
-//! The failover fault against real Redis (LOCKS.md §2 and §6): the primary
+//! The failover fault against real Redis (docs/guide.md#redis): the primary
 //! dies before its async replica received a grant, the replica is promoted,
 //! the clients follow it, and it grants the same lock a second time.
 //!

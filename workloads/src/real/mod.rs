@@ -1,4 +1,4 @@
-//! Real lock backends (LOCKS.md §2) over real connections, the protected
+//! Real lock backends (docs/guide.md#recipes) over real connections, the protected
 //! resource storage in PostgreSQL, the servers the tool starts itself, and
 //! the driver that runs a workload's clients against them.
 

@@ -2,7 +2,7 @@
 //! (`sigstop`), SIGKILL then restart (`kill`), the lock sessions ended by
 //! the server (`conn-kill`) and a server's wall clock jumping forward
 //! (`clock`) or running fast (`clock-drift`): Redis then expires keys early,
-//! LOCKS.md §2, §6; the servers must run under libfaketime,
+//! docs/guide.md#redis; the servers must run under libfaketime,
 //! [`super::servers::ServerOptions::faketime`]. On a schedule like the
 //! simulator's, each start and stop recorded as a nemesis operation (a jump's
 //! value also says `jump_ms`, a drift's `gain_ms` and `rate`).

@@ -1,4 +1,4 @@
-//! A single Redis as a lock service, following LOCKS.md §2 to the letter,
+//! A single Redis as a lock service, following docs/guide.md#redis to the letter,
 //! with the deliberately broken variants the simulator has
 //! (`sim/src/client.rs`): the same recipes, outcomes and error strings, so a
 //! real history reads like a simulated one.
@@ -42,7 +42,7 @@ use crate::workload::Stall;
 /// anything is recorded.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The compare-and-delete release of LOCKS.md §2.
+/// The compare-and-delete release of docs/guide.md#redis.
 static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end"#,

@@ -1,4 +1,4 @@
-//! Redlock over N independent Redis servers (LOCKS.md §2), as its
+//! Redlock over N independent Redis servers (docs/guide.md#redlock), as its
 //! description goes and as the simulator drives it (`sim/src/redlock.rs`):
 //! the same key and value on every instance, each with a short timeout of
 //! its own (asked at once, so that a slow instance costs the grant little of
@@ -128,7 +128,7 @@ impl LockClient for RedlockClient {
         let extended = Self::count(&replies, |value| *value == Value::Int(1));
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         // Extended on a majority, with validity left: still held. Otherwise
-        // the holder must stop (LOCKS.md §2, the watchdog).
+        // the holder must stop (the watchdog: docs/guide.md#redis).
         if extended >= self.majority() && elapsed_ms + drift_ms(ttl_ms) < ttl_ms {
             Outcome::Ok(())
         } else {

@@ -1,4 +1,4 @@
-//! A per-tenant counting semaphore on one Redis (LOCKS.md §3): at most
+//! A per-tenant counting semaphore on one Redis (docs/guide.md#semaphore): at most
 //! `permits` holders of each name at once. It mirrors the simulator's
 //! `sim-redis-semaphore` and `sim-redis-semaphore-client-clock`
 //! (`sim/src/client.rs`, `Request::Sem*` in `sim/src/server.rs`): the same

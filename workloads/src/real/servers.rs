@@ -28,7 +28,7 @@
 //! this tool, nor into setup tools such as `initdb`), so that
 //! [`ManagedServer::set_clock`] can jump the server's clock while it runs:
 //! Redis expires keys by its wall clock, so a forward jump frees locks early
-//! (LOCKS.md §2, §6). See [`ManagedServer::set_clock`] for how.
+//! (docs/guide.md#redis). See [`ManagedServer::set_clock`] for how.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;

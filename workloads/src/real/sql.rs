@@ -1,6 +1,6 @@
-//! The SQL locks of LOCKS.md §2, issued against a real PostgreSQL or
-//! MySQL/MariaDB: session and transaction advisory locks, `GET_LOCK`, and the
-//! lease tables with a fencing token.
+//! The SQL locks of docs/guide.md (#postgresql, #mysql-and-mariadb), issued
+//! against a real PostgreSQL or MySQL/MariaDB: session and transaction
+//! advisory locks, `GET_LOCK`, and the lease tables with a fencing token.
 //!
 //! Each [`SqlClient`] is one logical client on one connection, so a
 //! session-bound lock stays on the session that took it. Every operation
@@ -9,7 +9,7 @@
 //! opens a new one, while the server frees the old one's advisory and
 //! `GET_LOCK` locks only when it notices the connection is gone. That gap is
 //! the "connection cut: server frees it, client still believes" failure of
-//! LOCKS.md §6, and a test kills connections to show it.
+//! docs/truth-table.md, and a test kills connections to show it.
 //!
 //! Advisory locks and `GET_LOCK` issue no fencing token (`Grant::fence` is
 //! `None`); the lease tables do (their `fence` column).
@@ -580,7 +580,7 @@ async fn in_setup_time<T>(
     })
 }
 
-/// Creates the lease table on PostgreSQL (the exact columns of LOCKS.md §2),
+/// Creates the lease table on PostgreSQL (the columns of docs/guide.md#postgresql),
 /// under an advisory lock so that concurrent preparers do not collide.
 async fn create_pg_leases(session: &PgSession) -> Result<(), tokio_postgres::Error> {
     session

@@ -1,5 +1,5 @@
 //! The protected resources of a real test, in PostgreSQL: the storage that
-//! receives a lock holder's writes (LOCKS.md §1). One table serves both
+//! receives a lock holder's writes (docs/guide.md#leases-and-fencing). One table serves both
 //! kinds of storage; only the write differs:
 //!
 //! * fenced: `… SET fence=$t, data=$d WHERE fence IS NULL OR fence <= $t`,
