@@ -11,6 +11,7 @@ mod exit;
 mod matrix;
 mod matrix_real;
 mod output;
+mod progress;
 mod real;
 mod report;
 mod serve;

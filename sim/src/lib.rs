@@ -22,7 +22,10 @@ pub use nemesis::{Action, Fault, FaultKind, Shape, Targets};
 pub use run::{run, run_with_progress, SimError, SimOptions, SimRun, SimStats};
 
 mod matrix;
-pub use matrix::{cells, check_run, run_cell, Cell, CellResult, Effort, Expect, MatrixError};
+pub use matrix::{
+    cells, check_run, run_cell, run_cell_with_progress, Cell, CellResult, Effort, Expect,
+    MatrixError,
+};
 
 mod shrink;
 pub use shrink::{shrink, Shrunk};

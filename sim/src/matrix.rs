@@ -248,6 +248,16 @@ pub enum MatrixError {
 
 /// Runs one cell.
 pub fn run_cell(cell: &Cell, effort: &Effort) -> Result<CellResult, MatrixError> {
+    run_cell_with_progress(cell, effort, &mut |_, _| {})
+}
+
+/// As [`run_cell`], calling `progress` with each seed and its run once the
+/// seed is run (before it is checked).
+pub fn run_cell_with_progress(
+    cell: &Cell,
+    effort: &Effort,
+    progress: &mut dyn FnMut(u64, &SimRun),
+) -> Result<CellResult, MatrixError> {
     let base = SimOptions {
         backend: cell.backend,
         workload: cell.workload,
@@ -269,6 +279,7 @@ pub fn run_cell(cell: &Cell, effort: &Effort) -> Result<CellResult, MatrixError>
     for seed in 0..seeds.max(1) {
         let options = SimOptions { seed, ..base.clone() };
         let sim = run(&options)?;
+        progress(seed, &sim);
         let analysis = check_run(&sim, &check_options)
             .map_err(|error| MatrixError::History { seed, error: Box::new(error) })?;
         if let Judgement::Decided { matches, found } =
