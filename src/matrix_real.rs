@@ -215,7 +215,8 @@ fn run_cell(cell: &RealCell, args: &MatrixArgs, progress: &Progress) -> Result<O
             no_store: true,
             ..*check
         };
-        let label = format!("{}, run {} of up to {runs}", cell.args, seed + 1);
+        let what = cell.args.strip_prefix("--backend ").unwrap_or(cell.args);
+        let label = format!("{what}, run {}/{runs}", seed + 1);
         let run = progress
             .watch(&label, time_limit, || execute(&check, backend, seed, false))
             .map_err(|failure| failure.to_string())?;

@@ -225,17 +225,17 @@ impl Seen {
         self.events = recorder.events().len();
     }
 
-    /// `redis --nemesis pause 4/10 s: 1234 lock ops; faults: 3 so far, now
-    /// pause client-2`.
+    /// `redis --nemesis pause, 4/10 s, 1234 lock ops, faults now: pause
+    /// client-2 (3 started)`.
     fn describe(&self, label: &str, time_limit: Duration) -> String {
         let Some(started) = self.started else {
-            return format!("{label}: starting servers and clients");
+            return format!("{label}, starting servers and clients");
         };
         let limit = time_limit.as_secs_f64();
         let gone = started.elapsed().as_secs_f64().min(limit);
         let ops = self.lock_ops;
         if self.ended {
-            return format!("{label}: {ops} lock ops; checking the history");
+            return format!("{label}, {ops} lock ops, checking the history");
         }
         let now = if self.active.is_empty() {
             "none".to_string()
@@ -248,7 +248,7 @@ impl Seen {
             active.join("; ")
         };
         format!(
-            "{label} {gone:.0}/{limit:.0} s: {ops} lock ops; faults: {} so far, now {now}",
+            "{label}, {gone:.0}/{limit:.0} s, {ops} lock ops, faults now: {now} ({} started)",
             self.faults
         )
     }
