@@ -1,7 +1,6 @@
 //! `lockcheck check`: run a test against a (simulated) backend and check it.
 
 use std::fs;
-use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -14,6 +13,7 @@ use lockcheck_sim::{check_run, run_with_progress, shrink, SimOptions, SimRun};
 use crate::args::{CheckArgs, Format};
 use crate::exit;
 use crate::output::{print, render};
+use crate::progress::Progress;
 
 pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     if let Some(backend) = crate::real::RealBackend::parse(&args.backend) {
@@ -36,24 +36,32 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     let mut tally: Vec<(u64, Verdict)> = Vec::new();
     // JUnit and Markdown print one document for every seed, at the end.
     let mut collected: Vec<(String, Analysis)> = Vec::new();
+    let progress = Progress::count(seeds, "seeds");
+    let mut so_far = SoFar::default();
     for seed in first_seed..first_seed.saturating_add(seeds) {
         let options = SimOptions { seed, swarm: seeds > 1 || base.swarm, ..base.clone() };
-        eprintln!("seed: {seed}");
-        let sim = simulate(&options)?;
+        progress.suspend(|| eprintln!("seed: {seed}"));
+        let sim = simulate(&options, &progress, &so_far)?;
+        progress.message(format!("seed {seed}: checking the history; {}", so_far.describe()));
         let analysis = check(&sim, args.linearizability_timeout)?;
         let dir = if args.no_store { None } else { Some(store(args, &options, &sim, &analysis)?) };
-        report(args, &options, &sim, &analysis, dir.as_deref())?;
+        progress.suspend(|| report(args, &options, &sim, &analysis, dir.as_deref()))?;
         if matches!(args.format, Format::Junit | Format::Markdown) {
             let source = format!("{} seed {seed}", options.backend.name());
             collected.push((source, analysis.clone()));
         }
         let first_failure = analysis.verdict == Verdict::Invalid && worst != Verdict::Invalid;
+        so_far.lock_ops += sim.stats.lock_ops;
+        so_far.not_valid += u64::from(analysis.verdict != Verdict::Valid);
         if first_failure && !args.no_shrink {
-            shrink_failure(args, &options, &sim, &analysis, dir.as_deref())?;
+            progress.message(format!("seed {seed}: shrinking the failure; {}", so_far.describe()));
+            shrink_failure(args, &options, &sim, &analysis, dir.as_deref(), &progress)?;
         }
         worst = worst.combine(exit::gated(&analysis, &args.gate));
         tally.push((seed, analysis.verdict));
+        progress.inc();
     }
+    drop(progress);
     if !collected.is_empty() {
         let analyzed: Vec<Analyzed> =
             collected.iter().map(|(source, analysis)| Analyzed { source, analysis }).collect();
@@ -91,24 +99,31 @@ pub fn random_seed() -> u64 {
     (nanos as u64) ^ (u64::from(std::process::id()) << 32)
 }
 
-fn simulate(options: &SimOptions) -> anyhow::Result<SimRun> {
-    let started = std::time::Instant::now();
-    let total = options.time_limit.as_secs_f64();
-    let interactive = std::io::stderr().is_terminal();
-    let mut shown = false;
-    let mut progress = |now: Duration| {
-        if interactive && started.elapsed() > Duration::from_secs(2) {
-            let done = (now.as_secs_f64() / total * 100.0).min(100.0);
-            eprint!("\r  simulated {:.0} of {total:.0} s ({done:.0}%)", now.as_secs_f64());
-            let _ = std::io::stderr().flush();
-            shown = true;
-        }
-    };
-    let sim = run_with_progress(options, &mut progress).context("the simulation failed")?;
-    if shown {
-        eprintln!();
+/// What the seeds run so far did, for the progress line.
+#[derive(Debug, Default)]
+struct SoFar {
+    lock_ops: u64,
+    not_valid: u64,
+}
+
+impl SoFar {
+    fn describe(&self) -> String {
+        format!("{} lock ops, {} not valid so far", self.lock_ops, self.not_valid)
     }
-    Ok(sim)
+}
+
+fn simulate(options: &SimOptions, progress: &Progress, so_far: &SoFar) -> anyhow::Result<SimRun> {
+    let total = options.time_limit.as_secs_f64();
+    let mut report = |now: Duration| {
+        progress.message(format!(
+            "seed {}: simulated {:.0}/{total:.0} s; {}",
+            options.seed,
+            now.as_secs_f64(),
+            so_far.describe()
+        ));
+    };
+    report(Duration::ZERO);
+    run_with_progress(options, &mut report).context("the simulation failed")
 }
 
 /// The checkers' options for a simulated run.
@@ -133,20 +148,25 @@ fn shrink_failure(
     sim: &SimRun,
     analysis: &Analysis,
     dir: Option<&Path>,
+    progress: &Progress,
 ) -> anyhow::Result<()> {
     let check_options = check_options(args.linearizability_timeout);
     let shrunk = shrink(options, analysis, sim.events.len(), &check_options, SHRINK_BUDGET)?;
     if shrunk.options == *options {
-        eprintln!("shrink: no smaller run fails the same way ({} tried)", shrunk.attempts);
+        progress.suspend(|| {
+            eprintln!("shrink: no smaller run fails the same way ({} tried)", shrunk.attempts)
+        });
         return Ok(());
     }
-    eprintln!(
-        "shrink: {} events instead of {} ({} runs tried); replay: {}",
-        shrunk.events,
-        sim.events.len(),
-        shrunk.attempts,
-        replay_command(&shrunk.options)
-    );
+    progress.suspend(|| {
+        eprintln!(
+            "shrink: {} events instead of {} ({} runs tried); replay: {}",
+            shrunk.events,
+            sim.events.len(),
+            shrunk.attempts,
+            replay_command(&shrunk.options)
+        )
+    });
     if let (Some(dir), Some(history)) = (dir, &shrunk.history) {
         let file = fs::File::create(dir.join("shrunk-history.jsonl"))?;
         write_events(std::io::BufWriter::new(file), history)?;

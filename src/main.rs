@@ -12,6 +12,7 @@ mod exit;
 mod matrix;
 mod matrix_real;
 mod output;
+mod progress;
 mod real;
 mod report;
 mod serve;

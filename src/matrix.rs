@@ -4,10 +4,11 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use lockcheck_sim::{cells, run_cell, sweep_cell, Cell, Effort, Expect};
+use lockcheck_sim::{cells, run_cell_with_progress, sweep_cell, Cell, Effort, Expect};
 
 use crate::args::{BenchArgs, MatrixArgs};
 use crate::exit;
+use crate::progress::Progress;
 
 fn setup(cell: &Cell) -> String {
     let faults: Vec<&str> = cell.faults.iter().map(|kind| kind.name()).collect();
@@ -62,16 +63,33 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
         eprintln!("lockcheck: no cell has the backends {:?}", args.backends);
         return Ok(exit::USAGE.into());
     }
+    let progress = Progress::count(cells.len() as u64, "cells");
     for cell in &cells {
-        let result = run_cell(cell, &effort)?;
-        println!(
-            "{:<30} {:<26} {:<44} {:<44} {}",
-            cell.backend.name(),
-            setup(cell),
-            cell.expect.describe(),
-            result.found,
-            if result.matches { "ok" } else { "MISMATCH" }
-        );
+        let what = format!("{} {}", cell.backend.name(), setup(cell));
+        let seeds = match cell.expect {
+            lockcheck_sim::Expect::Safe => effort.safe_seeds,
+            lockcheck_sim::Expect::Violated { .. } => effort.violated_within,
+        };
+        progress.message(format!("{what}: seed 1 of up to {seeds}"));
+        let mut lock_ops = 0;
+        let result = run_cell_with_progress(cell, &effort, &mut |seed, sim| {
+            lock_ops += sim.stats.lock_ops;
+            progress.message(format!(
+                "{what}: seed {} of up to {seeds} done, {lock_ops} lock ops",
+                seed + 1
+            ));
+        })?;
+        progress.suspend(|| {
+            println!(
+                "{:<30} {:<26} {:<44} {:<44} {}",
+                cell.backend.name(),
+                setup(cell),
+                cell.expect.describe(),
+                result.found,
+                if result.matches { "ok" } else { "MISMATCH" }
+            )
+        });
+        progress.inc();
         if !result.matches {
             mismatches.push(format!(
                 "  {} ({}): replay: lockcheck {}",
@@ -81,6 +99,7 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
             ));
         }
     }
+    drop(progress);
     summary(cells.len(), started, &mismatches);
     Ok(if mismatches.is_empty() { exit::VALID } else { exit::INVALID }.into())
 }

@@ -10,6 +10,7 @@ use lockcheck_checker::{Expect, Judgement};
 
 use crate::args::{Cli, Command, MatrixArgs};
 use crate::exit;
+use crate::progress::Progress;
 use crate::real::{execute, RealBackend};
 
 const MUTEX: &str = "mutual-exclusion";
@@ -192,7 +193,7 @@ struct Outcome {
     replay: String,
 }
 
-fn run_cell(cell: &RealCell, args: &MatrixArgs) -> Result<Outcome, String> {
+fn run_cell(cell: &RealCell, args: &MatrixArgs, progress: &Progress) -> Result<Outcome, String> {
     let runs = match cell.expect {
         Expect::Safe => args.safe_seeds.unwrap_or(1),
         Expect::Violated { .. } => args.violated_within.or(cell.runs).unwrap_or(3),
@@ -216,7 +217,11 @@ fn run_cell(cell: &RealCell, args: &MatrixArgs) -> Result<Outcome, String> {
             no_store: true,
             ..*check
         };
-        let run = execute(&check, backend, seed, false).map_err(|failure| failure.to_string())?;
+        let what = cell.args.strip_prefix("--backend ").unwrap_or(cell.args);
+        let label = format!("{what}, run {}/{runs}", seed + 1);
+        let run = progress
+            .watch(&label, time_limit, || execute(&check, backend, seed, false))
+            .map_err(|failure| failure.to_string())?;
         let replay = format!("lockcheck check {line}");
         if let Judgement::Decided { matches, found } =
             cell.expect.judge(&run.analysis, &format!("seed {seed}"))
@@ -256,9 +261,10 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let mut mismatches = Vec::new();
     let mut errors = 0;
+    let progress = Progress::count(cells.len() as u64, "cells");
     for cell in &cells {
         let cell_started = Instant::now();
-        let (found, result) = match run_cell(cell, args) {
+        let (found, result) = match run_cell(cell, args, &progress) {
             Ok(outcome) => {
                 if !outcome.matches {
                     mismatches.push(format!(
@@ -274,14 +280,18 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
                 ("could not run".to_string(), "ERROR")
             }
         };
-        println!(
-            "{:<64} {:<44} {:<44} {result} ({:.0} s)",
-            cell.args,
-            cell.expect.describe(),
-            found,
-            cell_started.elapsed().as_secs_f64()
-        );
+        progress.suspend(|| {
+            println!(
+                "{:<64} {:<44} {:<44} {result} ({:.0} s)",
+                cell.args,
+                cell.expect.describe(),
+                found,
+                cell_started.elapsed().as_secs_f64()
+            )
+        });
+        progress.inc();
     }
+    drop(progress);
     crate::matrix::summary(cells.len(), started, &mismatches);
     Ok(if errors > 0 {
         exit::UNAVAILABLE

@@ -693,7 +693,12 @@ impl std::fmt::Display for RealFailure {
 pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
     let seed = args.seed.unwrap_or_else(random_seed);
     eprintln!("seed: {seed}");
-    let outcome = match execute(args, backend, seed, true) {
+    let progress = crate::progress::Progress::timed(args.time_limit);
+    let label =
+        format!("{} --nemesis {}", backend.name(), args.nemesis.as_deref().unwrap_or("pause"));
+    let outcome = progress.watch(&label, args.time_limit, || execute(args, backend, seed, true));
+    drop(progress);
+    let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(failure) => return Ok(failure.exit()),
     };
@@ -950,6 +955,7 @@ async fn drive_backend(
     let proxy = servers.proxy.as_ref();
     let pair = servers.pair.as_ref();
     let nemesis = |recorder: SharedRecorder, start| async move {
+        crate::progress::recording(&recorder);
         let net = async {
             if let Some(proxy) = proxy {
                 netfault::run(planned.net, proxy, planned.topology, &recorder, start).await;

@@ -251,3 +251,58 @@ fn a_failure_is_shrunk_to_a_smaller_run_that_replays_and_still_fails() {
     assert_eq!(replayed.status.code(), Some(1), "{}", both(&replayed));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The progress line is for a terminal only: with standard error a pipe (CI,
+/// tests), it carries exactly what it did before the progress display, no
+/// bar, no carriage return, no escape sequence.
+#[test]
+fn nothing_but_the_usual_lines_on_stderr_when_it_is_not_a_terminal() {
+    let output =
+        lockcheck(&["check", "--seeds", "3", "--seed", "0", "--nemesis", "none", "--no-store"]);
+    assert_eq!(output.status.code(), Some(0), "{}", both(&output));
+    assert_eq!(
+        stderr(&output),
+        "seed: 0\nseed: 1\nseed: 2\nseeds: 3 run, 3 valid, 0 invalid, 0 unknown\n",
+        "{}",
+        both(&output)
+    );
+    for text in [stdout(&output), stderr(&output)] {
+        assert!(!text.contains(['\r', '\u{1b}']), "terminal control in {text:?}");
+        assert!(!text.contains("lock ops"), "a progress line in {text:?}");
+    }
+}
+
+/// On a terminal (a pseudo-terminal from util-linux's `script`) the progress
+/// line is drawn on standard error, while standard output, redirected to a
+/// file, stays one clean JSON document.
+#[test]
+fn a_progress_line_on_a_terminal_and_stdout_stays_clean() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: no script(1) to make a terminal");
+        return;
+    }
+    let dir = scratch("progress");
+    let json = dir.join("out.json");
+    let command = format!(
+        "{} check --seeds 3 --seed 0 --nemesis none --no-store --format json > {}",
+        env!("CARGO_BIN_EXE_lockcheck"),
+        json.display()
+    );
+    let output = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("TERM", "xterm")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("script runs");
+    assert_eq!(output.status.code(), Some(0), "{}", both(&output));
+    let terminal = stdout(&output);
+    assert!(terminal.contains("/3 seeds"), "no progress line on the terminal: {terminal:?}");
+    assert!(terminal.contains("seed: 2"), "{terminal:?}");
+    let documents = std::fs::read_to_string(&json).unwrap();
+    for document in serde_json::Deserializer::from_str(&documents).into_iter::<serde_json::Value>()
+    {
+        let document = document.unwrap_or_else(|error| panic!("{error}: {documents:?}"));
+        assert_eq!(document["verdict"], "valid", "{documents}");
+    }
+}

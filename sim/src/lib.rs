@@ -23,8 +23,8 @@ pub use run::{run, run_with_progress, SimError, SimOptions, SimRun, SimStats};
 
 mod matrix;
 pub use matrix::{
-    cells, check_run, run_cell, sweep_cell, Cell, CellResult, Effort, Expect, FalseAlarm,
-    MatrixError,
+    cells, check_run, run_cell, run_cell_with_progress, sweep_cell, Cell, CellResult, Effort,
+    Expect, FalseAlarm, MatrixError,
 };
 
 mod shrink;

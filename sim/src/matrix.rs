@@ -338,6 +338,16 @@ fn cell_options(cell: &Cell, effort: &Effort) -> (SimOptions, CheckOptions) {
 
 /// Runs one cell.
 pub fn run_cell(cell: &Cell, effort: &Effort) -> Result<CellResult, MatrixError> {
+    run_cell_with_progress(cell, effort, &mut |_, _| {})
+}
+
+/// As [`run_cell`], calling `progress` with each seed and its run once the
+/// seed is run (before it is checked).
+pub fn run_cell_with_progress(
+    cell: &Cell,
+    effort: &Effort,
+    progress: &mut dyn FnMut(u64, &SimRun),
+) -> Result<CellResult, MatrixError> {
     let (base, check_options) = cell_options(cell, effort);
     let seeds = match cell.expect {
         Expect::Safe => effort.safe_seeds,
@@ -346,6 +356,7 @@ pub fn run_cell(cell: &Cell, effort: &Effort) -> Result<CellResult, MatrixError>
     for seed in 0..seeds.max(1) {
         let options = SimOptions { seed, ..base.clone() };
         let sim = run(&options)?;
+        progress(seed, &sim);
         let analysis = check_run(&sim, &check_options)
             .map_err(|error| MatrixError::History { seed, error: Box::new(error) })?;
         if let Judgement::Decided { matches, found } =
