@@ -6,7 +6,7 @@ use std::time::Duration;
 use lockcheck_workloads::{Grant, LockClient, Outcome, Stall};
 
 use crate::etcd::ETCD_HOSTS;
-use crate::host::{Connection, Failure, Primary};
+use crate::host::{Connection, DownHosts, Failure, Primary};
 use crate::protocol::{Request, Response};
 
 /// The simulated lock backends.
@@ -181,6 +181,7 @@ impl SimClient {
         deadline: Duration,
         stall: Stall,
         clock_offset_ms: std::rc::Rc<std::cell::Cell<i64>>,
+        down: &DownHosts,
     ) -> Self {
         SimClient {
             clock_offset_ms,
@@ -203,6 +204,7 @@ impl SimClient {
                         host,
                         if backend.is_redlock() { deadline / 2 } else { deadline },
                     )
+                    .refusing_when_down(down)
                 })
                 .collect(),
             storage: Connection::new("storage", deadline),

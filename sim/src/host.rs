@@ -1,6 +1,7 @@
 //! Simulated servers as turmoil hosts, and the knobs a nemesis turns on them.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -263,6 +264,36 @@ pub enum Failure {
     Unknown,
 }
 
+/// The servers that are crashed right now, as the kill nemesis leaves them.
+///
+/// The kill fault is a process crash (SIGKILL), not a machine's: the
+/// machine's kernel still answers, so a connection to the dead server is
+/// refused at once, as it is against a real one. turmoil's crashed host
+/// swallows the connection attempt instead, which would make every client
+/// that dials it wait out its whole deadline: a member crash would look like
+/// a partition, and an etcd holder retrying its dead member would outlive its
+/// session (a false alarm in a safe cell, sim-etcd under kill at seed 288).
+#[derive(Debug, Clone, Default)]
+pub struct DownHosts(Rc<RefCell<BTreeSet<&'static str>>>);
+
+impl DownHosts {
+    pub fn set(&self, host: &'static str, down: bool) {
+        let mut hosts = self.0.borrow_mut();
+        if down {
+            hosts.insert(host);
+        } else {
+            hosts.remove(host);
+        }
+    }
+
+    pub fn contains(&self, host: &str) -> bool {
+        self.0.borrow().contains(host)
+    }
+}
+
+/// How long a refused connection takes: a round trip to a live kernel.
+const REFUSED_AFTER: Duration = Duration::from_millis(1);
+
 /// A client's connection to one server, opened on first use and again after
 /// a failure.
 #[derive(Debug)]
@@ -273,18 +304,31 @@ pub struct Connection {
     deadline: Duration,
     stream:
         Option<(BufReader<turmoil::net::tcp::OwnedReadHalf>, turmoil::net::tcp::OwnedWriteHalf)>,
+    down: DownHosts,
 }
 
 impl Connection {
     pub fn new(host: &'static str, deadline: Duration) -> Self {
-        Connection { host, follow: None, deadline, stream: None }
+        Connection { host, follow: None, deadline, stream: None, down: DownHosts::default() }
+    }
+
+    /// Refuses at once to connect to a host while it is down.
+    pub fn refusing_when_down(mut self, down: &DownHosts) -> Self {
+        self.down = down.clone();
+        self
     }
 
     /// A connection to a replica set's primary, whichever host that is when
     /// it (re)connects: a failover breaks it, and the next call finds the
     /// promoted replica.
     pub fn to_primary(primary: Primary, deadline: Duration) -> Self {
-        Connection { host: primary.host(), follow: Some(primary), deadline, stream: None }
+        Connection {
+            host: primary.host(),
+            follow: Some(primary),
+            deadline,
+            stream: None,
+            down: DownHosts::default(),
+        }
     }
 
     /// Drops the connection, as a crashed client's session ends.
@@ -297,6 +341,10 @@ impl Connection {
         if self.stream.is_none() {
             if let Some(primary) = &self.follow {
                 self.host = primary.host();
+            }
+            if self.down.contains(self.host) {
+                tokio::time::sleep(REFUSED_AFTER).await;
+                return Err(Failure::NotSent);
             }
             let connect = TcpStream::connect((self.host, PORT));
             match tokio::time::timeout(self.deadline, connect).await {

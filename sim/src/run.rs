@@ -17,7 +17,7 @@ use thiserror::Error;
 
 use crate::client::{Backend, SimClient, REPLICATED_HOSTS};
 use crate::etcd::{self, Member};
-use crate::host::{serve, serve_replicated, Knobs, Primary, ReplicaSet};
+use crate::host::{serve, serve_replicated, DownHosts, Knobs, Primary, ReplicaSet};
 use crate::nemesis::{schedule, Action, Fault, FaultKind, Rates, Shape, Targets};
 use crate::server::ServerState;
 
@@ -151,6 +151,8 @@ pub(crate) struct ClientSetup {
     pub clock: Rc<Cell<i64>>,
     /// With the failover fault, the replica set's primary to follow.
     pub primary: Option<Primary>,
+    /// The lock servers crashed right now: connections to them are refused.
+    pub down: DownHosts,
 }
 
 /// The history's record of `fault`, which struck `lock_hosts[host]` (and
@@ -238,6 +240,8 @@ struct Nemesis {
     client_clocks: Vec<Rc<Cell<i64>>>,
     recorder: SharedRecorder,
     down: bool,
+    /// Which lock servers are crashed, for the clients' connections.
+    down_hosts: DownHosts,
     /// Drift not yet applied, below a millisecond.
     drift_ms: f64,
 }
@@ -272,7 +276,9 @@ impl Nemesis {
             Action::ClockDrift { .. } => {}
             Action::Kill if !self.down => {
                 for at in 0..fault.spread as usize {
-                    sim.crash(self.lock_hosts[(host + at) % self.lock_hosts.len()]);
+                    let crashed = self.lock_hosts[(host + at) % self.lock_hosts.len()];
+                    sim.crash(crashed);
+                    self.down_hosts.set(crashed, true);
                 }
                 self.down = true;
             }
@@ -287,6 +293,7 @@ impl Nemesis {
             Action::Failover if !self.down => {
                 if let Some(primary) = &self.primary {
                     sim.crash(self.lock_hosts[host]);
+                    self.down_hosts.set(self.lock_hosts[host], true);
                     primary.promote();
                     self.down = true;
                 }
@@ -316,7 +323,9 @@ impl Nemesis {
             Action::PauseServer => knobs.paused.set(false),
             Action::Kill => {
                 for at in 0..fault.spread as usize {
-                    sim.bounce(self.lock_hosts[(host + at) % self.lock_hosts.len()]);
+                    let restarted = self.lock_hosts[(host + at) % self.lock_hosts.len()];
+                    sim.bounce(restarted);
+                    self.down_hosts.set(restarted, false);
                 }
                 self.down = false;
             }
@@ -327,6 +336,7 @@ impl Nemesis {
             Action::Failover => {
                 if self.primary.is_some() && self.down {
                     sim.bounce(self.lock_hosts[host]);
+                    self.down_hosts.set(self.lock_hosts[host], false);
                     self.down = false;
                 }
             }
@@ -372,8 +382,15 @@ pub fn run_with_progress(
     let (backend, fencing) = (options.backend, options.fencing);
     run_clients(options, progress, move |setup: ClientSetup| {
         let deadline = setup.deadline;
-        let client =
-            SimClient::new(backend, fencing, setup.name, deadline, setup.stall, setup.clock);
+        let client = SimClient::new(
+            backend,
+            fencing,
+            setup.name,
+            deadline,
+            setup.stall,
+            setup.clock,
+            &setup.down,
+        );
         match setup.primary {
             Some(primary) => client.following(primary, deadline),
             None => client,
@@ -497,6 +514,7 @@ where
         keepalive_ms: options.backend.is_cluster().then_some(options.ttl_ms / 3),
     };
     let deadline = Duration::from_millis((options.ttl_ms / 4).clamp(20, 2000));
+    let down_hosts = DownHosts::default();
     let stalls: Vec<Stall> = (0..options.clients).map(|_| Stall::default()).collect();
     let client_clocks: Vec<Rc<Cell<i64>>> =
         (0..options.clients).map(|_| Rc::new(Cell::new(0))).collect();
@@ -506,12 +524,19 @@ where
         let clock = client_clocks[logical as usize].clone();
         let client_rng = SmallRng::seed_from_u64(rng.gen());
         let (clients, time_limit) = (options.clients, options.time_limit);
-        let (primary, make) = (primary.clone(), make.clone());
+        let (primary, make, down) = (primary.clone(), make.clone(), down_hosts.clone());
         sim.client(format!("client-{logical}"), async move {
             let name = format!("client-{logical}");
             let stall_hook = stall.clone();
-            let mut client =
-                make(ClientSetup { logical, name, deadline, stall: stall_hook, clock, primary });
+            let mut client = make(ClientSetup {
+                logical,
+                name,
+                deadline,
+                stall: stall_hook,
+                clock,
+                primary,
+                down,
+            });
             let plan =
                 ClientPlan { logical, clients, until: tokio::time::Instant::now() + time_limit };
             run_client(&mut client, &plan, &workload, client_rng, &recorder, &stall).await;
@@ -528,6 +553,7 @@ where
         client_clocks,
         recorder: recorder.clone(),
         down: false,
+        down_hosts,
         drift_ms: 0.0,
     };
     let mut pending = faults.iter().peekable();

@@ -164,7 +164,7 @@ where
     run_clients(options, &mut |_| {}, move |setup: ClientSetup| {
         let redis = match setup.primary {
             Some(primary) => Connection::to_primary(primary, setup.deadline),
-            None => Connection::new(lock_host, setup.deadline),
+            None => Connection::new(lock_host, setup.deadline).refusing_when_down(&setup.down),
         };
         make(UserEnv {
             logical: setup.logical,
