@@ -20,6 +20,7 @@ mod synth;
 use std::process::ExitCode;
 
 use clap::Parser;
+use lockcheck_workloads::interrupt;
 
 use crate::args::{Cli, Command};
 
@@ -38,7 +39,14 @@ fn main() -> ExitCode {
     };
     // A panic is a bug in lockcheck: the hook has printed it; exit 70 so that
     // a CI gate never mistakes it for a verdict.
-    match std::panic::catch_unwind(|| run(cli)) {
+    let outcome = std::panic::catch_unwind(|| run(cli));
+    // Interrupted (Ctrl-C, SIGTERM, SIGHUP): whatever the run made of it, the
+    // exit code is 128 + the signal, once every server is stopped.
+    if let Some(signal) = interrupt::signal() {
+        interrupt::report(signal, None);
+        interrupt::exit(interrupt::exit_code(signal));
+    }
+    match outcome {
         Ok(Ok(code)) => code,
         Ok(Err(error)) => {
             eprintln!("lockcheck: internal error: {error:#}");
