@@ -86,8 +86,9 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                 match interrupt::signal() {
                     Some(signal) => {
                         let detail = format!(
-                            "{} while shrinking it (the seed's run is stored whole)",
-                            seen(&tally, seed, "at seed")
+                            "{}, shrinking its failure; {}",
+                            seen(&tally, seed, "at seed"),
+                            so_far(stored.as_ref())
                         );
                         return Ok(interrupted_at(signal, &detail));
                     }
