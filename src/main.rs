@@ -46,14 +46,19 @@ fn main() -> ExitCode {
         interrupt::report(signal, None);
         interrupt::exit(interrupt::exit_code(signal));
     }
-    match outcome {
-        Ok(Ok(code)) => code,
+    let code = match outcome {
+        Ok(Ok(code)) => return code,
         Ok(Err(error)) => {
             eprintln!("lockcheck: internal error: {error:#}");
-            exit::INTERNAL.into()
+            exit::INTERNAL
         }
-        Err(_) => exit::INTERNAL.into(),
+        Err(_) => exit::INTERNAL,
+    };
+    // A check that failed halfway: its history so far is on disk.
+    if let Some(words) = interrupt::last_words() {
+        eprintln!("lockcheck: {words}");
     }
+    code.into()
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {

@@ -713,6 +713,7 @@ pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
             if let Some(signal) = interrupt::signal() {
                 return Ok(crate::check::interrupted(signal, seed, stored.as_ref()));
             }
+            let code = failure.exit();
             match &stored {
                 // Nothing recorded (a server missing, say): nothing to keep.
                 Some(stored) if stored.history.events() == 0 => {
@@ -721,7 +722,7 @@ pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
                 Some(stored) => eprintln!("lockcheck: {}", stored.so_far()),
                 None => {}
             }
-            return Ok(failure.exit());
+            return Ok(code);
         }
     };
     if let Some(signal) = interrupt::signal() {

@@ -370,3 +370,28 @@ fn a_completed_run_has_its_history_whole_beside_its_results() {
     }
     let _ = std::fs::remove_dir_all(&store);
 }
+
+#[test]
+fn sigkill_mid_sweep_leaves_every_history_readable() {
+    let args = ["check", "--seeds", "100000", "--seed", "1", "--time-limit", "5s"];
+    let mut run = Run::start(&args, &[]);
+    run.wait_until("a seed is recording", |run| {
+        run.stderr().matches("seed: ").count() >= 4
+            && histories(&run.store).iter().any(|path| lines_in(path) > 0)
+    });
+    run.signal(9);
+    let status = run.wait();
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9), "{status}");
+    let found = histories(&run.store);
+    assert!(found.len() >= 4, "{found:?}");
+    for path in found {
+        let text = std::fs::read_to_string(&path).expect("read");
+        // Every line but a last one cut short is an event.
+        let complete = text.rfind('\n').map_or("", |end| &text[..=end]);
+        for (at, line) in complete.lines().enumerate() {
+            let event: lockcheck_checker::Event = serde_json::from_str(line)
+                .unwrap_or_else(|error| panic!("{} line {}: {error}", path.display(), at + 1));
+            assert_eq!(event.index, at as u64, "{}", path.display());
+        }
+    }
+}

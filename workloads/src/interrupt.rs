@@ -116,6 +116,12 @@ pub fn set_last_words(words: Option<LastWords>) {
     *LAST_WORDS.lock().unwrap_or_else(PoisonError::into_inner) = words;
 }
 
+/// What [`set_last_words`] left, said now: where the history so far is
+/// when the run ends on an error or a panic.
+pub fn last_words() -> Option<String> {
+    LAST_WORDS.lock().unwrap_or_else(PoisonError::into_inner).as_ref().map(|words| words())
+}
+
 /// Prints `lockcheck: interrupted by SIGINT` and `detail` on stderr, once
 /// per process, whichever thread gets there first.
 pub fn report(signal: i32, detail: Option<&str>) {
