@@ -63,8 +63,7 @@ pub fn install() -> Result<(), String> {
                         while Instant::now() < deadline && signals.pending().next().is_none() {
                             thread::sleep(Duration::from_millis(20));
                         }
-                        let words = LAST_WORDS.lock().unwrap_or_else(PoisonError::into_inner);
-                        report(signal, words.as_ref().map(|words| words()).as_deref());
+                        report(signal, last_words().as_deref());
                     }
                     exit(exit_code(signal));
                 })
