@@ -29,6 +29,8 @@ const PATIENCE: Duration = Duration::from_secs(180);
 struct Run {
     child: Child,
     stderr: Arc<Mutex<String>>,
+    /// Its standard error is closed: `stderr` has every line.
+    closed: Arc<std::sync::atomic::AtomicBool>,
     /// Its own store folder.
     store: PathBuf,
 }
@@ -45,15 +47,18 @@ impl Run {
         command.envs(env.iter().copied()).stdout(Stdio::null()).stderr(Stdio::piped());
         let mut child = command.spawn().expect("the lockcheck binary runs");
         let stderr = Arc::new(Mutex::new(String::new()));
+        let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (pipe, collected) = (child.stderr.take().expect("stderr"), stderr.clone());
+        let done = closed.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(pipe).lines().map_while(Result::ok) {
                 let mut all = collected.lock().unwrap();
                 all.push_str(&line);
                 all.push('\n');
             }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
         });
-        Run { child, stderr, store }
+        Run { child, stderr, closed, store }
     }
 
     fn pid(&self) -> u32 {
@@ -90,8 +95,13 @@ impl Run {
         let deadline = Instant::now() + PATIENCE;
         loop {
             if let Some(status) = self.child.try_wait().expect("waited") {
-                // The collector has the last lines once the pipe closes.
-                std::thread::sleep(Duration::from_millis(100));
+                // Every line is collected once the pipe is closed.
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while !self.closed.load(std::sync::atomic::Ordering::SeqCst)
+                    && Instant::now() < deadline
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
                 return status;
             }
             if Instant::now() >= deadline {
