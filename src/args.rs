@@ -17,7 +17,8 @@ Exit codes:
   64  usage error (bad arguments)
   65  bad input data (a history that cannot be read; the message names file, line and field)
   69  a server a real backend needs is not installed or cannot be reached
-  70  internal error (a bug in lockcheck: please report it)";
+  70  internal error (a bug in lockcheck: please report it)
+  130, 143, 129  interrupted by SIGINT, SIGTERM, SIGHUP (check keeps the history so far)";
 
 #[derive(Debug, Parser)]
 #[command(

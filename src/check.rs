@@ -8,14 +8,22 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use lockcheck_checker::{write_events, Analysis, CheckOptions, Verdict};
 use lockcheck_reports::Analyzed;
-use lockcheck_sim::{check_run, run_with_progress, shrink, SimOptions, SimRun};
+use lockcheck_sim::{check_run, run_recorded, shrink, SimOptions, SimRun};
+use lockcheck_workloads::{interrupt, HistoryFile};
 
 use crate::args::{CheckArgs, Format};
 use crate::exit;
 use crate::output::{print, render};
 use crate::progress::Progress;
+use crate::store::Stored;
 
 pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
+    // Ctrl-C, SIGTERM or SIGHUP at any moment of a check: the servers are
+    // stopped, the history so far is kept, the exit code is 128 + the
+    // signal (see `interrupt`).
+    if let Err(reason) = interrupt::install_cooperative() {
+        anyhow::bail!("cannot catch signals: {reason}");
+    }
     if let Some(backend) = crate::real::RealBackend::parse(&args.backend) {
         return crate::real::run(args, backend);
     }
@@ -40,11 +48,37 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     let mut so_far = SoFar::default();
     for seed in first_seed..first_seed.saturating_add(seeds) {
         let options = SimOptions { seed, swarm: seeds > 1 || base.swarm, ..base.clone() };
+        if let Some(signal) = interrupt::signal() {
+            return Ok(interrupted_at(signal, &seen(&tally, seed, "before seed")));
+        }
         progress.suspend(|| eprintln!("seed: {seed}"));
-        let sim = simulate(&options, &progress, &so_far)?;
+        let stored = match args.no_store {
+            true => None,
+            false => Some(store_begin(args, &options)?),
+        };
+        last_words(seed, stored.as_ref());
+        let history = stored.as_ref().map(|stored| stored.history.clone());
+        let stopped = |signal| {
+            let detail =
+                format!("{}; {}", seen(&tally, seed, "at seed"), stored_so_far(stored.as_ref()));
+            Ok(interrupted_at(signal, &detail))
+        };
+        let sim = match simulate(&options, history, &progress, &so_far) {
+            Err(_) if interrupt::requested() => return stopped(interrupt::signal().unwrap_or(0)),
+            sim => sim?,
+        };
+        hold_before("check");
         progress.message(format!("seed {seed}: checking the history; {}", so_far.describe()));
         let analysis = check(&sim, args.linearizability_timeout)?;
-        let dir = if args.no_store { None } else { Some(store(args, &options, &sim, &analysis)?) };
+        if let Some(signal) = interrupt::signal() {
+            return stopped(signal);
+        }
+        hold_before("store");
+        let dir = match &stored {
+            Some(stored) => Some(store_finish(&options, &sim, &analysis, stored)?),
+            None => None,
+        };
+        interrupt::set_last_words(None);
         progress.suspend(|| report(args, &options, &sim, &analysis, dir.as_deref()))?;
         if matches!(args.format, Format::Junit | Format::Markdown) {
             let source = format!("{} seed {seed}", options.backend.name());
@@ -55,7 +89,20 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         so_far.not_valid += u64::from(analysis.verdict != Verdict::Valid);
         if first_failure && !args.no_shrink {
             progress.message(format!("seed {seed}: shrinking the failure; {}", so_far.describe()));
-            shrink_failure(args, &options, &sim, &analysis, dir.as_deref(), &progress)?;
+            let shrunk = shrink_failure(args, &options, &sim, &analysis, dir.as_deref(), &progress);
+            if let Err(error) = shrunk {
+                match interrupt::signal() {
+                    Some(signal) => {
+                        let detail = format!(
+                            "{}, shrinking its failure; {}",
+                            seen(&tally, seed, "at seed"),
+                            stored_so_far(stored.as_ref())
+                        );
+                        return Ok(interrupted_at(signal, &detail));
+                    }
+                    None => return Err(error),
+                }
+            }
         }
         worst = worst.combine(exit::gated(&analysis, &args.gate));
         tally.push((seed, analysis.verdict));
@@ -112,7 +159,12 @@ impl SoFar {
     }
 }
 
-fn simulate(options: &SimOptions, progress: &Progress, so_far: &SoFar) -> anyhow::Result<SimRun> {
+fn simulate(
+    options: &SimOptions,
+    history: Option<HistoryFile>,
+    progress: &Progress,
+    so_far: &SoFar,
+) -> anyhow::Result<SimRun> {
     let total = options.time_limit.as_secs_f64();
     let mut report = |now: Duration| {
         progress.message(format!(
@@ -123,7 +175,7 @@ fn simulate(options: &SimOptions, progress: &Progress, so_far: &SoFar) -> anyhow
         ));
     };
     report(Duration::ZERO);
-    run_with_progress(options, &mut report).context("the simulation failed")
+    run_recorded(options, &mut report, history).context("the simulation failed")
 }
 
 /// The checkers' options for a simulated run.
@@ -206,25 +258,88 @@ fn replay_command(options: &SimOptions) -> String {
     format!("lockcheck {}", options.check_arguments())
 }
 
-fn store(
-    args: &CheckArgs,
+/// Makes the seed's store folder, for its history to be written as the
+/// simulation records it.
+fn store_begin(args: &CheckArgs, options: &SimOptions) -> anyhow::Result<Stored> {
+    let test = format!("{}-{}", options.backend.name(), options.workload.name());
+    crate::store::begin(&args.store, &test, options.seed, &replay_command(options))
+}
+
+fn store_finish(
     options: &SimOptions,
     sim: &SimRun,
     analysis: &Analysis,
+    stored: &Stored,
 ) -> anyhow::Result<PathBuf> {
-    let test = format!("{}-{}", options.backend.name(), options.workload.name());
     let title = format!("{} seed {}", options.backend.name(), options.seed);
-    crate::store::store(
-        &args.store,
+    crate::store::finish(
+        stored,
         &crate::store::Run {
-            test: &test,
-            seed: options.seed,
             events: &sim.events,
             analysis,
             command: &replay_command(options),
             title: &title,
         },
     )
+}
+
+/// `at seed 17 (16 seeds checked before it: 14 valid, 2 invalid, 0 unknown)`.
+fn seen(tally: &[(u64, Verdict)], seed: u64, at: &str) -> String {
+    if tally.is_empty() {
+        return format!("{at} {seed}");
+    }
+    let count = |wanted: Verdict| tally.iter().filter(|(_, verdict)| *verdict == wanted).count();
+    format!(
+        "{at} {seed} ({} seeds checked before it: {} valid, {} invalid, {} unknown)",
+        tally.len(),
+        count(Verdict::Valid),
+        count(Verdict::Invalid),
+        count(Verdict::Unknown)
+    )
+}
+
+/// Where the history so far of an interrupted run is.
+fn stored_so_far(stored: Option<&Stored>) -> String {
+    match stored {
+        Some(stored) => stored.so_far(),
+        None => "--no-store: its history was not kept".to_string(),
+    }
+}
+
+/// Says on stderr that `signal` stopped the check, and where; the exit
+/// code 128 + the signal. `main` exits with it once every server is
+/// stopped.
+fn interrupted_at(signal: i32, detail: &str) -> ExitCode {
+    interrupt::report(signal, Some(detail));
+    interrupt::exit_code(signal).into()
+}
+
+/// As [`interrupted_at`], for a run of one seed.
+pub fn interrupted(signal: i32, seed: u64, stored: Option<&Stored>) -> ExitCode {
+    interrupted_at(signal, &format!("at seed {seed}; {}", stored_so_far(stored)))
+}
+
+/// What the signal handler says if it exits while the run of `seed` is
+/// busy (checking a long history, say): where its history so far is.
+pub fn last_words(seed: u64, stored: Option<&Stored>) {
+    let stored = stored.cloned();
+    let words = move || format!("at seed {seed}; {}", stored_so_far(stored.as_ref()));
+    interrupt::set_last_words(Some(Box::new(words)));
+}
+
+/// For the interrupt tests (`tests/cli_interrupt.rs`): with
+/// `LOCKCHECK_TEST_HOLD_BEFORE=check` (or `store`) the run stops before
+/// its checkers run (or its files are stored) for up to two minutes, as a
+/// long computation would, without looking for an interrupt: a signal then
+/// ends the tool through the handler's grace period.
+pub fn hold_before(phase: &str) {
+    if std::env::var("LOCKCHECK_TEST_HOLD_BEFORE").is_ok_and(|hold| hold == phase) {
+        eprintln!("lockcheck: holding before {phase} (LOCKCHECK_TEST_HOLD_BEFORE)");
+        let until = std::time::Instant::now() + Duration::from_secs(120);
+        while std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 /// Prints one seed's report: the text and JSON formats per seed; JUnit and

@@ -22,6 +22,7 @@ mod synth;
 use std::process::ExitCode;
 
 use clap::Parser;
+use lockcheck_workloads::interrupt;
 
 use crate::args::{Cli, Command};
 
@@ -40,14 +41,26 @@ fn main() -> ExitCode {
     };
     // A panic is a bug in lockcheck: the hook has printed it; exit 70 so that
     // a CI gate never mistakes it for a verdict.
-    match std::panic::catch_unwind(|| run(cli)) {
-        Ok(Ok(code)) => code,
+    let outcome = std::panic::catch_unwind(|| run(cli));
+    // Interrupted (Ctrl-C, SIGTERM, SIGHUP): whatever the run made of it, the
+    // exit code is 128 + the signal, once every server is stopped.
+    if let Some(signal) = interrupt::signal() {
+        interrupt::report(signal, None);
+        interrupt::exit(interrupt::exit_code(signal));
+    }
+    let code = match outcome {
+        Ok(Ok(code)) => return code,
         Ok(Err(error)) => {
             eprintln!("lockcheck: internal error: {error:#}");
-            exit::INTERNAL.into()
+            exit::INTERNAL
         }
-        Err(_) => exit::INTERNAL.into(),
+        Err(_) => exit::INTERNAL,
+    };
+    // A check that failed halfway: its history so far is on disk.
+    if let Some(words) = interrupt::last_words() {
+        eprintln!("lockcheck: {words}");
     }
+    code.into()
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {

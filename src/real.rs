@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use lockcheck_checker::{analyze, default_checkers, Analysis, Event, HistoryBuilder, Verdict};
 use lockcheck_reports::Analyzed;
-use lockcheck_workloads::real::driver::{drive_with, DriveOptions, StallNemesis};
+use lockcheck_workloads::real::driver::{drive_recorded, DriveOptions, StallNemesis};
 use lockcheck_workloads::real::etcd::EtcdClient;
 use lockcheck_workloads::real::exec::{self, ExecClient, ExecProgram, PidSlot};
 use lockcheck_workloads::real::failover::{self, RedisPair};
@@ -25,7 +25,7 @@ use lockcheck_workloads::real::servers::{ManagedServer, ServerKind, ServerOption
 use lockcheck_workloads::real::sql::{SqlClient, SqlRecipe};
 use lockcheck_workloads::real::storage::Storage;
 use lockcheck_workloads::real::{ClientConfig, RealError};
-use lockcheck_workloads::{SharedRecorder, Workload, WorkloadOptions};
+use lockcheck_workloads::{interrupt, HistoryFile, SharedRecorder, Workload, WorkloadOptions};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
@@ -693,22 +693,54 @@ impl std::fmt::Display for RealFailure {
 pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
     let seed = args.seed.unwrap_or_else(random_seed);
     eprintln!("seed: {seed}");
+    if let Err(message) = plan(args, backend) {
+        return Ok(RealFailure::Usage(message).exit());
+    }
+    let rerun = rerun_command(args, backend, seed);
+    // The run's folder first: its history is written as it is recorded.
+    let stored = match args.no_store {
+        true => None,
+        false => {
+            let test = format!("{}-{}", backend.name(), args.workload);
+            Some(crate::store::begin(&args.store, &test, seed, &rerun)?)
+        }
+    };
+    crate::check::last_words(seed, stored.as_ref());
+    let history = stored.as_ref().map(|stored| stored.history.clone());
     let progress = crate::progress::Progress::timed(args.time_limit);
     let label =
         format!("{} --nemesis {}", backend.name(), args.nemesis.as_deref().unwrap_or("pause"));
-    let outcome = progress.watch(&label, args.time_limit, || execute(args, backend, seed, true));
+    let outcome = progress
+        .watch(&label, args.time_limit, || execute_recorded(args, backend, seed, true, history));
     drop(progress);
     let outcome = match outcome {
         Ok(outcome) => outcome,
-        Err(failure) => return Ok(failure.exit()),
+        Err(failure) => {
+            if let Some(signal) = interrupt::signal() {
+                return Ok(crate::check::interrupted(signal, seed, stored.as_ref()));
+            }
+            let code = failure.exit();
+            match &stored {
+                // Nothing recorded (a server missing, say): nothing to keep.
+                Some(stored) if stored.history.events() == 0 => {
+                    let _ = std::fs::remove_dir_all(&stored.dir);
+                }
+                Some(stored) => eprintln!("lockcheck: {}", stored.so_far()),
+                None => {}
+            }
+            return Ok(code);
+        }
     };
+    if let Some(signal) = interrupt::signal() {
+        return Ok(crate::check::interrupted(signal, seed, stored.as_ref()));
+    }
     let RealRun { events, analysis, wall_s, faults, .. } = &outcome;
-    let rerun = rerun_command(args, backend, seed);
-    let dir = if args.no_store {
-        None
-    } else {
-        Some(store(args, backend, seed, events, analysis, &rerun)?)
+    crate::check::hold_before("store");
+    let dir = match &stored {
+        Some(stored) => Some(finish_store(backend, seed, stored, events, analysis, &rerun)?),
+        None => None,
     };
+    interrupt::set_last_words(None);
     let source = format!("{} seed {seed}", backend.name());
     let analyzed = Analyzed { source: &source, analysis };
     let html = dir.as_ref().map(|dir| dir.join("report.html").display().to_string());
@@ -753,10 +785,22 @@ pub fn execute(
     seed: u64,
     chatty: bool,
 ) -> Result<RealRun, RealFailure> {
+    execute_recorded(args, backend, seed, chatty, None)
+}
+
+/// As [`execute`], writing each event to `history` as it is recorded. An
+/// interrupt ends it with [`RealError::Interrupted`], the servers stopped.
+fn execute_recorded(
+    args: &CheckArgs,
+    backend: RealBackend,
+    seed: u64,
+    chatty: bool,
+    history: Option<HistoryFile>,
+) -> Result<RealRun, RealFailure> {
     let (workload, faults) = plan(args, backend).map_err(RealFailure::Usage)?;
     let started = Instant::now();
-    let servers =
-        Servers::for_backend(args, backend, faults, chatty).map_err(RealFailure::Server)?;
+    let servers = Servers::for_backend(args, backend, faults, chatty)
+        .map_err(|error| RealFailure::Server(error.or_interrupted()))?;
     let mut ttl_ms = args.ttl.as_millis() as u64;
     if backend == RealBackend::Etcd {
         // etcd grants whole seconds, and raises short TTLs to its minimum
@@ -891,10 +935,11 @@ pub fn execute(
         failovers: &failovers,
     };
     let events = runtime
-        .block_on(drive_backend(args, backend, &servers, &options, planned))
-        .map_err(RealFailure::Server)?;
+        .block_on(drive_backend(args, backend, &servers, &options, planned, history))
+        .map_err(|error| RealFailure::Server(error.or_interrupted()))?;
     let wall_s = started.elapsed().as_secs_f64();
     drop(servers);
+    crate::check::hold_before("check");
     let mut builder = HistoryBuilder::with_capacity(events.len());
     for event in &events {
         builder.push(event).map_err(|error| {
@@ -913,6 +958,10 @@ pub fn execute(
 
 /// Exit 69 with the reason: a server is missing or cannot be reached.
 fn unavailable(error: &RealError) -> ExitCode {
+    if let RealError::Interrupted { signal } = error {
+        interrupt::report(*signal, None);
+        return interrupt::exit_code(*signal).into();
+    }
     eprintln!("lockcheck: {error}");
     match error {
         // A lock program that does not start or speak the protocol is the
@@ -943,6 +992,7 @@ async fn drive_backend(
     servers: &Servers,
     options: &DriveOptions,
     planned: Planned<'_>,
+    history: Option<HistoryFile>,
 ) -> Result<Vec<Event>, RealError> {
     let lock_servers = &servers.lock;
     let sessions = match backend {
@@ -993,8 +1043,9 @@ async fn drive_backend(
             let url = &servers.redis[0];
             real_redis::prepare(url, locks).await?;
             let fencing = !args.no_fencing;
-            drive_with(
+            drive_recorded(
                 options,
+                history.clone(),
                 |logical, stall| {
                     let config = config(logical);
                     let url = &urls(logical)[0];
@@ -1027,8 +1078,9 @@ async fn drive_backend(
         }
         RealBackend::Semaphore { client_clock } => {
             semaphore::prepare(&servers.redis[0], locks).await?;
-            drive_with(
+            drive_recorded(
                 options,
+                history.clone(),
                 |logical, _stall| {
                     let config = config(logical);
                     let url = &urls(logical)[0];
@@ -1044,8 +1096,9 @@ async fn drive_backend(
             for url in &servers.redis {
                 real_redis::prepare(url, locks).await?;
             }
-            drive_with(
+            drive_recorded(
                 options,
+                history.clone(),
                 |logical, _stall| {
                     let config = config(logical);
                     let urls = urls(logical);
@@ -1056,8 +1109,9 @@ async fn drive_backend(
             .await
         }
         RealBackend::Etcd => {
-            drive_with(
+            drive_recorded(
                 options,
+                history.clone(),
                 |logical, _stall| {
                     let config = config(logical);
                     let endpoints = urls(logical);
@@ -1073,8 +1127,9 @@ async fn drive_backend(
                 reason: "no program after --".to_string(),
             })?;
             let (program, clients) = (&program, options.clients);
-            drive_with(
+            drive_recorded(
                 options,
+                history.clone(),
                 |logical, stall| {
                     let config = config(logical);
                     let env = servers.exec_env(logical);
@@ -1091,8 +1146,9 @@ async fn drive_backend(
         }
         RealBackend::Sql(recipe) => {
             SqlClient::prepare(servers.mysql.as_ref().unwrap_or(&servers.storage), recipe).await?;
-            drive_with(
+            drive_recorded(
                 options,
+                history.clone(),
                 |logical, _stall| {
                     let config = config(logical);
                     let url = &urls(logical)[0];
@@ -1150,18 +1206,17 @@ fn rerun_command(args: &CheckArgs, backend: RealBackend, seed: u64) -> String {
     command
 }
 
-fn store(
-    args: &CheckArgs,
+fn finish_store(
     backend: RealBackend,
     seed: u64,
+    stored: &crate::store::Stored,
     events: &[Event],
     analysis: &Analysis,
     rerun: &str,
 ) -> anyhow::Result<std::path::PathBuf> {
-    let test = format!("{}-{}", backend.name(), args.workload);
     let title = format!("{} seed {seed}", backend.name());
-    crate::store::store(
-        &args.store,
-        &crate::store::Run { test: &test, seed, events, analysis, command: rerun, title: &title },
+    crate::store::finish(
+        stored,
+        &crate::store::Run { events, analysis, command: rerun, title: &title },
     )
 }

@@ -2,6 +2,12 @@
 //! `results.json`, `report.html` and `command` (the exact command that runs
 //! it again); `store/latest` links the newest. `lockcheck report` renders
 //! them again, `lockcheck serve` lists them.
+//!
+//! A run's folder is made when it starts ([`begin`]), with its `command`,
+//! and its `history.jsonl` is written as the events are recorded
+//! ([`HistoryFile`]): a run that ends early (an error, a panic, Ctrl-C,
+//! SIGTERM, SIGHUP, even SIGKILL) leaves the history it recorded so far.
+//! The other files are written once the run is checked ([`finish`]).
 
 use std::fs;
 use std::io::Write;
@@ -11,15 +17,13 @@ use std::time::SystemTime;
 use anyhow::Context;
 use lockcheck_checker::{write_events, Analysis, Event};
 use lockcheck_reports::{render_html, render_json, Analyzed, HtmlInput};
+use lockcheck_workloads::HistoryFile;
 
 use crate::check::utc_stamp;
 
-/// One run to store.
+/// One run to store, checked.
 #[derive(Debug, Clone, Copy)]
 pub struct Run<'a> {
-    /// The folder under the store: `sim-redis-fenced-write`.
-    pub test: &'a str,
-    pub seed: u64,
     pub events: &'a [Event],
     pub analysis: &'a Analysis,
     /// The command that runs it again.
@@ -28,26 +32,88 @@ pub struct Run<'a> {
     pub title: &'a str,
 }
 
-/// Writes `run` into a new folder under `root` and points `latest` at it.
-/// Each file is written aside and renamed into place, so a run stopped
-/// halfway never leaves a truncated history that looks complete.
-pub fn store(root: &Path, run: &Run<'_>) -> anyhow::Result<PathBuf> {
-    let stamp = utc_stamp(SystemTime::now());
-    let dir = root.join(run.test).join(format!("{stamp}-seed-{}", run.seed));
-    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    write_file(&dir.join("history.jsonl"), |out| Ok(write_events(out, run.events)?))?;
-    let source = dir.join("history.jsonl").display().to_string();
+/// A run's folder, made as the run starts.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub dir: PathBuf,
+    /// Its `history.jsonl`, written as the run records it.
+    pub history: HistoryFile,
+    root: PathBuf,
+}
+
+impl Stored {
+    /// `the history so far is in store/…/history.jsonl (N events)`.
+    pub fn so_far(&self) -> String {
+        format!(
+            "the history so far is in {} ({} events)",
+            self.history.path().display(),
+            self.history.events()
+        )
+    }
+}
+
+/// Makes a new folder for a run of `test` under `root`,
+/// `<test>/<UTC time>-seed-<seed>` (`-2`, `-3`, … appended when a run of the
+/// same seed took it in the same millisecond), with `command` and an empty
+/// `history.jsonl` for the run to write as it goes.
+pub fn begin(root: &Path, test: &str, seed: u64, command: &str) -> anyhow::Result<Stored> {
+    let parent = root.join(test);
+    fs::create_dir_all(&parent).with_context(|| format!("cannot create {}", parent.display()))?;
+    let name = format!("{}-seed-{seed}", utc_stamp(SystemTime::now()));
+    let mut dir = parent.join(&name);
+    for suffix in 2.. {
+        match fs::create_dir(&dir) {
+            Ok(()) => break,
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+                dir = parent.join(format!("{name}-{suffix}"));
+            }
+            Err(error) => {
+                return Err(error).with_context(|| format!("cannot create {}", dir.display()))
+            }
+        }
+    }
+    let path = dir.join("history.jsonl");
+    let history =
+        HistoryFile::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+    write_file(&dir.join("command"), |out| Ok(writeln!(out, "{command}")?))?;
+    Ok(Stored { dir, history, root: root.to_path_buf() })
+}
+
+/// Completes a run's folder once it is checked: its history is already
+/// written; `results.json`, `report.html` and `command`, and `latest`
+/// pointed at it.
+pub fn finish(stored: &Stored, run: &Run<'_>) -> anyhow::Result<PathBuf> {
+    let dir = &stored.dir;
+    let path = stored.history.path();
+    stored.history.result().with_context(|| format!("cannot write {}", path.display()))?;
+    if stored.history.events() != run.events.len() as u64 {
+        // Not written as recorded (a recorder without the file): whole now.
+        write_file(path, |out| Ok(write_events(out, run.events)?))?;
+    }
+    let source = path.display().to_string();
     let analyzed = Analyzed { source: &source, analysis: run.analysis };
     let json = render_json(run.analysis.verdict, &[analyzed], &[]);
     write_file(&dir.join("results.json"), |out| Ok(out.write_all(json.as_bytes())?))?;
     write_html(&dir.join("report.html"), run.title, run.events, run.analysis, Some(run.command))?;
     write_file(&dir.join("command"), |out| Ok(writeln!(out, "{}", run.command)?))?;
+    let root = &stored.root;
     let latest = root.join("latest");
     let _ = fs::remove_file(&latest);
-    let target = dir.strip_prefix(root).unwrap_or(&dir).to_path_buf();
+    let target = dir.strip_prefix(root).unwrap_or(dir).to_path_buf();
     #[cfg(unix)]
     let _ = std::os::unix::fs::symlink(&target, &latest);
-    Ok(dir)
+    Ok(dir.clone())
+}
+
+/// Writes `run` of `test` with `seed`, recorded already, into a new
+/// folder under `root` and points `latest` at it.
+#[cfg(test)]
+fn store(root: &Path, test: &str, seed: u64, run: &Run<'_>) -> anyhow::Result<PathBuf> {
+    let stored = begin(root, test, seed, run.command)?;
+    for event in run.events {
+        stored.history.append(event);
+    }
+    finish(&stored, run)
 }
 
 /// Writes the self-contained HTML report of a history to `path`.
@@ -62,7 +128,9 @@ pub fn write_html(
     write_file(path, |out| Ok(out.write_all(html.as_bytes())?))
 }
 
-/// Writes `path` through `fill`, into a temporary file renamed over it.
+/// Writes `path` through `fill`, into a temporary file renamed over it, so
+/// that a run stopped halfway never leaves a truncated file that looks
+/// complete.
 fn write_file(
     path: &Path,
     fill: impl FnOnce(&mut std::io::BufWriter<fs::File>) -> anyhow::Result<()>,
@@ -101,14 +169,12 @@ mod tests {
         }
         let analysis = analyze(&builder.finish(), &default_checkers(), &CheckOptions::default());
         let run = Run {
-            test: "t",
-            seed: 7,
             events: &events,
             analysis: &analysis,
             command: "lockcheck check --seed 7",
             title: "t seed 7",
         };
-        let dir = store(&root, &run).expect("stored");
+        let dir = store(&root, "t", 7, &run).expect("stored");
         for file in ["history.jsonl", "results.json", "report.html", "command"] {
             assert!(dir.join(file).is_file(), "{file} missing in {}", dir.display());
         }
@@ -123,6 +189,24 @@ mod tests {
             .filter(|entry| entry.file_name().to_string_lossy().ends_with(".partial"))
             .collect();
         assert!(leftovers.is_empty(), "{leftovers:?}");
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn runs_of_one_seed_begun_at_once_get_folders_of_their_own() {
+        let root =
+            std::env::temp_dir().join(format!("lockcheck-store-unique-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        // Far more than a millisecond holds: some share their time stamp.
+        let dirs: Vec<PathBuf> = (0..50)
+            .map(|_| begin(&root, "t", 3, "lockcheck check --seed 3").expect("begun").dir)
+            .collect();
+        let unique: std::collections::BTreeSet<&PathBuf> = dirs.iter().collect();
+        assert_eq!(unique.len(), dirs.len(), "{dirs:?}");
+        for dir in &dirs {
+            assert!(dir.join("history.jsonl").is_file(), "{}", dir.display());
+            assert!(dir.join("command").is_file(), "{}", dir.display());
+        }
         let _ = fs::remove_dir_all(&root);
     }
 }

@@ -19,7 +19,7 @@ mod server;
 
 pub use client::{Backend, SimClient, REDLOCK_HOSTS};
 pub use nemesis::{Action, Fault, FaultKind, Shape, Targets};
-pub use run::{run, run_with_progress, SimError, SimOptions, SimRun, SimStats};
+pub use run::{run, run_recorded, run_with_progress, SimError, SimOptions, SimRun, SimStats};
 
 mod matrix;
 pub use matrix::{

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use lockcheck_checker::{Event, EventType, Function};
 use lockcheck_workloads::{
-    run_client, ClientPlan, LockClient, Recorder, SharedRecorder, Stall, Workload, WorkloadOptions,
+    run_client, ClientPlan, HistoryFile, LockClient, Recorder, SharedRecorder, Stall, Workload,
+    WorkloadOptions,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -135,6 +136,10 @@ pub enum SimError {
     /// drives a user's client against a single simulated Redis only).
     #[error("{0}")]
     Unsupported(String),
+    /// Ctrl-C, SIGTERM or SIGHUP stopped the run
+    /// ([`lockcheck_workloads::interrupt`]).
+    #[error("interrupted by {}", lockcheck_workloads::interrupt::signal_name(*.0))]
+    Interrupted(i32),
 }
 
 /// What the simulation hands the factory of each logical client's lock
@@ -379,8 +384,21 @@ pub fn run_with_progress(
     options: &SimOptions,
     progress: &mut dyn FnMut(Duration),
 ) -> Result<SimRun, SimError> {
+    run_recorded(options, progress, None)
+}
+
+/// As [`run_with_progress`], writing each event to `history` as it is
+/// recorded (the same bytes as [`lockcheck_checker::write_events`] of the
+/// run's events). A Ctrl-C, SIGTERM or SIGHUP
+/// ([`lockcheck_workloads::interrupt`]) ends the run with
+/// [`SimError::Interrupted`]; `history` keeps what was recorded until then.
+pub fn run_recorded(
+    options: &SimOptions,
+    progress: &mut dyn FnMut(Duration),
+    history: Option<HistoryFile>,
+) -> Result<SimRun, SimError> {
     let (backend, fencing) = (options.backend, options.fencing);
-    run_clients(options, progress, move |setup: ClientSetup| {
+    run_clients(options, progress, history, move |setup: ClientSetup| {
         let deadline = setup.deadline;
         let client = SimClient::new(
             backend,
@@ -403,6 +421,7 @@ pub fn run_with_progress(
 pub(crate) fn run_clients<C, F>(
     options: &SimOptions,
     progress: &mut dyn FnMut(Duration),
+    history: Option<HistoryFile>,
     make: F,
 ) -> Result<SimRun, SimError>
 where
@@ -486,11 +505,15 @@ where
     // Outside a host (the nemesis), events take the driver's time.
     let driver_ns = Arc::new(AtomicU64::new(0));
     let clock_ns = driver_ns.clone();
-    let recorder: SharedRecorder = Recorder::with_clock(Box::new(move || {
+    let recorder = Recorder::with_clock(Box::new(move || {
         turmoil::sim_elapsed()
             .map(|elapsed| elapsed.as_nanos() as u64)
             .unwrap_or_else(|| clock_ns.load(Ordering::Relaxed))
-    }))
+    }));
+    let recorder: SharedRecorder = match history {
+        Some(file) => recorder.writing_to(file),
+        None => recorder,
+    }
     .shared();
     let workload = WorkloadOptions {
         workload: options.workload,
@@ -560,6 +583,9 @@ where
     let mut active: Vec<&Fault> = Vec::new();
     let mut last = Duration::ZERO;
     loop {
+        if let Some(signal) = lockcheck_workloads::interrupt::signal() {
+            return Err(SimError::Interrupted(signal));
+        }
         let done = sim.step().map_err(|error| SimError::Turmoil(error.to_string()))?;
         let now = sim.elapsed();
         driver_ns.store(now.as_nanos() as u64, Ordering::Relaxed);

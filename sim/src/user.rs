@@ -161,7 +161,7 @@ where
         )));
     }
     let lock_host = options.backend.lock_hosts()[0];
-    run_clients(options, &mut |_| {}, move |setup: ClientSetup| {
+    run_clients(options, &mut |_| {}, None, move |setup: ClientSetup| {
         let redis = match setup.primary {
             Some(primary) => Connection::to_primary(primary, setup.deadline),
             None => Connection::new(lock_host, setup.deadline).refusing_when_down(&setup.down),

@@ -5,11 +5,12 @@
 //! simulator and the real backends share all of this.
 
 mod client;
+pub mod interrupt;
 pub mod real;
 mod recorder;
 pub mod user;
 mod workload;
 
 pub use client::{Grant, LockClient, Outcome};
-pub use recorder::{Recorder, SharedRecorder};
+pub use recorder::{HistoryFile, Recorder, SharedRecorder};
 pub use workload::{run_client, ClientPlan, Stall, Workload, WorkloadOptions};

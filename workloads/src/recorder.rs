@@ -1,6 +1,11 @@
-//! Records operations as history events, in the order they happen.
+//! Records operations as history events, in the order they happen, and
+//! writes them to a history file as they come when asked to.
 
-use std::sync::{Arc, Mutex};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use lockcheck_checker::{Event, EventType, Function, Process};
 use serde_json::value::RawValue;
@@ -14,6 +19,8 @@ pub struct Recorder {
     events: Vec<Event>,
     clock: Clock,
     last_ns: u64,
+    /// Where each event is also written as it is recorded.
+    file: Option<HistoryFile>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -43,7 +50,13 @@ impl Recorder {
 
     /// A recorder reading its own clock (a simulator's virtual time, say).
     pub fn with_clock(clock: Clock) -> Self {
-        Recorder { events: Vec::new(), clock, last_ns: 0 }
+        Recorder { events: Vec::new(), clock, last_ns: 0, file: None }
+    }
+
+    /// Writes every event to `file` too, as it is recorded.
+    pub fn writing_to(mut self, file: HistoryFile) -> Self {
+        self.file = Some(file);
+        self
     }
 
     pub fn shared(self) -> SharedRecorder {
@@ -57,7 +70,10 @@ impl Recorder {
         self.last_ns
     }
 
-    /// Appends one event.
+    /// Appends one event (and writes it to the history file, if any). Once
+    /// the tool is interrupted ([`crate::interrupt`]) nothing more is
+    /// recorded: what follows a Ctrl-C is the tool winding down, not the
+    /// test.
     pub fn record(
         &mut self,
         process: Process,
@@ -67,6 +83,9 @@ impl Recorder {
         value: Value,
         error: Option<&str>,
     ) {
+        if crate::interrupt::requested() {
+            return;
+        }
         let event = Event {
             index: self.events.len() as u64,
             time_ns: self.now_ns(),
@@ -78,6 +97,9 @@ impl Recorder {
             error: error.map(str::to_string),
             extra: None,
         };
+        if let Some(file) = &self.file {
+            file.append(&event);
+        }
         self.events.push(event);
     }
 
@@ -99,5 +121,82 @@ impl Recorder {
 impl Default for Recorder {
     fn default() -> Self {
         Recorder::new()
+    }
+}
+
+/// A history written as it is recorded: each event appended as one JSON
+/// line, exactly as [`lockcheck_checker::write_events`] writes it, and
+/// handed to the kernel at once (no buffer in the tool). However the tool
+/// ends (an error, a panic, a signal, SIGKILL), the file holds every event
+/// recorded so far, at most its last line cut short. Clones share the file.
+#[derive(Debug, Clone)]
+pub struct HistoryFile {
+    inner: Arc<HistoryInner>,
+}
+
+#[derive(Debug)]
+struct HistoryInner {
+    path: PathBuf,
+    writer: Mutex<HistoryWriter>,
+    /// Events written whole.
+    events: AtomicU64,
+}
+
+#[derive(Debug)]
+struct HistoryWriter {
+    file: File,
+    /// One event's line, reused.
+    line: Vec<u8>,
+    /// The first write that failed: nothing more is written after it.
+    error: Option<io::Error>,
+}
+
+impl HistoryFile {
+    /// Creates `path` (it must not exist) for a history to be written.
+    pub fn create(path: &Path) -> io::Result<HistoryFile> {
+        let file = OpenOptions::new().write(true).create_new(true).open(path)?;
+        let writer = HistoryWriter { file, line: Vec::with_capacity(256), error: None };
+        let inner =
+            HistoryInner { path: path.to_path_buf(), writer: Mutex::new(writer), events: 0.into() };
+        Ok(HistoryFile { inner: Arc::new(inner) })
+    }
+
+    /// Appends `event` as one line.
+    pub fn append(&self, event: &Event) {
+        let mut writer = self.inner.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let HistoryWriter { file, line, error } = &mut *writer;
+        if error.is_some() {
+            return;
+        }
+        line.clear();
+        let written =
+            serde_json::to_writer(&mut *line, event).map_err(io::Error::from).and_then(|()| {
+                line.push(b'\n');
+                file.write_all(line)
+            });
+        match written {
+            Ok(()) => {
+                self.inner.events.fetch_add(1, Ordering::SeqCst);
+            }
+            Err(failed) => *error = Some(failed),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// How many events the file holds.
+    pub fn events(&self) -> u64 {
+        self.inner.events.load(Ordering::SeqCst)
+    }
+
+    /// Whether every event was written; the first failure if not.
+    pub fn result(&self) -> io::Result<()> {
+        let writer = self.inner.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        match &writer.error {
+            None => Ok(()),
+            Some(error) => Err(io::Error::new(error.kind(), error.to_string())),
+        }
     }
 }

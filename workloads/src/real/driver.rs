@@ -19,7 +19,10 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::RealError;
-use crate::{run_client, ClientPlan, LockClient, Recorder, SharedRecorder, Stall, WorkloadOptions};
+use crate::{
+    run_client, ClientPlan, HistoryFile, LockClient, Recorder, SharedRecorder, Stall,
+    WorkloadOptions,
+};
 
 /// The pause nemesis of a real test: a client stalls longer than the TTL
 /// right after a grant, before its work (a GC pause), so that its lease
@@ -123,6 +126,59 @@ where
     N: FnOnce(SharedRecorder, Instant) -> NFut,
     NFut: Future<Output = Result<(), RealError>>,
 {
+    drive_recorded(options, None, connect, nemesis).await
+}
+
+/// How often a running test looks whether the tool was interrupted.
+const INTERRUPT_POLL: Duration = Duration::from_millis(20);
+
+/// As [`drive_with`], writing each event to `history` as it is recorded.
+/// A Ctrl-C, SIGTERM or SIGHUP ([`crate::interrupt`]) ends the test at
+/// once with [`RealError::Interrupted`]: its clients are dropped where
+/// they are, and `history` keeps what was recorded until then.
+pub async fn drive_recorded<C, F, Fut, N, NFut>(
+    options: &DriveOptions,
+    history: Option<HistoryFile>,
+    connect: F,
+    nemesis: N,
+) -> Result<Vec<Event>, RealError>
+where
+    C: LockClient,
+    F: Fn(u32, Stall) -> Fut,
+    Fut: Future<Output = Result<C, RealError>>,
+    N: FnOnce(SharedRecorder, Instant) -> NFut,
+    NFut: Future<Output = Result<(), RealError>>,
+{
+    let interrupted = async {
+        loop {
+            if let Some(signal) = crate::interrupt::signal() {
+                return RealError::Interrupted { signal };
+            }
+            tokio::time::sleep(INTERRUPT_POLL).await;
+        }
+    };
+    tokio::select! {
+        biased;
+        error = interrupted => Err(error),
+        driven = drive_inner(options, history, connect, nemesis) => {
+            driven.map_err(RealError::or_interrupted)
+        }
+    }
+}
+
+async fn drive_inner<C, F, Fut, N, NFut>(
+    options: &DriveOptions,
+    history: Option<HistoryFile>,
+    connect: F,
+    nemesis: N,
+) -> Result<Vec<Event>, RealError>
+where
+    C: LockClient,
+    F: Fn(u32, Stall) -> Fut,
+    Fut: Future<Output = Result<C, RealError>>,
+    N: FnOnce(SharedRecorder, Instant) -> NFut,
+    NFut: Future<Output = Result<(), RealError>>,
+{
     let mut rng = SmallRng::seed_from_u64(options.seed);
     let faults = match &options.stall {
         Some(nemesis) => stall_schedule(nemesis, options, &mut rng),
@@ -135,7 +191,11 @@ where
     for logical in 0..options.clients {
         clients.push(connect(logical, stalls[logical as usize].clone()).await?);
     }
-    let recorder = Recorder::new().shared();
+    let recorder = match history {
+        Some(file) => Recorder::new().writing_to(file),
+        None => Recorder::new(),
+    }
+    .shared();
     let start = Instant::now();
     let until = start + options.time_limit;
     let runs = (0u32..).zip(clients).map(|(logical, mut client)| {

@@ -34,6 +34,21 @@ pub enum RealError {
     /// A managed server failed to start or become ready.
     #[error("the {what} server did not start: {reason}")]
     Server { what: &'static str, reason: String },
+    /// Ctrl-C, SIGTERM or SIGHUP stopped the test ([`crate::interrupt`]).
+    #[error("interrupted by {}", crate::interrupt::signal_name(*signal))]
+    Interrupted { signal: i32 },
+}
+
+impl RealError {
+    /// The interrupt, if the tool was interrupted: whatever else went wrong
+    /// then (a server that was starting, a lost connection) is the
+    /// interrupt's doing.
+    pub fn or_interrupted(self) -> RealError {
+        match crate::interrupt::signal() {
+            Some(signal) => RealError::Interrupted { signal },
+            None => self,
+        }
+    }
 }
 
 /// What every real client of a test shares: where the protected resources

@@ -5,9 +5,10 @@
 //! The promise is that no server outlives the tool, however it ends:
 //! * a normal return or an error return drops the [`ManagedServer`], which
 //!   stops the server and deletes its directory; so does a panic, unwinding;
-//! * Ctrl-C, SIGTERM or SIGHUP: a handler installed with the first server
-//!   stops every live server (a global registry knows them all), deletes
-//!   their directories, and exits with 128 + the signal (130, 143, 129);
+//! * Ctrl-C, SIGTERM or SIGHUP: the tool's handler ([`crate::interrupt`],
+//!   installed with the first server if not before) stops every live
+//!   server (a global registry knows them all), deletes their directories,
+//!   and the tool exits with 128 + the signal (130, 143, 129);
 //! * SIGKILL, or `std::process::exit` without [`stop_all`]: every server is
 //!   started through `setpriv --pdeathsig KILL`, so the kernel kills it when
 //!   its parent dies. The parent-death signal fires when the parent *thread*
@@ -1104,7 +1105,8 @@ fn set_leader(id: u64, leader: Option<u32>) {
 /// PostgreSQL will run as that user.
 fn new_dir(kind: ServerKind) -> Result<(u64, PathBuf), RealError> {
     let error = |reason: String| RealError::Server { what: kind.name(), reason };
-    install_signal_handler().map_err(|reason| error(format!("cannot catch signals: {reason}")))?;
+    crate::interrupt::install()
+        .map_err(|reason| error(format!("cannot catch signals: {reason}")))?;
     let id = NEXT_SERVER.fetch_add(1, Ordering::Relaxed);
     let name = format!("lockcheck-{}-{}-{id}", kind.name(), std::process::id());
     let dir = env::temp_dir().join(name);
@@ -1181,30 +1183,6 @@ fn serve_spawns(inbox: mpsc::Receiver<SpawnRequest>) {
         drop(registry);
         let _ = reply.send(spawned);
     }
-}
-
-/// On SIGINT, SIGTERM or SIGHUP: stop every server, delete their
-/// directories, exit with 128 + the signal. Installed once, with the first
-/// server.
-fn install_signal_handler() -> Result<(), String> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
-    INSTALLED
-        .get_or_init(|| {
-            let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
-                .map_err(|error| error.to_string())?;
-            let thread = thread::Builder::new().name("lockcheck-signals".to_string());
-            thread
-                .spawn(move || {
-                    if let Some(signal) = signals.forever().next() {
-                        stop_all();
-                        std::process::exit(128 + signal);
-                    }
-                })
-                .map(|_| ())
-                .map_err(|error| error.to_string())
-        })
-        .clone()
 }
 
 /// Stops every live managed server and deletes its directory, and starts no
