@@ -181,7 +181,7 @@ pub fn cells() -> Vec<Cell> {
             shapes: &[Shape::IsolateOne, Shape::Halves, Shape::Ring],
             ..cell(B::Etcd5, &[F::Partition], SAFE, "five members, a majority ring too: the minority never grants")
         },
-        cell(B::Etcd, &[F::Kill], SAFE, "members crash and restart from their WAL: safe"),
+        cell(B::Etcd, &[F::Kill], SAFE, "a minority of members crash and restart from their WAL: safe"),
         cell(B::Etcd, &[F::Clock], SAFE, "leases expire by the leader's monotonic clock: a jump is harmless"),
         Cell {
             shapes: &[Shape::IsolateOne, Shape::Halves],
