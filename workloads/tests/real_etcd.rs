@@ -123,7 +123,7 @@ async fn run(
         builder.push(event).expect("the workload records a well-formed history");
     }
     let check_options = CheckOptions {
-        linearizability_time_limit: Some(Duration::from_secs(20)),
+        linearizability_time_limit: Some(Duration::from_secs(60)),
         ..CheckOptions::default()
     };
     let analysis = analyze(&builder.finish(), &default_checkers(), &check_options);

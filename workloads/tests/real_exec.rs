@@ -282,7 +282,7 @@ async fn gate_run(script: &str, seed: u64, stall: Option<StallNemesis>) -> (Vec<
         builder.push(event).expect("the driver records well-formed histories");
     }
     let options = CheckOptions {
-        linearizability_time_limit: Some(Duration::from_secs(10)),
+        linearizability_time_limit: Some(Duration::from_secs(60)),
         ..CheckOptions::default()
     };
     let analysis = analyze(&builder.finish(), &default_checkers(), &options);

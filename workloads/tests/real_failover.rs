@@ -298,7 +298,7 @@ fn check(events: &[Event]) -> Analysis {
         builder.push(event).expect("the recorder writes well-formed histories");
     }
     let options = CheckOptions {
-        linearizability_time_limit: Some(Duration::from_secs(10)),
+        linearizability_time_limit: Some(Duration::from_secs(60)),
         ..CheckOptions::default()
     };
     analyze(&builder.finish(), &default_checkers(), &options)

@@ -193,7 +193,7 @@ fn check(spec: &Spec, events: Vec<Event>) -> Checked {
         builder.push(event).expect("the recorder writes well-formed histories");
     }
     let options = CheckOptions {
-        linearizability_time_limit: Some(Duration::from_secs(10)),
+        linearizability_time_limit: Some(Duration::from_secs(60)),
         ..CheckOptions::default()
     };
     let analysis = analyze(&builder.finish(), &default_checkers(), &options);
