@@ -55,6 +55,10 @@ struct Spec {
     fencing: bool,
     /// Stall a holder past its TTL now and then (the GC pause).
     stalls: bool,
+    /// How many stalls at most (then the nemesis is quiet to the end).
+    stalls_at_most: usize,
+    /// Each operation's deadline, if not the simulator's quarter TTL.
+    deadline: Option<Duration>,
     seed: u64,
 }
 
@@ -69,6 +73,8 @@ impl Spec {
             run_for: Duration::from_secs(3),
             fencing: true,
             stalls: false,
+            stalls_at_most: usize::MAX,
+            deadline: None,
             seed: 1,
         }
     }
@@ -99,7 +105,7 @@ impl Spec {
     fn config(&self, logical: u32) -> ClientConfig {
         ClientConfig {
             name: format!("client-{logical}"),
-            deadline: Duration::from_millis(self.ttl_ms / 4),
+            deadline: self.deadline.unwrap_or(Duration::from_millis(self.ttl_ms / 4)),
             storage_url: postgres_url(),
             fenced_storage: self.fencing,
         }
@@ -136,7 +142,7 @@ async fn stall_holders(spec: &Spec, stalls: &[Stall], recorder: &SharedRecorder,
         recorder.lock().unwrap().record(Process::Nemesis, EventType::Info, f, None, value, None);
     };
     let quiet = Duration::from_millis(spec.ttl_ms * 5);
-    loop {
+    for _ in 0..spec.stalls_at_most {
         tokio::time::sleep(Duration::from_millis(rng.gen_range(50..=200))).await;
         if started.elapsed() + quiet >= until {
             return;
@@ -314,8 +320,15 @@ async fn redis_del_release_deletes_another_holders_lock() {
 
 #[tokio::test]
 async fn redis_setnx_expire_crash_leaves_the_lock_stuck() {
+    // The stuck-lock clock starts again at every fault event and every
+    // timed-out operation: two stalls (each a likely crash, one per lock)
+    // and then seconds of quiet, with deadlines of a second instead of
+    // 75 ms, so that a loaded machine's timeouts cannot keep restarting it
+    // to the end of the run. The crash itself does not depend on them.
     let spec = Spec {
         stalls: true,
+        stalls_at_most: 2,
+        deadline: Some(Duration::from_secs(1)),
         ttl_ms: 300,
         run_for: STALLING_RUN,
         ..Spec::new("real-redis-setnx-expire")
