@@ -345,8 +345,9 @@ async fn a_lapsed_member_loses_its_slot_and_a_heartbeat_keeps_it() {
     let [mut a, mut b, mut c] = three_clients(name, false).await;
     // The script stamps a member with the server's TIME between an invoke
     // and its reply, so each check below is timed from the instant that
-    // bounds the expiry it tests, and stays a second or more from it: a
-    // late wake-up on a loaded machine cannot carry a check across one.
+    // bounds the expiry it tests: half a second after an expiry that must
+    // have passed (a late wake-up only adds to that), a second before the
+    // one that must not have (only a stall of a second could cross it).
     const TTL_MS: u64 = 3_000;
     let (ttl, margin) = (Duration::from_millis(TTL_MS), Duration::from_millis(500));
     let lapsing = granted(a.acquire(&sem, TTL_MS).await);
