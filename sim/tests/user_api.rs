@@ -127,7 +127,7 @@ fn broken(env: UserEnv) -> MyLock<lockcheck_sim::SimRedis, lockcheck_sim::SimSto
 
 fn check(run: &SimRun) -> Analysis {
     let options = CheckOptions {
-        linearizability_time_limit: Some(Duration::from_secs(20)),
+        linearizability_time_limit: Some(Duration::from_secs(60)),
         ..CheckOptions::default()
     };
     check_run(run, &options).expect("the simulator records well-formed histories")
@@ -264,7 +264,7 @@ async fn the_correct_recipe_keeps_real_fenced_storage_safe_under_holder_stalls()
         &builder.finish(),
         &lockcheck_checker::default_checkers(),
         &CheckOptions {
-            linearizability_time_limit: Some(Duration::from_secs(10)),
+            linearizability_time_limit: Some(Duration::from_secs(60)),
             ..CheckOptions::default()
         },
     );

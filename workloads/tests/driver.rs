@@ -303,8 +303,10 @@ fn on_the_wall_clock_the_history_takes_real_time() {
     let wall = std::time::Instant::now();
     let events = runtime.block_on(drive(&options, connect)).expect("every client connects");
     let elapsed = wall.elapsed();
+    // Real time passed: at least the time limit. The upper bound only
+    // guards against a hang; a loaded machine may take far longer than 300 ms.
     assert!(
-        elapsed >= Duration::from_millis(300) && elapsed < Duration::from_secs(5),
+        elapsed >= Duration::from_millis(300) && elapsed < Duration::from_secs(60),
         "{elapsed:?}"
     );
     let last_ns = events.last().expect("events").time_ns;

@@ -55,6 +55,10 @@ struct Spec {
     fencing: bool,
     /// Stall a holder past its TTL now and then (the GC pause).
     stalls: bool,
+    /// How many stalls at most (then the nemesis is quiet to the end).
+    stalls_at_most: usize,
+    /// Each operation's deadline, if not the simulator's quarter TTL.
+    deadline: Option<Duration>,
     seed: u64,
 }
 
@@ -69,6 +73,8 @@ impl Spec {
             run_for: Duration::from_secs(3),
             fencing: true,
             stalls: false,
+            stalls_at_most: usize::MAX,
+            deadline: None,
             seed: 1,
         }
     }
@@ -99,7 +105,7 @@ impl Spec {
     fn config(&self, logical: u32) -> ClientConfig {
         ClientConfig {
             name: format!("client-{logical}"),
-            deadline: Duration::from_millis(self.ttl_ms / 4),
+            deadline: self.deadline.unwrap_or(Duration::from_millis(self.ttl_ms / 4)),
             storage_url: postgres_url(),
             fenced_storage: self.fencing,
         }
@@ -119,9 +125,15 @@ async fn prepare(spec: &Spec, redis_urls: &[String]) {
     }
 }
 
+/// How long a stalling run lasts: room for two or three stalls of 3 to 4
+/// TTLs and the quiet end.
+const STALLING_RUN: Duration = Duration::from_secs(5);
+
 /// The nemesis of a stalling run: every so often one client stalls at its
-/// next grant for 1.5 to 3 TTLs (as the simulator's pause fault does),
-/// recorded as a `pause` fault. It stays quiet for the last 3 TTLs.
+/// next grant for 3 to 4 TTLs, recorded as a `pause` fault. Longer than the
+/// simulator's 1.5 to 3: the others get a whole TTL or more after the
+/// stalled lease expires to take it, however loaded the machine. It stays
+/// quiet for the last 5 TTLs, so that every stall ends inside the run.
 async fn stall_holders(spec: &Spec, stalls: &[Stall], recorder: &SharedRecorder, until: Duration) {
     let mut rng = SmallRng::seed_from_u64(spec.seed ^ 0x5eed);
     let started = tokio::time::Instant::now();
@@ -129,14 +141,14 @@ async fn stall_holders(spec: &Spec, stalls: &[Stall], recorder: &SharedRecorder,
         let value = json!({ "fault": "pause", "targets": [format!("client-{client}")], "stall_ms": stall_ms });
         recorder.lock().unwrap().record(Process::Nemesis, EventType::Info, f, None, value, None);
     };
-    let quiet = Duration::from_millis(spec.ttl_ms * 3);
-    loop {
+    let quiet = Duration::from_millis(spec.ttl_ms * 5);
+    for _ in 0..spec.stalls_at_most {
         tokio::time::sleep(Duration::from_millis(rng.gen_range(50..=200))).await;
         if started.elapsed() + quiet >= until {
             return;
         }
         let client = rng.gen_range(0..stalls.len());
-        let stall_ms = rng.gen_range(spec.ttl_ms * 3 / 2..=spec.ttl_ms * 3);
+        let stall_ms = rng.gen_range(spec.ttl_ms * 3..=spec.ttl_ms * 4);
         stalls[client].request(stall_ms);
         record(Function::Start, client, stall_ms);
         tokio::time::sleep(Duration::from_millis(stall_ms)).await;
@@ -193,7 +205,7 @@ fn check(spec: &Spec, events: Vec<Event>) -> Checked {
         builder.push(event).expect("the recorder writes well-formed histories");
     }
     let options = CheckOptions {
-        linearizability_time_limit: Some(Duration::from_secs(10)),
+        linearizability_time_limit: Some(Duration::from_secs(60)),
         ..CheckOptions::default()
     };
     let analysis = analyze(&builder.finish(), &default_checkers(), &options);
@@ -288,7 +300,7 @@ async fn redis_lost_replies_taken_as_unknown_stay_valid() {
 
 #[tokio::test]
 async fn redis_holder_stall_violates_mutex_but_fenced_storage_rejects_stale_write() {
-    let spec = Spec { stalls: true, ..Spec::new("real-redis-stall") };
+    let spec = Spec { stalls: true, run_for: STALLING_RUN, ..Spec::new("real-redis-stall") };
     let analysis = redis_run(&spec, RedisRecipe::Plain, 0.0).await;
     assert_invalid(&spec, &analysis, "mutual-exclusion");
     assert_eq!(
@@ -301,14 +313,26 @@ async fn redis_holder_stall_violates_mutex_but_fenced_storage_rejects_stale_writ
 
 #[tokio::test]
 async fn redis_del_release_deletes_another_holders_lock() {
-    let spec = Spec { stalls: true, ..Spec::new("real-redis-del-release") };
+    let spec = Spec { stalls: true, run_for: STALLING_RUN, ..Spec::new("real-redis-del-release") };
     let analysis = redis_run(&spec, RedisRecipe::DelRelease, 0.0).await;
     assert_invalid(&spec, &analysis, "mutual-exclusion");
 }
 
 #[tokio::test]
 async fn redis_setnx_expire_crash_leaves_the_lock_stuck() {
-    let spec = Spec { stalls: true, ttl_ms: 300, ..Spec::new("real-redis-setnx-expire") };
+    // The stuck-lock clock starts again at every fault event and every
+    // timed-out operation: two stalls (each a likely crash, one per lock)
+    // and then seconds of quiet, with deadlines of a second instead of
+    // 75 ms, so that a loaded machine's timeouts cannot keep restarting it
+    // to the end of the run. The crash itself does not depend on them.
+    let spec = Spec {
+        stalls: true,
+        stalls_at_most: 2,
+        deadline: Some(Duration::from_secs(1)),
+        ttl_ms: 300,
+        run_for: STALLING_RUN,
+        ..Spec::new("real-redis-setnx-expire")
+    };
     let analysis = redis_run(&spec, RedisRecipe::SetnxExpire, 0.0).await;
     assert_invalid(&spec, &analysis, "liveness");
 }

@@ -121,9 +121,15 @@ async fn client(url: &str, client_clock: bool, config: &ClientConfig) -> RedisSe
         .unwrap_or_else(|error| panic!("Redis must be reachable at {url}: {error}"))
 }
 
+/// How long a stalling run lasts: room for two or three stalls of 3 to 4
+/// TTLs and the quiet end.
+const STALLING_RUN: Duration = Duration::from_secs(5);
+
 /// The nemesis of a stalling run: every so often one client stalls at its
-/// next grant for 1.5 to 3 TTLs (as the simulator's pause fault does),
-/// recorded as a `pause` fault. It stays quiet for the last 3 TTLs.
+/// next grant for 3 to 4 TTLs, recorded as a `pause` fault. Longer than the
+/// simulator's 1.5 to 3: the others get a whole TTL or more after the
+/// stalled lease expires to take it, however loaded the machine. It stays
+/// quiet for the last 5 TTLs, so that every stall ends inside the run.
 async fn stall_holders(spec: &Spec, stalls: &[Stall], recorder: &SharedRecorder) {
     let mut rng = SmallRng::seed_from_u64(spec.seed ^ 0x5eed);
     let started = tokio::time::Instant::now();
@@ -131,14 +137,14 @@ async fn stall_holders(spec: &Spec, stalls: &[Stall], recorder: &SharedRecorder)
         let value = json!({ "fault": "pause", "targets": [format!("client-{client}")], "stall_ms": stall_ms });
         recorder.lock().unwrap().record(Process::Nemesis, EventType::Info, f, None, value, None);
     };
-    let quiet = Duration::from_millis(spec.ttl_ms * 3);
+    let quiet = Duration::from_millis(spec.ttl_ms * 5);
     loop {
         tokio::time::sleep(Duration::from_millis(rng.gen_range(50..=200))).await;
         if started.elapsed() + quiet >= spec.run_for {
             return;
         }
         let client = rng.gen_range(0..stalls.len());
-        let stall_ms = rng.gen_range(spec.ttl_ms * 3 / 2..=spec.ttl_ms * 3);
+        let stall_ms = rng.gen_range(spec.ttl_ms * 3..=spec.ttl_ms * 4);
         stalls[client].request(stall_ms);
         record(Function::Start, client, stall_ms);
         tokio::time::sleep(Duration::from_millis(stall_ms)).await;
@@ -190,7 +196,7 @@ fn check(spec: &Spec, events: Vec<Event>) -> Checked {
         builder.push(event).expect("the recorder writes well-formed histories");
     }
     let options = CheckOptions {
-        linearizability_time_limit: Some(Duration::from_secs(10)),
+        linearizability_time_limit: Some(Duration::from_secs(60)),
         ..CheckOptions::default()
     };
     let analysis = analyze(&builder.finish(), &default_checkers(), &options);
@@ -278,7 +284,7 @@ async fn semaphore_clean_run_is_valid_and_fills_its_permits() {
 
 #[tokio::test]
 async fn semaphore_holder_stall_exceeds_the_limit() {
-    let spec = Spec { stalls: true, ..Spec::new("real-semaphore-stall") };
+    let spec = Spec { stalls: true, run_for: STALLING_RUN, ..Spec::new("real-semaphore-stall") };
     let checked = run(&spec).await;
     assert_eq!(
         verdict(&checked, "mutual-exclusion"),
@@ -337,17 +343,32 @@ async fn a_lapsed_member_loses_its_slot_and_a_heartbeat_keeps_it() {
     let name = "real-semaphore-lapse";
     let sem = Spec::new(name).locks().remove(0);
     let [mut a, mut b, mut c] = three_clients(name, false).await;
-    let lapsing = granted(a.acquire(&sem, 1_000).await);
-    let _held = granted(b.acquire(&sem, 10_000).await);
-    // Renewed at ~0.6 s for 1 s: still a member at ~1.2 s.
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(a.renew(&sem, &lapsing, 1_000).await, Outcome::Ok(()));
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(c.acquire(&sem, 10_000).await, Outcome::Fail("busy".into()));
-    // Past ~1.6 s nobody heartbeats for it: the next acquire drops it.
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    granted(c.acquire(&sem, 10_000).await);
-    assert_eq!(a.renew(&sem, &lapsing, 1_000).await, Outcome::Fail("not-held".into()));
+    // The script stamps a member with the server's TIME between an invoke
+    // and its reply, so each check below is timed from the instant that
+    // bounds the expiry it tests: half a second after an expiry that must
+    // have passed (a late wake-up only adds to that), a second before the
+    // one that must not have (only a stall of a second could cross it).
+    const TTL_MS: u64 = 3_000;
+    let (ttl, margin) = (Duration::from_millis(TTL_MS), Duration::from_millis(500));
+    let lapsing = granted(a.acquire(&sem, TTL_MS).await);
+    // a's first expiry comes before this instant + the TTL.
+    let acquired = tokio::time::Instant::now();
+    let _held = granted(b.acquire(&sem, 60_000).await);
+    tokio::time::sleep(ttl / 2).await;
+    // Renewed at ~1.5 s for 3 s: its new expiry comes after this + the TTL.
+    let renewing = tokio::time::Instant::now();
+    assert_eq!(a.renew(&sem, &lapsing, TTL_MS).await, Outcome::Ok(()));
+    let renewed = tokio::time::Instant::now();
+    // Past the first expiry, ~1 s before the renewed one: still a member.
+    tokio::time::sleep_until(acquired + ttl + margin).await;
+    let busy = c.acquire(&sem, 60_000).await;
+    let late = renewing.elapsed();
+    assert_eq!(busy, Outcome::Fail("busy".into()), "asked {late:?} after the renewal");
+    // Past the renewed expiry nobody heartbeats for it: the next acquire
+    // drops it.
+    tokio::time::sleep_until(renewed + ttl + margin).await;
+    granted(c.acquire(&sem, 60_000).await);
+    assert_eq!(a.renew(&sem, &lapsing, TTL_MS).await, Outcome::Fail("not-held".into()));
     assert_eq!(a.release(&sem, &lapsing).await, Outcome::Fail("not-held".into()));
 }
 

@@ -413,7 +413,12 @@ async fn serve(mut downstream: TcpStream, links: Arc<Links>, route: Arc<Route>) 
     counters.connections.fetch_add(1, Ordering::Relaxed);
     let initial = *links.subscribe(&links.resolve(&source), &route.to).borrow();
     let (effective, state) = watch::channel(initial);
+    // Biased: a link change is copied into `effective` before the pumps
+    // look at it. Polled in random order, a chunk that arrived together with
+    // the change (a proxy thread starved on a loaded machine) could be
+    // forwarded by the old state, a delay skipped.
     tokio::select! {
+        biased;
         () = follow_link(&links, &source, &route.to, &effective) => {}
         () = connect_and_forward(downstream, head, route.target, state, &counters) => {}
     }
