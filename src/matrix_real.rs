@@ -226,6 +226,9 @@ fn run_cell(cell: &RealCell, args: &MatrixArgs, progress: &Progress) -> Result<O
         if let Judgement::Decided { matches, found } =
             cell.expect.judge(&run.analysis, &format!("seed {seed}"))
         {
+            if !matches {
+                progress.suspend(|| keep_evidence(&replay, &run));
+            }
             return Ok(Outcome { matches, found, replay });
         }
     }
@@ -301,4 +304,33 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
         exit::INVALID
     }
     .into())
+}
+
+/// A cell that did not come out as expected keeps what shows why: its
+/// history in the temporary folder and the report on stderr, since a real
+/// run on a loaded machine may not come out the same way twice.
+fn keep_evidence(replay: &str, run: &crate::real::RealRun) {
+    let path = std::env::temp_dir().join(format!(
+        "lockcheck-matrix-{}-{}.jsonl",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis())
+    ));
+    let written = std::fs::File::create(&path).map_err(anyhow::Error::from).and_then(|file| {
+        Ok(lockcheck_checker::write_events(std::io::BufWriter::new(file), &run.events)?)
+    });
+    let analyzed = lockcheck_reports::Analyzed { source: replay, analysis: &run.analysis };
+    let report = crate::output::render(
+        crate::args::Format::Text,
+        run.analysis.verdict,
+        &[analyzed],
+        Some(&run.events),
+        None,
+    );
+    eprintln!("mismatch: {replay}\n{report}");
+    match written {
+        Ok(()) => eprintln!("mismatch: its history is in {}", path.display()),
+        Err(error) => eprintln!("mismatch: its history could not be kept: {error:#}"),
+    }
 }
