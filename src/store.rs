@@ -96,13 +96,29 @@ pub fn finish(stored: &Stored, run: &Run<'_>) -> anyhow::Result<PathBuf> {
     write_file(&dir.join("results.json"), |out| Ok(out.write_all(json.as_bytes())?))?;
     write_html(&dir.join("report.html"), run.title, run.events, run.analysis, Some(run.command))?;
     write_file(&dir.join("command"), |out| Ok(writeln!(out, "{}", run.command)?))?;
-    let root = &stored.root;
-    let latest = root.join("latest");
-    let _ = fs::remove_file(&latest);
-    let target = dir.strip_prefix(root).unwrap_or(dir).to_path_buf();
-    #[cfg(unix)]
-    let _ = std::os::unix::fs::symlink(&target, &latest);
+    point_latest(&stored.root, dir);
     Ok(dir.clone())
+}
+
+/// Points `root/latest` at `dir`, atomically: a new link is made aside and
+/// renamed over the old one, so `latest` always names a whole run, even
+/// while two runs finish at once. A store that cannot hold the link keeps
+/// its runs all the same.
+fn point_latest(root: &Path, dir: &Path) {
+    let target = dir.strip_prefix(root).unwrap_or(dir).to_path_buf();
+    let aside = root.join(format!(".latest-{}-{}", std::process::id(), unique_suffix()));
+    #[cfg(unix)]
+    if std::os::unix::fs::symlink(&target, &aside).is_ok()
+        && fs::rename(&aside, root.join("latest")).is_err()
+    {
+        let _ = fs::remove_file(&aside);
+    }
+}
+
+/// A number no other call in this process returns.
+fn unique_suffix() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Writes `run` of `test` with `seed`, recorded already, into a new
@@ -189,6 +205,15 @@ mod tests {
             .filter(|entry| entry.file_name().to_string_lossy().ends_with(".partial"))
             .collect();
         assert!(leftovers.is_empty(), "{leftovers:?}");
+        // A second run takes `latest` over, by a rename that leaves no link aside.
+        let second = store(&root, "t", 8, &run).expect("stored");
+        assert_eq!(fs::canonicalize(root.join("latest")).ok(), fs::canonicalize(&second).ok());
+        let aside: Vec<_> = fs::read_dir(&root)
+            .expect("listed")
+            .filter_map(Result::ok)
+            .filter(|entry| entry.file_name().to_string_lossy().starts_with(".latest"))
+            .collect();
+        assert!(aside.is_empty(), "{aside:?}");
         let _ = fs::remove_dir_all(&root);
     }
 
