@@ -11,6 +11,8 @@
 //!   certainly took effect between its own grant and its release (a release
 //!   by plain `DEL` deleting the next holder's lock).
 
+use rustc_hash::FxHashMap;
+
 use super::model::Operation;
 use super::models::{LockCall, LockInput, LockOutput};
 use crate::realtime::{largest_preceding, Timed};
@@ -78,6 +80,12 @@ fn stale_release(operations: &[Operation<LockInput, LockOutput>]) -> Option<Refu
     let mut grants: Vec<usize> =
         (0..operations.len()).filter(|&at| granted(&operations[at]).is_some()).collect();
     grants.sort_unstable_by_key(|&at| operations[at].call);
+    // Each client's grants, in call order, to find a release's own grant
+    // by bisection rather than by a scan of every grant.
+    let mut by_client: FxHashMap<i64, Vec<usize>> = FxHashMap::default();
+    for &grant in &grants {
+        by_client.entry(operations[grant].client).or_default().push(grant);
+    }
     for (at, release) in operations.iter().enumerate() {
         if !matches!(
             (release.input.call, &release.output),
@@ -86,15 +94,9 @@ fn stale_release(operations: &[Operation<LockInput, LockOutput>]) -> Option<Refu
             continue;
         }
         // The releasing client's own latest grant before its release.
-        let Some(&own) = grants
-            .iter()
-            .filter(|&&grant| {
-                operations[grant].client == release.client && operations[grant].call < release.call
-            })
-            .max_by_key(|&&grant| operations[grant].call)
-        else {
-            continue;
-        };
+        let Some(own_grants) = by_client.get(&release.client) else { continue };
+        let before = own_grants.partition_point(|&grant| operations[grant].call < release.call);
+        let Some(&own) = before.checked_sub(1).map(|last| &own_grants[last]) else { continue };
         let own_ret = operations[own].ret.expect("granted operations returned");
         let start = grants.partition_point(|&grant| operations[grant].call <= own_ret);
         let usurper = grants[start..]
