@@ -23,6 +23,7 @@ mod reader;
 mod realtime;
 mod resource;
 pub mod synth;
+pub mod synth_hard;
 mod verdict;
 
 pub use analysis::{

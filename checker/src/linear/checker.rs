@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rayon::prelude::*;
 
 use super::explain::violation;
-use super::model::{Model, Operation};
+use super::model::{EitherWay, Model, Operation};
 use super::models::{FencedLease, LockCall, LockInput, LockOutput, Mutex};
 use super::refute::{refute, Refutation};
 use super::search::{search_until, SearchLimits, SearchOutcome};
@@ -143,10 +143,14 @@ fn check_key(
         let name: &'static str = if leased { "fenced-lease" } else { "mutex" };
         return KeyOutcome::Invalid(refuted(history, key, &operations, name, refutation));
     }
-    if leased {
-        judge(&FencedLease, history, key, &operations, limits, stop)
-    } else {
-        judge(&Mutex, history, key, &operations, limits, stop)
+    // Crashed operations: each placed one either took effect or did not,
+    // in one set of states, rather than a branch of the search per crash.
+    let crashed = operations.iter().any(|operation| operation.output.is_none());
+    match (leased, crashed) {
+        (true, false) => judge(&FencedLease, history, key, &operations, limits, stop),
+        (true, true) => judge(&EitherWay(FencedLease), history, key, &operations, limits, stop),
+        (false, false) => judge(&Mutex, history, key, &operations, limits, stop),
+        (false, true) => judge(&EitherWay(Mutex), history, key, &operations, limits, stop),
     }
 }
 

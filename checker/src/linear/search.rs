@@ -15,6 +15,7 @@
 //! whatever the history's length; and time and memory are bounded, giving
 //! `Unknown` rather than a hang or an out-of-memory kill.
 
+use std::collections::BTreeSet;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -98,13 +99,15 @@ pub struct SearchStats {
 /// operation that returned and was called before `base * 64` is linearized
 /// (the search cannot have passed its return otherwise), so only the words
 /// from `base` on are stored, with the unknown operations below the window
-/// that are linearized. Porcupine stores the whole bitset, which makes its
+/// that are not linearized (few: the search places an operation of unknown
+/// outcome as soon as it can, and the model keeps both of its outcomes). Porcupine stores the whole bitset, which makes its
 /// memory grow with the square of a part's length; this grows with the
 /// concurrency instead.
 struct CacheEntry<S> {
     base: u32,
     window: Box<[u64]>,
-    old_unknown: Box<[u32]>,
+    /// Sorted.
+    old_pending: Box<[u32]>,
     state: S,
     /// The next entry with the same exact key.
     next_exact: u32,
@@ -248,8 +251,8 @@ struct Search<'a, M: Model> {
     /// parts short enough that the whole set is cheaper to store).
     low: u32,
     windowed: bool,
-    /// The unknown operations linearized, in the order they were.
-    linearized_unknown: Vec<u32>,
+    /// The unknown operations not linearized (kept for windowed parts).
+    pending_unknown: BTreeSet<u32>,
     /// One past the highest rank linearized, after each linearization in
     /// turn (operations are undone in the reverse order).
     high: Vec<u32>,
@@ -264,7 +267,13 @@ struct Search<'a, M: Model> {
     cache: Vec<CacheEntry<M::State>>,
     cache_bytes: usize,
     stats: SearchStats,
+    /// The deepest dead end met, its prefix left empty: that is kept in
+    /// `best_prefix`, which is updated in place (a copy of the whole stack
+    /// at each deeper dead end would cost the square of its depth).
     best: Option<Evidence<M::State>>,
+    best_prefix: Vec<usize>,
+    /// How many calls at the bottom of the stack `best_prefix` still shares.
+    best_common: usize,
 }
 
 impl<'a, M: Model> Search<'a, M> {
@@ -285,6 +294,12 @@ impl<'a, M: Model> Search<'a, M> {
             }
         }
         let has_unknown = unknown.iter().any(|&word| word != 0);
+        let windowed = words * 64 > limits.window_from_ops;
+        let pending_unknown = if windowed {
+            (0..part.len() as u32).filter(|&rank| operations[part[rank as usize]].ret.is_none()).collect()
+        } else {
+            BTreeSet::new()
+        };
         let mut search = Search {
             model,
             operations,
@@ -294,8 +309,8 @@ impl<'a, M: Model> Search<'a, M> {
             stop,
             unknown,
             low: 0,
-            windowed: words * 64 > limits.window_from_ops,
-            linearized_unknown: Vec::new(),
+            windowed,
+            pending_unknown,
             high: Vec::new(),
             linearized: vec![0; words],
             linearized_hash: 0,
@@ -307,6 +322,8 @@ impl<'a, M: Model> Search<'a, M> {
             cache_bytes: 0,
             stats: SearchStats::default(),
             best: None,
+            best_prefix: Vec::new(),
+            best_common: 0,
         };
         search.advance_low();
         search
@@ -347,9 +364,9 @@ impl<'a, M: Model> Search<'a, M> {
         }
     }
 
-    /// Keeps `low`, `high` and the linearized unknown operations up to date
-    /// for a windowed part. Operations are undone in the reverse order they
-    /// were linearized, so both lists are stacks.
+    /// Keeps `low`, `high` and the pending unknown operations up to date for
+    /// a windowed part. Operations are undone in the reverse order they were
+    /// linearized, so `high` is a stack.
     fn track_window(&mut self, op: u32, unknown: bool, now_linearized: bool) {
         if now_linearized {
             let high = self.high.last().copied().unwrap_or(0).max(op + 1);
@@ -359,10 +376,9 @@ impl<'a, M: Model> Search<'a, M> {
         }
         if unknown {
             if now_linearized {
-                self.linearized_unknown.push(op);
+                self.pending_unknown.remove(&op);
             } else {
-                let last = self.linearized_unknown.pop();
-                debug_assert_eq!(last, Some(op));
+                self.pending_unknown.insert(op);
             }
         } else if now_linearized && op == self.low {
             self.advance_low();
@@ -387,14 +403,8 @@ impl<'a, M: Model> Search<'a, M> {
         let (base, end) = self.window_words();
         let window: Box<[u64]> = self.linearized[base..end].into();
         let floor = (base * 64) as u32;
-        let mut old_unknown: Vec<u32> =
-            self.linearized_unknown.iter().copied().filter(|&op| op < floor).collect();
-        old_unknown.sort_unstable();
-        (base as u32, window, old_unknown.into_boxed_slice())
-    }
-
-    fn is_linearized(&self, op: u32) -> bool {
-        self.linearized[op as usize / 64] & (1 << (op % 64)) != 0
+        let old_pending: Box<[u32]> = self.pending_unknown.range(..floor).copied().collect();
+        (base as u32, window, old_pending)
     }
 
     fn same_set(&self, entry: &CacheEntry<M::State>, (base, end): (usize, usize)) -> bool {
@@ -405,13 +415,11 @@ impl<'a, M: Model> Search<'a, M> {
         {
             return false;
         }
-        if base == 0 || (entry.old_unknown.is_empty() && self.linearized_unknown.is_empty()) {
+        if base == 0 {
             return true;
         }
         let floor = (base * 64) as u32;
-        let below = self.linearized_unknown.iter().filter(|&&op| op < floor).count();
-        below == entry.old_unknown.len()
-            && entry.old_unknown.iter().all(|&op| self.is_linearized(op))
+        self.pending_unknown.range(..floor).eq(entry.old_pending.iter())
     }
 
     /// Whether `entry` has every operation linearized now, and the ones it
@@ -442,9 +450,14 @@ impl<'a, M: Model> Search<'a, M> {
                 )
             })
         };
-        // Below the window only unknown operations can differ; the entry's
-        // must all be linearized now.
-        window_ok && entry.old_unknown.iter().all(|&op| self.is_linearized(op))
+        // Below the window only unknown operations can differ; the entry
+        // must have left pending every one pending now.
+        let floor = (base * 64) as u32;
+        window_ok
+            && self
+                .pending_unknown
+                .range(..floor)
+                .all(|op| entry.old_pending.binary_search(op).is_ok())
     }
 
     /// Records (linearized set, state) as explored; false if it, or a
@@ -489,9 +502,9 @@ impl<'a, M: Model> Search<'a, M> {
         } else {
             NIL
         };
-        let (base, window, old_unknown) = self.snapshot();
+        let (base, window, old_pending) = self.snapshot();
         self.cache_bytes += window.len() * 8
-            + old_unknown.len() * 4
+            + old_pending.len() * 4
             + std::mem::size_of::<CacheEntry<M::State>>()
             + self.model.state_heap_bytes(state)
             + 48;
@@ -499,7 +512,7 @@ impl<'a, M: Model> Search<'a, M> {
         self.cache.push(CacheEntry {
             base,
             window,
-            old_unknown,
+            old_pending,
             state: state.clone(),
             next_exact: exact_first,
             next_group: group_first,
@@ -515,19 +528,23 @@ impl<'a, M: Model> Search<'a, M> {
     fn note_dead_end(&mut self, calls: &[(u32, M::State)], state: &M::State, blocked: u32) {
         let depth = calls.len();
         match &mut self.best {
-            Some(best) if best.prefix.len() > depth => {}
-            Some(best) if best.prefix.len() == depth => {
+            Some(_) if self.best_prefix.len() > depth => {}
+            Some(best) if self.best_prefix.len() == depth => {
                 if best.states.len() < EVIDENCE_STATES && !best.states.contains(state) {
                     best.states.push(state.clone());
                 }
             }
             _ => {
-                let prefix = calls
-                    .iter()
-                    .map(|&(call, _)| self.part[self.entries.op[call as usize] as usize])
-                    .collect();
+                self.best_prefix.truncate(self.best_common);
+                let (part, entries) = (&self.part, &self.entries);
+                self.best_prefix.extend(
+                    calls[self.best_common..]
+                        .iter()
+                        .map(|&(call, _)| part[entries.op[call as usize] as usize]),
+                );
+                self.best_common = depth;
                 self.best = Some(Evidence {
-                    prefix,
+                    prefix: Vec::new(),
                     blocked: self.part[blocked as usize],
                     states: vec![state.clone()],
                 });
@@ -600,9 +617,11 @@ impl<'a, M: Model> Search<'a, M> {
                 self.note_dead_end(&calls, &state, op);
             }
             let Some((call, previous)) = calls.pop() else {
-                let evidence = self.best.take().expect("a failed search has met a dead end");
+                let mut evidence = self.best.take().expect("a failed search has met a dead end");
+                evidence.prefix = std::mem::take(&mut self.best_prefix);
                 break SearchOutcome::NotLinearizable(evidence);
             };
+            self.best_common = self.best_common.min(calls.len());
             let undone = self.entries.op[call as usize];
             state = previous;
             self.toggle(undone);
