@@ -472,7 +472,9 @@ pub struct BenchArgs {
     /// synthetic histories), `porcupine` (the linearizability checker on
     /// porcupine's own test histories, per file), `lease` (the linearizability
     /// checker on a large fenced-lease history), `sim` (the simulator),
-    /// `real` (real Redis and PostgreSQL; not in the default list). Comma list.
+    /// `real` (real Redis and PostgreSQL), `one-lock` and `hard` (long and
+    /// hard histories of one lock), `sweep` (false alarms of `matrix --sim`);
+    /// those four are not in the default list. Comma list.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "analyze,porcupine,lease,sim")]
     pub only: Vec<BenchPart>,
     /// porcupine's test data, for `porcupine` (folders jepsen/ and kv/, each
@@ -509,6 +511,18 @@ pub struct BenchArgs {
     /// Folder for the generated histories [default: a temporary folder]
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// History sizes for `one-lock`, in client operations (comma list).
+    #[arg(long, value_delimiter = ',', default_value = "1000000,10000000")]
+    pub one_lock_ops: Vec<usize>,
+    /// The linearizability bound of each `one-lock` and `hard` check.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s")]
+    pub hard_timeout: Duration,
+    /// Another checker to run on each `one-lock` and `hard` history, beside
+    /// lockcheck: a shell command, given the history file as its last
+    /// argument (porcupine with a small driver, say); its wall time, exit
+    /// code and first line of output are printed.
+    #[arg(long, value_name = "CMD")]
+    pub compare_with: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -534,6 +548,13 @@ pub enum BenchPart {
     /// Real servers (started for the run): lock operations per second with
     /// 32 clients beside redis-benchmark and pgbench on the same server.
     Real,
+    /// Long histories of a single lock (--one-lock-ops), one client and
+    /// eight. Not in the default list.
+    OneLock,
+    /// Hard mutex histories of one lock: many clients, effects at random
+    /// instants inside the operations, a share of them crashed (`info`).
+    /// Not in the default list.
+    Hard,
     /// Every safe cell of `matrix --sim`, at its defaults, over
     /// --sweep-seeds seeds on every core: each violation found is a false
     /// alarm (exit 1). Not in the default list.

@@ -39,6 +39,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             BenchPart::Sim => bench_sim(args)?,
             BenchPart::Real => crate::bench_real::real(args)?,
             BenchPart::Sweep => crate::matrix::sweep(args)?,
+            BenchPart::OneLock => crate::bench_hard::one_lock(args)?,
+            BenchPart::Hard => crate::bench_hard::hard(args)?,
         };
         code = code.max(part_code);
         println!();

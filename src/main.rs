@@ -4,6 +4,7 @@
 mod analyze;
 mod args;
 mod bench;
+mod bench_hard;
 mod bench_linear;
 mod bench_real;
 mod check;

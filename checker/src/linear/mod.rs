@@ -17,7 +17,7 @@ use rayon::prelude::*;
 
 pub use checker::Linearizability;
 pub use explain::check_result;
-pub use model::{Model, NondeterministicModel, Operation, PowerSet};
+pub use model::{EitherWay, Model, NondeterministicModel, Operation, PowerSet};
 pub use search::{
     search, search_until, Evidence, SearchLimits, SearchOutcome, SearchStats, STOPPED,
 };

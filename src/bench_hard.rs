@@ -1,0 +1,187 @@
+//! `lockcheck bench --only one-lock,hard`: long histories of a single lock,
+//! sequential and contended, and hard mutex histories with crashed
+//! operations (`info`). Each history is written to a file and checked by a
+//! child `lockcheck analyze`, so that its peak memory is its own; with
+//! `--compare-with CMD` another checker (porcupine, say) runs on the same
+//! files beside it.
+
+use std::fs::{self, File};
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use lockcheck_checker::synth_hard::{generate, HardOptions};
+use lockcheck_checker::write_events;
+
+use crate::args::BenchArgs;
+use crate::exit;
+
+/// The rows of the hard table: operations, clients, percent crashed.
+const HARD_ROWS: [(usize, u32, f64); 8] = [
+    (20_000, 10, 0.0),
+    (20_000, 30, 0.0),
+    (2_000, 10, 5.0),
+    (5_000, 10, 1.0),
+    (5_000, 10, 5.0),
+    (20_000, 10, 1.0),
+    (20_000, 10, 5.0),
+    (100_000, 10, 5.0),
+];
+
+/// What a child `analyze` gave.
+struct Checked {
+    verdict: &'static str,
+    read_s: f64,
+    check_s: f64,
+    peak_rss_mb: f64,
+}
+
+fn folder(args: &BenchArgs) -> anyhow::Result<PathBuf> {
+    let dir = match &args.dir {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join(format!("lockcheck-bench-hard-{}", std::process::id())),
+    };
+    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
+}
+
+fn write(dir: &Path, options: &HardOptions) -> anyhow::Result<PathBuf> {
+    let path = dir.join(format!(
+        "mutex-{}-c{}-info{}-s{}.jsonl",
+        options.ops, options.clients, options.info_percent, options.seed
+    ));
+    let events = generate(options);
+    let file = File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+    write_events(BufWriter::with_capacity(1 << 20, file), &events)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
+fn analyze(path: &Path, bound: Duration) -> anyhow::Result<Checked> {
+    let exe = std::env::current_exe().context("cannot find the lockcheck executable")?;
+    let output = Command::new(exe)
+        .arg("analyze")
+        .arg("--stats")
+        .arg("--format=json")
+        .arg(format!("--linearizability-timeout={}ms", bound.as_millis()))
+        .arg(path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .context("cannot run lockcheck analyze")?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let verdict = match output.status.code().map(|code| code as u8) {
+        Some(exit::VALID) => "valid",
+        Some(exit::INVALID) => "INVALID",
+        Some(exit::UNKNOWN) => "unknown",
+        _ => anyhow::bail!("analyze of {} failed ({}): {stderr}", path.display(), output.status),
+    };
+    let line = stderr
+        .lines()
+        .find(|line| line.starts_with("stats: "))
+        .with_context(|| format!("analyze printed no stats: {stderr}"))?;
+    let field = |name: &str| -> f64 {
+        line.split_whitespace()
+            .find_map(|pair| pair.strip_prefix(name).and_then(|rest| rest.strip_prefix('=')))
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(f64::NAN)
+    };
+    Ok(Checked {
+        verdict,
+        read_s: field("read_s"),
+        check_s: field("check_s"),
+        peak_rss_mb: field("peak_rss_bytes") / (1 << 20) as f64,
+    })
+}
+
+/// `--compare-with CMD FILE` through the shell: its wall time and the first
+/// line it printed.
+fn compare(command: &str, path: &Path) -> String {
+    let started = Instant::now();
+    let output = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{command} \"$1\""))
+        .arg("sh")
+        .arg(path)
+        .stdin(Stdio::null())
+        .output();
+    let wall = started.elapsed().as_secs_f64();
+    match output {
+        Ok(output) => {
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            let said = stdout.lines().next().unwrap_or("").trim().to_string();
+            format!("{wall:.2} s, exit {}, {said:?}", output.status.code().unwrap_or(-1))
+        }
+        Err(error) => format!("cannot run: {error}"),
+    }
+}
+
+fn row(args: &BenchArgs, dir: &Path, options: &HardOptions, label: &str) -> anyhow::Result<bool> {
+    let path = write(dir, options)?;
+    let checked = analyze(&path, args.hard_timeout)?;
+    let mut line = format!(
+        "{:>10} ops {:>3} clients {:>4}% info {label:<10}: {:<7} read {:.2} s, check {:.2} s, peak {:.0} MB",
+        options.ops,
+        options.clients,
+        options.info_percent,
+        checked.verdict,
+        checked.read_s,
+        checked.check_s,
+        checked.peak_rss_mb
+    );
+    if let Some(command) = &args.compare_with {
+        line.push_str(&format!("; {command}: {}", compare(command, &path)));
+    }
+    println!("{line}");
+    if args.dir.is_none() {
+        let _ = fs::remove_file(&path);
+    }
+    Ok(checked.verdict == "valid")
+}
+
+fn finish(args: &BenchArgs, dir: &Path, all_valid: bool) -> u8 {
+    if args.dir.is_none() {
+        let _ = fs::remove_dir(dir);
+    } else {
+        println!("the histories are in {}", dir.display());
+    }
+    if all_valid {
+        exit::VALID
+    } else {
+        exit::UNKNOWN
+    }
+}
+
+/// Long histories of one lock: one client (sequential) and 8 (contended).
+pub fn one_lock(args: &BenchArgs) -> anyhow::Result<u8> {
+    let dir = folder(args)?;
+    println!(
+        "one lock, long histories (every one linearizable), bound {} s",
+        args.hard_timeout.as_secs()
+    );
+    let mut all_valid = true;
+    for &ops in &args.one_lock_ops {
+        for (label, clients) in [("sequential", 1), ("contended", 8)] {
+            let options = HardOptions { ops, clients, info_percent: 0.0, seed: args.seed };
+            all_valid &= row(args, &dir, &options, label)?;
+        }
+    }
+    Ok(finish(args, &dir, all_valid))
+}
+
+/// Hard mutex histories: many clients, effects at random instants, crashes.
+pub fn hard(args: &BenchArgs) -> anyhow::Result<u8> {
+    let dir = folder(args)?;
+    println!(
+        "hard mutex histories of one lock (every one linearizable), bound {} s",
+        args.hard_timeout.as_secs()
+    );
+    let mut all_valid = true;
+    for (ops, clients, info_percent) in HARD_ROWS {
+        let options = HardOptions { ops, clients, info_percent, seed: args.seed };
+        all_valid &= row(args, &dir, &options, "hard")?;
+    }
+    Ok(finish(args, &dir, all_valid))
+}
