@@ -35,6 +35,13 @@ const DOMINATION_SCAN: usize = 4;
 const WINDOW_FROM_OPS: usize = 1024;
 /// How many possible states the evidence keeps.
 const EVIDENCE_STATES: usize = 8;
+/// A forced step (the operation placed was the only one that could be, its
+/// return next in line) is remembered once in this many. Remembering is
+/// only pruning, so skipping it is sound; a path that reaches a skipped
+/// configuration again walks at most this many forced steps before it
+/// meets a remembered one. A history of one lock held in turn is all forced
+/// steps, and this keeps its cache (and the time spent filling it) small.
+const FORCED_REMEMBERED_EVERY: u64 = 64;
 
 /// Bounds on one search.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -267,6 +274,8 @@ struct Search<'a, M: Model> {
     cache: Vec<CacheEntry<M::State>>,
     cache_bytes: usize,
     stats: SearchStats,
+    /// Forced steps taken, to remember one in `FORCED_REMEMBERED_EVERY`.
+    forced: u64,
     /// The deepest dead end met, its prefix left empty: that is kept in
     /// `best_prefix`, which is updated in place (a copy of the whole stack
     /// at each deeper dead end would cost the square of its depth).
@@ -321,6 +330,7 @@ impl<'a, M: Model> Search<'a, M> {
             cache: Vec::new(),
             cache_bytes: 0,
             stats: SearchStats::default(),
+            forced: 0,
             best: None,
             best_prefix: Vec::new(),
             best_common: 0,
@@ -598,7 +608,15 @@ impl<'a, M: Model> Search<'a, M> {
                     self.model.step(&state, &operation.input, operation.output.as_ref());
                 if let Some(next_state) = next_state {
                     self.toggle(op);
-                    if self.remember(&next_state) {
+                    let return_entry = self.entries.return_of[op as usize];
+                    let forced = return_entry != NIL
+                        && entry == self.entries.next[self.entries.head as usize]
+                        && self.entries.next[entry as usize] == return_entry;
+                    let skip = forced && {
+                        self.forced += 1;
+                        self.forced % FORCED_REMEMBERED_EVERY != 0
+                    };
+                    if skip || self.remember(&next_state) {
                         calls.push((entry, std::mem::replace(&mut state, next_state)));
                         if self.entries.return_of[op as usize] != NIL {
                             remaining_returns -= 1;
