@@ -342,7 +342,7 @@ fn errors_quote_at_most_about_80_characters_of_a_value_and_its_length() {
             format!("{{:process 0, :type :invoke, :f :write, :value \"{long}\"}}"),
         ),
         (InputFormat::JepsenEdn, format!("{{:process 0, :type :invoke, :f :{long}}}")),
-        (InputFormat::JepsenEdn, format!("{long}")),
+        (InputFormat::JepsenEdn, long.clone()),
         (InputFormat::JepsenLog, format!("INFO jepsen.util - 0 :invoke :write {long}")),
         (InputFormat::JepsenLog, long.clone()),
         (
