@@ -7,10 +7,10 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::ValueEnum;
-use lockcheck_checker::import::{import, Imported, InputFormat, ModelChoice};
+use lockcheck_checker::import::{import_from, Import, InputFormat, ModelChoice};
 use lockcheck_checker::{
-    analyze_imported, default_checkers, read_history, read_history_sized, Analysis, CheckOptions,
-    ReadError, Verdict,
+    analyze_imported, default_checkers, Analysis, CheckOptions, ReadError, Verdict,
+    NOTHING_TO_CHECK,
 };
 use lockcheck_reports::{render_json, render_text, Analyzed, TextOptions};
 
@@ -49,8 +49,8 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     for path in &args.files {
         let source = path.display().to_string();
         let started = Instant::now();
-        let imported = match load(path, &source, format, model) {
-            Ok(imported) => imported,
+        let Import { imported, notes } = match load(path, &source, format, model) {
+            Ok(import) => import,
             Err(error) => {
                 eprintln!("lockcheck: {error}");
                 errors.push((source, error.to_string()));
@@ -59,8 +59,16 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
         };
         let read_s = started.elapsed().as_secs_f64();
         let started = Instant::now();
-        let analysis = analyze_imported(&imported, &checkers, &options);
+        let mut analysis = analyze_imported(&imported, &checkers, &options);
         let check_s = started.elapsed().as_secs_f64();
+        // What was skipped or ignored goes to stderr and into the report.
+        for note in &notes {
+            eprintln!("lockcheck: {note}");
+        }
+        if analysis.warnings.iter().any(|warning| warning == NOTHING_TO_CHECK) {
+            eprintln!("lockcheck: {source}: {NOTHING_TO_CHECK}");
+        }
+        analysis.warnings.splice(0..0, notes);
         if args.stats {
             eprintln!(
                 "stats: source={source} events={} ops={} read_s={read_s:.3} check_s={check_s:.3} peak_rss_bytes={}",
@@ -113,24 +121,14 @@ fn load(
     source: &str,
     format: InputFormat,
     model: ModelChoice,
-) -> Result<Imported, ReadError> {
+) -> Result<Import, ReadError> {
     let io_error = |error| ReadError::Io { source_name: source.to_string(), error };
-    let stdin = path.as_os_str() == "-";
-    if format != InputFormat::Jsonl {
-        let text = if stdin {
-            io::read_to_string(io::stdin().lock())
-        } else {
-            std::fs::read_to_string(path)
-        };
-        return import(format, &text.map_err(io_error)?, source, model);
-    }
-    if stdin {
-        return read_history(io::stdin().lock(), source).map(Imported::Locks);
+    if path.as_os_str() == "-" {
+        return import_from(format, io::stdin().lock(), source, model, 0);
     }
     let file = File::open(path).map_err(io_error)?;
     let size_bytes = file.metadata().map(|metadata| metadata.len()).unwrap_or(0);
-    read_history_sized(BufReader::with_capacity(1 << 20, file), source, size_bytes)
-        .map(Imported::Locks)
+    import_from(format, BufReader::with_capacity(1 << 20, file), source, model, size_bytes)
 }
 
 /// Writes the HTML report of the history at `source` into `dir`, named

@@ -335,3 +335,89 @@ fn conformance_needs_a_folder_with_a_corpus() {
     let help = lockcheck(&["conformance", "--help"]);
     assert!(stdout(&help).contains("1 a file disagrees"), "{}", stdout(&help));
 }
+
+/// A file of `text` in a fresh temporary folder, for one test.
+fn temp_file(test: &str, name: &str, text: &[u8]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("lockcheck-cli-{test}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const INPUT_FORMATS: [&str; 4] = ["jsonl", "jepsen-edn", "jepsen-log", "porcupine-kv"];
+
+#[test]
+fn text_of_no_format_exits_65_naming_file_and_line_in_every_format() {
+    let path = temp_file("passwd", "passwd", b"root:x:0:0:root:/root:/bin/bash\nbin:x:2:2::/:\n");
+    let path = path.to_str().unwrap();
+    for format in INPUT_FORMATS {
+        let output = lockcheck(&["analyze", "--input-format", format, path]);
+        assert_eq!(output.status.code(), Some(65), "{format}: {}", stdout(&output));
+        assert!(stderr(&output).contains(&format!("{path}:1: ")), "{format}: {}", stderr(&output));
+        assert!(stderr(&output).contains("the first of 2"), "{format}: {}", stderr(&output));
+    }
+}
+
+#[test]
+fn an_empty_history_exits_2_with_nothing_to_check_in_every_format() {
+    let path = temp_file("empty", "empty", b"\n");
+    for format in INPUT_FORMATS {
+        let output = lockcheck(&["analyze", "--input-format", format, path.to_str().unwrap()]);
+        assert_eq!(output.status.code(), Some(2), "{format}: {}", stdout(&output));
+        assert!(stderr(&output).contains("nothing to check"), "{format}: {}", stderr(&output));
+        assert!(stdout(&output).contains("nothing to check"), "{format}: {}", stdout(&output));
+    }
+}
+
+#[test]
+fn skipped_nemesis_events_are_counted_on_stderr() {
+    let log = "INFO  jepsen.util - :nemesis\t:info\t:start\tnil\nINFO  jepsen.util - 0\t:invoke\t:write\t1\nINFO  jepsen.util - 0\t:ok\t:write\t1\n";
+    let path = temp_file("nemesis", "n.log", log.as_bytes());
+    let output = lockcheck(&["analyze", "--input-format", "jepsen-log", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(stderr(&output).contains("skipped 1 nemesis event"), "{}", stderr(&output));
+}
+
+#[test]
+fn a_huge_bad_value_is_quoted_short() {
+    let text =
+        format!("{{:process 0, :type :invoke, :f :write, :value \"{}\"}}\n", "v".repeat(5 << 20));
+    let path = temp_file("huge", "huge.edn", text.as_bytes());
+    let output = lockcheck(&["analyze", "--input-format", "jepsen-edn", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(65));
+    assert!(output.stderr.len() < 400, "{} bytes on stderr", output.stderr.len());
+    assert!(stderr(&output).contains("bytes)"), "{}", stderr(&output));
+}
+
+#[test]
+fn a_truncated_final_line_is_reported_and_the_rest_checked() {
+    let clean = std::fs::read_to_string(data("clean.jsonl")).unwrap();
+    let lines = clean.lines().count();
+    let cut = format!("{clean}{{\"index\":999,\"time\":99");
+    let path = temp_file("truncated", "cut.jsonl", cut.as_bytes());
+    let path = path.to_str().unwrap();
+    let output = lockcheck(&["analyze", path]);
+    assert_eq!(output.status.code(), Some(0), "{}{}", stdout(&output), stderr(&output));
+    let expected = format!("{path}:{}: truncated final line, ignored", lines + 1);
+    assert!(stderr(&output).contains(&expected), "{}", stderr(&output));
+    // Cut short anywhere else, the history is refused.
+    let (first, rest) = clean.split_once('\n').unwrap();
+    let middle = format!("{first}\n{{\"index\":999,\"time\":99\n{rest}");
+    let path = temp_file("truncated", "middle.jsonl", middle.as_bytes());
+    let output = lockcheck(&["analyze", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(65), "{}", stderr(&output));
+    assert!(stderr(&output).contains(":2: "), "{}", stderr(&output));
+}
+
+#[test]
+fn readme_and_help_list_the_exit_codes_of_the_signals() {
+    let help = stdout(&lockcheck(&["analyze", "--help"]));
+    assert!(help.contains("130, 143, 129"), "{help}");
+    let readme =
+        std::fs::read_to_string(format!("{}/README.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let section = readme.split("## Exit codes").nth(1).expect("an exit codes section");
+    for code in ["| 130, 143, 129 |", "SIGINT", "SIGTERM", "SIGHUP"] {
+        assert!(section.contains(code), "README's exit codes lack {code:?}");
+    }
+}

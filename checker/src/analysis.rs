@@ -74,7 +74,7 @@ pub fn analyze_imported(
     checkers: &[Box<dyn Checker>],
     options: &CheckOptions,
 ) -> Analysis {
-    match imported {
+    let mut analysis = match imported {
         Imported::Locks(history) => analyze(history, checkers, options),
         Imported::Register { cas: true, operations, events } => {
             analyze_operations(&CasRegister, operations, *events, options)
@@ -85,8 +85,17 @@ pub fn analyze_imported(
         Imported::Kv { model, operations, events } => {
             analyze_operations(model, operations, *events, options)
         }
+    };
+    // An empty history is not a safe one: nothing was shown to be safe.
+    if analysis.summary.ops == 0 {
+        analysis.verdict = Verdict::Unknown;
+        analysis.warnings.push(NOTHING_TO_CHECK.to_string());
     }
+    analysis
 }
+
+/// The warning of an analysis of a history without operations (whose verdict is unknown).
+pub const NOTHING_TO_CHECK: &str = "nothing to check: the history has no operations";
 
 /// Checks operations for linearizability against a model, part by part.
 pub fn analyze_operations<M: Model>(

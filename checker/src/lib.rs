@@ -19,6 +19,7 @@ pub mod linear;
 mod liveness;
 mod mutex;
 mod once;
+mod quote;
 mod reader;
 mod realtime;
 mod resource;
@@ -28,6 +29,7 @@ mod verdict;
 
 pub use analysis::{
     analyze, analyze_imported, analyze_operations, default_checkers, summarize, Analysis, Summary,
+    NOTHING_TO_CHECK,
 };
 pub use beliefs::{Belief, BeliefEnd, Beliefs};
 pub use event::{Event, EventType, Function, Process, ValueFields};
@@ -40,7 +42,9 @@ pub use linear::Linearizability;
 pub use liveness::Liveness;
 pub use mutex::MutualExclusion;
 pub use once::ExactlyOnce;
-pub use reader::{read_history, read_history_sized, write_events, EventReader, ReadError};
+pub use reader::{
+    read_history, read_history_sized, read_history_tolerant, write_events, EventReader, ReadError,
+};
 pub use resource::ResourceSafety;
 pub use verdict::{
     CheckOptions, CheckResult, Checker, KeyVerdict, LinearizationEvidence, Verdict, Violation,

@@ -12,6 +12,8 @@ use thiserror::Error;
 
 use crate::event::{Event, EventRef, ValueFields};
 use crate::history::{History, HistoryBuilder};
+use crate::import::BadLines;
+use crate::quote;
 
 /// Lines parsed per parallel chunk: large enough to amortise the fork/join,
 /// small enough that the chunk's buffers are reused by the allocator rather
@@ -89,12 +91,16 @@ impl<R: BufRead> Iterator for EventReader<R> {
 }
 
 fn parse_line(text: &str) -> Result<Event, String> {
-    serde_json::from_str::<Event>(text).map_err(|error| error.to_string())
+    serde_json::from_str::<Event>(text).map_err(|error| explain(error.to_string(), text.as_bytes()))
 }
 
 /// One line parsed off the main thread: the event borrowed from the chunk's
 /// text, and its value's fields (or why they are malformed).
 type ParsedLine<'a> = (EventRef<'a>, Result<ValueFields, String>);
+
+/// Why a line is not an event, and whether it is JSON cut short (the input
+/// ended inside a value).
+type LineError = (String, bool);
 
 /// Reads a whole history into its compact, paired form, validating as it goes.
 pub fn read_history<R: BufRead>(input: R, source_name: &str) -> Result<History, ReadError> {
@@ -105,10 +111,30 @@ pub fn read_history<R: BufRead>(input: R, source_name: &str) -> Result<History, 
 /// length), so that the operation tables are allocated once: growing them by
 /// doubling cost more time in copying and page faults than the parsing did.
 pub fn read_history_sized<R: BufRead>(
-    mut input: R,
+    input: R,
     source_name: &str,
     size_bytes: u64,
 ) -> Result<History, ReadError> {
+    read(input, source_name, size_bytes, false).map(|(history, _)| history)
+}
+
+/// As [`read_history_sized`], except that a final line cut short (JSON that
+/// ends inside a value: a run killed mid-write) is ignored rather than an
+/// error; the notes say so, naming its line.
+pub fn read_history_tolerant<R: BufRead>(
+    input: R,
+    source_name: &str,
+    size_bytes: u64,
+) -> Result<(History, Vec<String>), ReadError> {
+    read(input, source_name, size_bytes, true)
+}
+
+fn read<R: BufRead>(
+    mut input: R,
+    source_name: &str,
+    size_bytes: u64,
+    tolerate_truncated: bool,
+) -> Result<(History, Vec<String>), ReadError> {
     // The shortest realistic event line is about 80 bytes; reserving too much
     // costs only address space, as untouched capacity is never resident.
     let events_hint = (size_bytes / 80).min(1 << 31) as usize;
@@ -116,7 +142,15 @@ pub fn read_history_sized<R: BufRead>(
     let mut text: Vec<u8> = Vec::new();
     let mut line_starts: Vec<(u64, usize)> = Vec::with_capacity(CHUNK_LINES);
     let mut line_number = 0u64;
+    let mut notes = Vec::new();
+    // Past the first line that is not an event, the rest are only counted.
+    let mut bad = BadLines::default();
     let io_error = |error| ReadError::Io { source_name: source_name.to_string(), error };
+    let malformed = |line: u64, message: String| ReadError::Malformed {
+        source_name: source_name.to_string(),
+        line,
+        message,
+    };
     loop {
         text.clear();
         line_starts.clear();
@@ -137,29 +171,108 @@ pub fn read_history_sized<R: BufRead>(
         if line_starts.is_empty() {
             break;
         }
+        // Whether this chunk's last line is the input's last non-blank one.
+        let at_end =
+            line_starts.len() < CHUNK_LINES || input.fill_buf().map_err(io_error)?.is_empty();
+        let line_text = |position: usize| {
+            let start = line_starts[position].1;
+            let end = line_starts.get(position + 1).map_or(text.len(), |next| next.1);
+            &text[start..end]
+        };
         // Parse in parallel, borrowing from `text`; feed the builder in order.
-        let parsed: Vec<Result<ParsedLine<'_>, String>> = line_starts
-            .par_iter()
-            .enumerate()
-            .map(|(position, &(_, start))| {
-                let end = line_starts.get(position + 1).map_or(text.len(), |next| next.1);
-                let event = serde_json::from_slice::<EventRef<'_>>(&text[start..end])
-                    .map_err(|error| error.to_string())?;
+        let parsed: Vec<Result<ParsedLine<'_>, LineError>> = (0..line_starts.len())
+            .into_par_iter()
+            .map(|position| {
+                let event = serde_json::from_slice::<EventRef<'_>>(line_text(position))
+                    .map_err(|error| (error.to_string(), error.is_eof()))?;
                 let fields = event.value_fields();
                 Ok((event, fields))
             })
             .collect();
-        for ((line, _), parsed) in line_starts.iter().zip(parsed) {
-            let malformed = |message| ReadError::Malformed {
-                source_name: source_name.to_string(),
-                line: *line,
-                message,
-            };
-            let (event, fields) = parsed.map_err(malformed)?;
-            builder.push_borrowed(&event, fields).map_err(|error| malformed(error.to_string()))?;
+        let last = line_starts.len() - 1;
+        for (position, parsed) in parsed.into_iter().enumerate() {
+            let line = line_starts[position].0;
+            let explained = |message: String| explain(message, line_text(position));
+            match parsed {
+                Err((_, true)) if at_end && position == last && tolerate_truncated => {
+                    notes.push(format!("{source_name}:{line}: truncated final line, ignored"));
+                }
+                Err((message, _)) => bad.add(line, explained(message)),
+                Ok(_) if !bad.is_empty() => {}
+                Ok((event, fields)) => builder
+                    .push_borrowed(&event, fields)
+                    .map_err(|error| malformed(line, explained(error.to_string())))?,
+            }
         }
     }
-    Ok(builder.finish())
+    if let Some((line, message)) = bad.error("lines") {
+        return Err(malformed(line, message));
+    }
+    Ok((builder.finish(), notes))
+}
+
+/// A parse error for people: a long value quoted in it cut short, and an
+/// integer beyond 64 bits (which serde_json reads as a float) called one.
+fn explain(message: String, line: &[u8]) -> String {
+    const FLOAT: &str = "invalid type: floating point `";
+    let message = match (message.find(FLOAT), out_of_range_integer(line)) {
+        (Some(start), Some(digits)) => match message[start + FLOAT.len()..].find("`") {
+            Some(end) => {
+                let rest = &message[start + FLOAT.len() + end + 1..];
+                format!(
+                    "{}integer out of range (beyond 64 bits): {}{rest}",
+                    &message[..start],
+                    quote::display(&digits)
+                )
+            }
+            None => message,
+        },
+        _ => message,
+    };
+    quote::clip_message(&message)
+}
+
+/// The first integer literal of a JSON line (outside strings) that fits
+/// neither i64 nor u64.
+fn out_of_range_integer(line: &[u8]) -> Option<String> {
+    let mut at = 0;
+    let mut in_string = false;
+    while at < line.len() {
+        let byte = line[at];
+        if in_string {
+            match byte {
+                b'\\' => at += 1,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            at += 1;
+            continue;
+        }
+        if byte == b'"' {
+            in_string = true;
+            at += 1;
+            continue;
+        }
+        if byte == b'-' || byte.is_ascii_digit() {
+            let start = at;
+            at += 1;
+            while at < line.len() && line[at].is_ascii_digit() {
+                at += 1;
+            }
+            let fraction = at < line.len() && matches!(line[at], b'.' | b'e' | b'E');
+            let token = std::str::from_utf8(&line[start..at]).unwrap_or_default();
+            if !fraction
+                && token.len() > 1 + usize::from(token.starts_with('-'))
+                && token.parse::<i64>().is_err()
+                && token.parse::<u64>().is_err()
+            {
+                return Some(token.to_string());
+            }
+            continue;
+        }
+        at += 1;
+    }
+    None
 }
 
 /// Writes events as JSON Lines, one per line.

@@ -3,6 +3,7 @@
 //! tagged literals (read as their value) and comments.
 
 use std::fmt;
+use std::io::{self, BufRead};
 
 /// An EDN value. Maps keep their entries in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -10,6 +11,8 @@ pub enum Edn {
     Nil,
     Bool(bool),
     Integer(i64),
+    /// An integer literal out of the range of i64, as written.
+    BigInteger(String),
     Float(f64),
     String(String),
     Keyword(String),
@@ -56,6 +59,7 @@ impl fmt::Display for Edn {
             Edn::Nil => f.write_str("nil"),
             Edn::Bool(value) => write!(f, "{value}"),
             Edn::Integer(value) => write!(f, "{value}"),
+            Edn::BigInteger(digits) => f.write_str(digits),
             Edn::Float(value) => write!(f, "{value}"),
             Edn::String(value) => write!(f, "{value:?}"),
             Edn::Keyword(name) => write!(f, ":{name}"),
@@ -91,13 +95,16 @@ impl fmt::Display for EdnError {
     }
 }
 
-/// Reads EDN values one after another from a text.
+/// Reads EDN values one after another, streaming from any [`BufRead`]: it
+/// holds one value at a time, never the whole text.
 #[derive(Debug)]
-pub struct EdnReader<'a> {
-    text: &'a [u8],
-    at: usize,
+pub struct EdnReader<R> {
+    input: R,
     line: u64,
-    line_start: usize,
+    column: u64,
+    /// Inside a top-level vector or list read element by element: its closer.
+    open_top: Option<u8>,
+    io_error: Option<String>,
 }
 
 /// Nesting deeper than this is refused rather than overflowing the stack.
@@ -107,9 +114,15 @@ fn is_delimiter(byte: u8) -> bool {
     byte.is_ascii_whitespace() || b",()[]{}\";".contains(&byte)
 }
 
-impl<'a> EdnReader<'a> {
+impl<'a> EdnReader<&'a [u8]> {
     pub fn new(text: &'a str) -> Self {
-        EdnReader { text: text.as_bytes(), at: 0, line: 1, line_start: 0 }
+        EdnReader::from_reader(text.as_bytes())
+    }
+}
+
+impl<R: BufRead> EdnReader<R> {
+    pub fn from_reader(input: R) -> Self {
+        EdnReader { input, line: 1, column: 1, open_top: None, io_error: None }
     }
 
     /// The line the reader is on (1-based).
@@ -118,23 +131,34 @@ impl<'a> EdnReader<'a> {
     }
 
     fn error(&self, message: impl Into<String>) -> EdnError {
-        EdnError {
-            line: self.line,
-            column: (self.at - self.line_start + 1) as u64,
-            message: message.into(),
-        }
+        let message = match &self.io_error {
+            Some(error) => format!("cannot read: {error}"),
+            None => message.into(),
+        };
+        EdnError { line: self.line, column: self.column, message }
     }
 
-    fn peek(&self) -> Option<u8> {
-        self.text.get(self.at).copied()
+    fn peek(&mut self) -> Option<u8> {
+        loop {
+            match self.input.fill_buf() {
+                Ok(buffer) => return buffer.first().copied(),
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                Err(error) => {
+                    self.io_error = Some(error.to_string());
+                    return None;
+                }
+            }
+        }
     }
 
     fn bump(&mut self) -> Option<u8> {
         let byte = self.peek()?;
-        self.at += 1;
+        self.input.consume(1);
         if byte == b'\n' {
             self.line += 1;
-            self.line_start = self.at;
+            self.column = 1;
+        } else {
+            self.column += 1;
         }
         Some(byte)
     }
@@ -155,9 +179,50 @@ impl<'a> EdnReader<'a> {
 
     /// The next top-level value, or `None` at the end of the text.
     pub fn next_value(&mut self) -> Option<Result<Edn, EdnError>> {
+        self.next_value_at().map(|value| value.map(|(_, value)| value))
+    }
+
+    /// The next top-level value and the line it starts on.
+    pub fn next_value_at(&mut self) -> Option<Result<(u64, Edn), EdnError>> {
         self.skip_blank();
-        self.peek()?;
-        Some(self.value(0))
+        if self.peek().is_none() {
+            return self.io_error.as_ref().map(|_| Err(self.error("")));
+        }
+        let line = self.line;
+        Some(self.value(0).map(|value| (line, value)))
+    }
+
+    /// The next element, where a top-level vector or list is read element by
+    /// element (a history written as `[{…}\n{…}]`) and any other top-level
+    /// value is an element itself; with the line the element starts on.
+    pub fn next_element(&mut self) -> Option<Result<(u64, Edn), EdnError>> {
+        loop {
+            self.skip_blank();
+            let Some(close) = self.open_top else {
+                match self.peek() {
+                    Some(open @ (b'[' | b'(')) => {
+                        self.bump();
+                        self.open_top = Some(if open == b'[' { b']' } else { b')' });
+                        continue;
+                    }
+                    _ => return self.next_value_at(),
+                }
+            };
+            match self.peek() {
+                None => {
+                    self.open_top = None;
+                    return Some(Err(self.error(format!("missing {:?}", close as char))));
+                }
+                Some(byte) if byte == close => {
+                    self.bump();
+                    self.open_top = None;
+                }
+                Some(_) => {
+                    let line = self.line;
+                    return Some(self.value(1).map(|value| (line, value)));
+                }
+            }
+        }
     }
 
     fn value(&mut self, depth: usize) -> Result<Edn, EdnError> {
@@ -244,11 +309,13 @@ impl<'a> EdnReader<'a> {
     }
 
     fn token(&mut self) -> String {
-        let start = self.at;
-        while self.peek().is_some_and(|byte| !is_delimiter(byte)) {
+        let mut bytes = Vec::new();
+        while let Some(byte) = self.peek().filter(|&byte| !is_delimiter(byte)) {
+            bytes.push(byte);
             self.bump();
         }
-        String::from_utf8_lossy(&self.text[start..self.at]).into_owned()
+        String::from_utf8(bytes)
+            .unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into_owned())
     }
 
     fn string(&mut self) -> Result<Edn, EdnError> {
@@ -284,8 +351,12 @@ impl<'a> EdnReader<'a> {
             "false" => Edn::Bool(false),
             _ => {
                 let number = token.trim_end_matches(['N', 'M']);
+                let digits = number.strip_prefix(['-', '+']).unwrap_or(number);
                 if let Ok(value) = number.parse::<i64>() {
                     Edn::Integer(value)
+                } else if !digits.is_empty() && digits.bytes().all(|byte| byte.is_ascii_digit()) {
+                    // Beyond 64 bits: still an integer, not a float.
+                    Edn::BigInteger(number.to_string())
                 } else if number.starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '+')
                     && number.parse::<f64>().is_ok()
                 {
@@ -326,5 +397,28 @@ mod tests {
         assert!(EdnReader::new("[[[[").next_value().unwrap().is_err());
         let deep = "[".repeat(10_000);
         assert!(EdnReader::new(&deep).next_value().unwrap().is_err());
+    }
+
+    #[test]
+    fn integers_beyond_64_bits_stay_integers() {
+        let mut reader = EdnReader::new("18446744073709551616 -99999999999999999999N 1.5 1e3");
+        let big = reader.next_value().unwrap().unwrap();
+        assert_eq!(big, Edn::BigInteger("18446744073709551616".to_string()));
+        let negative = reader.next_value().unwrap().unwrap();
+        assert_eq!(negative, Edn::BigInteger("-99999999999999999999".to_string()));
+        assert_eq!(reader.next_value().unwrap().unwrap(), Edn::Float(1.5));
+        assert_eq!(reader.next_value().unwrap().unwrap(), Edn::Float(1000.0));
+    }
+
+    #[test]
+    fn a_top_level_vector_is_read_element_by_element_with_their_lines() {
+        let text = "[{:a 1}\n {:b 2}\n\n {:c\n 3}]\n{:d 4}\n[5";
+        let mut reader = EdnReader::new(text);
+        let lines: Vec<u64> = (0..4).map(|_| reader.next_element().unwrap().unwrap().0).collect();
+        assert_eq!(lines, [1, 2, 4, 6]);
+        assert_eq!(reader.next_element().unwrap().unwrap(), (7, Edn::Integer(5)));
+        let error = reader.next_element().unwrap().unwrap_err();
+        assert_eq!(error.message, "missing ']'");
+        assert!(reader.next_element().is_none());
     }
 }

@@ -8,6 +8,7 @@ mod pairing;
 mod porcupine_kv;
 
 use std::fmt;
+use std::io::BufRead;
 
 pub use edn::{Edn, EdnError, EdnReader};
 pub use jepsen_log::RegisterOperation;
@@ -95,42 +96,113 @@ pub enum Imported {
     },
 }
 
-/// Reads a whole text in one of the imported formats (not JSON Lines, which
-/// streams: see [`crate::read_history`]).
+/// An imported history, and what was skipped or ignored on the way (for
+/// the report: nemesis events a register history has no use for, a JSON
+/// Lines history's truncated final line).
+#[derive(Debug)]
+pub struct Import {
+    pub imported: Imported,
+    pub notes: Vec<String>,
+}
+
+/// The first line of a history that is not an operation, and how many such
+/// lines there are in all.
+#[derive(Debug, Default)]
+pub(crate) struct BadLines {
+    first: Option<(u64, String)>,
+    count: u64,
+}
+
+impl BadLines {
+    pub(crate) fn add(&mut self, line: u64, message: String) {
+        self.count += 1;
+        if self.first.is_none() {
+            self.first = Some((line, message));
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The first bad line's error, saying how many others there are.
+    pub(crate) fn error(&self, what: &str) -> Option<(u64, String)> {
+        let (line, message) = self.first.clone()?;
+        Some(match self.count {
+            1 => (line, message),
+            count => {
+                (line, format!("{message} (the first of {count} {what} that are not operations)"))
+            }
+        })
+    }
+}
+
+/// The note on the nemesis events a register or key-value history skipped.
+fn skipped_nemesis(source_name: &str, count: u64) -> Vec<String> {
+    match count {
+        0 => Vec::new(),
+        1 => vec![format!("{source_name}: skipped 1 nemesis event (not an operation to check)")],
+        count => {
+            vec![format!("{source_name}: skipped {count} nemesis events (not operations to check)")]
+        }
+    }
+}
+
+/// Reads a whole text in one of the formats (JSON Lines too): see [`import_from`].
 pub fn import(
     format: InputFormat,
     text: &str,
     source_name: &str,
     model: ModelChoice,
 ) -> Result<Imported, ReadError> {
+    import_from(format, text.as_bytes(), source_name, model, 0).map(|import| import.imported)
+}
+
+/// Reads a history in one of the formats, streaming (memory grows with the
+/// operations, not with the text); `size_bytes`, when known, sizes the
+/// tables of a JSON Lines history. A JSON Lines history whose final line is
+/// cut short (a run killed mid-write) is read without it, and a note says so.
+pub fn import_from<R: BufRead>(
+    format: InputFormat,
+    input: R,
+    source_name: &str,
+    model: ModelChoice,
+    size_bytes: u64,
+) -> Result<Import, ReadError> {
     let malformed = |(line, message): (u64, String)| ReadError::Malformed {
         source_name: source_name.to_string(),
         line,
         message,
     };
-    let imported = match format {
+    let (imported, notes) = match format {
         InputFormat::Jsonl => {
-            return crate::reader::read_history(text.as_bytes(), source_name).map(Imported::Locks);
+            let (history, notes) =
+                crate::reader::read_history_tolerant(input, source_name, size_bytes)?;
+            (Imported::Locks(history), notes)
         }
         InputFormat::JepsenLog => {
-            let (operations, events) = jepsen_log::parse(text).map_err(malformed)?;
-            Imported::Register { cas: model != ModelChoice::Register, operations, events }
+            let (operations, events, nemesis) = jepsen_log::parse(input).map_err(malformed)?;
+            let cas = model != ModelChoice::Register;
+            (Imported::Register { cas, operations, events }, skipped_nemesis(source_name, nemesis))
         }
         InputFormat::PorcupineKv => {
             let partitioned = model != ModelChoice::KvUnpartitioned;
-            let (model, operations, events) =
-                porcupine_kv::parse(text, partitioned).map_err(malformed)?;
-            Imported::Kv { model, operations, events }
+            let (model, operations, events, nemesis) =
+                porcupine_kv::parse(input, partitioned).map_err(malformed)?;
+            (Imported::Kv { model, operations, events }, skipped_nemesis(source_name, nemesis))
         }
-        InputFormat::JepsenEdn => match jepsen_edn::parse(text).map_err(malformed)? {
-            jepsen_edn::EdnHistory::Locks(history) => Imported::Locks(history),
-            jepsen_edn::EdnHistory::Register(operations, has_cas, events) => {
+        InputFormat::JepsenEdn => match jepsen_edn::parse(input).map_err(malformed)? {
+            jepsen_edn::EdnHistory::Locks(history) => (Imported::Locks(history), Vec::new()),
+            jepsen_edn::EdnHistory::Register(operations, has_cas, events, nemesis) => {
                 let cas = match model {
                     ModelChoice::Register => false,
                     ModelChoice::CasRegister => true,
                     _ => has_cas,
                 };
-                Imported::Register { cas, operations, events }
+                (
+                    Imported::Register { cas, operations, events },
+                    skipped_nemesis(source_name, nemesis),
+                )
             }
         },
     };
@@ -156,5 +228,5 @@ pub fn import(
         let message = format!("the {model} model does not fit this history's operations");
         return Err(ReadError::ModelMismatch { source_name: source_name.to_string(), message });
     }
-    Ok(imported)
+    Ok(Import { imported, notes })
 }
