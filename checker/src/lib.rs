@@ -21,6 +21,7 @@ mod mutex;
 mod once;
 mod reader;
 mod realtime;
+pub mod redact;
 mod resource;
 pub mod synth;
 mod verdict;
@@ -40,6 +41,7 @@ pub use liveness::Liveness;
 pub use mutex::MutualExclusion;
 pub use once::ExactlyOnce;
 pub use reader::{read_history, read_history_sized, write_events, EventReader, ReadError};
+pub use redact::redact;
 pub use resource::ResourceSafety;
 pub use verdict::{
     CheckOptions, CheckResult, Checker, KeyVerdict, LinearizationEvidence, Verdict, Violation,
