@@ -14,6 +14,16 @@ macro_rules! eprintln {
     };
 }
 
+/// `println!`, redacted as [`eprintln!`] is.
+macro_rules! println {
+    () => {
+        ::std::println!()
+    };
+    ($($arg:tt)*) => {
+        ::std::println!("{}", ::lockcheck_checker::redact(&format!($($arg)*)))
+    };
+}
+
 mod analyze;
 mod args;
 mod bench;
