@@ -1,5 +1,6 @@
 //! `lockcheck check`: run a test against a (simulated) backend and check it.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -232,7 +233,7 @@ fn shrink_failure(
             Ok(write_events(out, history)?)
         })?;
         crate::store::write_file(&dir.join("shrunk-command"), |out| {
-            Ok(out.extend_from_slice(command.as_bytes()))
+            Ok(out.write_all(command.as_bytes())?)
         })?;
     }
     Ok(())

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::both;
+use common::{both, lockcheck};
 
 /// How long any awaited moment may take on a loaded machine.
 const PATIENCE: Duration = Duration::from_secs(180);
@@ -38,15 +38,15 @@ fn processes_in(dirs: &[PathBuf]) -> Vec<(u32, String)> {
     let mut found = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else { return found };
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok())
-        else {
+        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else {
             continue;
         };
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
         let cwd = std::fs::read_link(entry.path().join("cwd")).unwrap_or_default();
         let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let zombie = state.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+        let zombie =
+            state.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
         if zombie {
             continue;
         }
@@ -122,11 +122,16 @@ fn folders_of_a_sigkilled_run_are_removed_by_the_next_and_reported() {
         assert!(dir.is_dir(), "{} is gone already", dir.display());
     }
     // The next run that starts servers removes them, one line each.
-    let output = Command::new(env!("CARGO_BIN_EXE_lockcheck"))
-        .args(["check", "--backend", "redis", "--nemesis", "none", "--time-limit", "1s"])
-        .arg("--no-store")
-        .output()
-        .expect("the lockcheck binary runs");
+    let output = lockcheck(&[
+        "check",
+        "--backend",
+        "redis",
+        "--nemesis",
+        "none",
+        "--time-limit",
+        "1s",
+        "--no-store",
+    ]);
     assert_eq!(output.status.code(), Some(0), "{}", both(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
     for dir in &dirs {
