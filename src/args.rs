@@ -172,7 +172,7 @@ pub struct AnalyzeArgs {
     pub stats: bool,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct CheckArgs {
     /// The lock backend. Your own: exec (a program after --). Real: redis, redis-fenced, redlock, etcd,
     /// postgres-advisory, postgres-advisory-xact, postgres-lease,
@@ -205,20 +205,43 @@ pub struct CheckArgs {
     #[arg(long)]
     pub nemesis: Option<String>,
     /// A real backend's Redis (a comma list of five for redlock) [default:
-    /// private redis-server instances the tool starts and stops itself]
-    #[arg(long, value_name = "URL", value_delimiter = ',')]
+    /// private redis-server instances the tool starts and stops itself].
+    /// A URL with a password (redis://:pw@host) is better given in the
+    /// environment: lockcheck prints and stores it with the password masked
+    /// (redis://:***@host), and a replay whose URL reads so takes it from
+    /// LOCKCHECK_REDIS_URL.
+    #[arg(
+        long,
+        value_name = "URL",
+        value_delimiter = ',',
+        env = "LOCKCHECK_REDIS_URL",
+        hide_env_values = true
+    )]
     pub redis_url: Vec<String>,
     /// The PostgreSQL of the protected resources and of the postgres-*
-    /// backends [default: a private server the tool starts]
-    #[arg(long, value_name = "URL")]
+    /// backends [default: a private server the tool starts]. Its password
+    /// is masked wherever lockcheck prints or stores it; give the URL in
+    /// LOCKCHECK_POSTGRES_URL to keep it off the command line (a replay
+    /// line's masked URL is then taken from there).
+    #[arg(long, value_name = "URL", env = "LOCKCHECK_POSTGRES_URL", hide_env_values = true)]
     pub postgres_url: Option<String>,
     /// The MySQL or MariaDB of the mysql-* backends [default: a private
-    /// mariadbd the tool starts]
-    #[arg(long, value_name = "URL")]
+    /// mariadbd the tool starts]. Its password is masked wherever lockcheck
+    /// prints or stores it; give the URL in LOCKCHECK_MYSQL_URL to keep it
+    /// off the command line (a replay line's masked URL is then taken from
+    /// there).
+    #[arg(long, value_name = "URL", env = "LOCKCHECK_MYSQL_URL", hide_env_values = true)]
     pub mysql_url: Option<String>,
     /// The etcd endpoints of the etcd backend, a comma list [default: a
-    /// private etcd the tool starts]
-    #[arg(long, value_name = "URL", value_delimiter = ',')]
+    /// private etcd the tool starts]. Also read from LOCKCHECK_ETCD_URL;
+    /// a password in an endpoint is masked as the others are.
+    #[arg(
+        long,
+        value_name = "URL",
+        value_delimiter = ',',
+        env = "LOCKCHECK_ETCD_URL",
+        hide_env_values = true
+    )]
     pub etcd_url: Vec<String>,
     /// The shapes a partition takes, a comma list of client (a client cut
     /// off from every lock host), isolate-one (a member cut off from the
@@ -301,7 +324,80 @@ pub struct CheckArgs {
     pub no_shrink: bool,
 }
 
+/// The environment variables that hold each URL option, for a password
+/// kept off the command line: `(flag, variable)`.
+pub const URL_VARIABLES: [(&str, &str); 4] = [
+    ("--postgres-url", "LOCKCHECK_POSTGRES_URL"),
+    ("--redis-url", "LOCKCHECK_REDIS_URL"),
+    ("--mysql-url", "LOCKCHECK_MYSQL_URL"),
+    ("--etcd-url", "LOCKCHECK_ETCD_URL"),
+];
+
+/// Whether `url`'s password reads as lockcheck's mask (`postgres://u:***@h`):
+/// a URL copied from a replay line, its password to come from the
+/// environment.
+fn masked(url: &str) -> bool {
+    url.contains(&format!(":{}@", lockcheck_checker::redact::MASK))
+        && lockcheck_checker::redact(url) == url
+}
+
+/// `given` with every masked URL (see [`masked`]) replaced by the one of the
+/// same server in `variable`'s value (`from_env`, a comma list).
+fn unmask(
+    flag: &str,
+    variable: &str,
+    given: &[String],
+    from_env: Option<&str>,
+) -> Result<Vec<String>, String> {
+    if !given.iter().any(|url| masked(url)) {
+        return Ok(given.to_vec());
+    }
+    let Some(from_env) = from_env.filter(|value| !value.is_empty()) else {
+        return Err(format!(
+            "the password of {flag} is masked ({}): pass the URL, password and all, in {variable}",
+            lockcheck_checker::redact::MASK
+        ));
+    };
+    let candidates: Vec<&str> = from_env.split(',').collect();
+    given
+        .iter()
+        .map(|url| {
+            if !masked(url) {
+                return Ok(url.clone());
+            }
+            candidates
+                .iter()
+                .find(|candidate| lockcheck_checker::redact(candidate) == *url)
+                .map(|candidate| candidate.to_string())
+                .ok_or_else(|| {
+                    format!("{variable} holds no URL that {flag} {url} stands for (the same URL but its password)")
+                })
+        })
+        .collect()
+}
+
 impl CheckArgs {
+    /// These arguments with every URL whose password is masked (copied from
+    /// a replay line: `--postgres-url 'postgres://u:***@h/db'`) taken from
+    /// its environment variable ([`URL_VARIABLES`]) instead; what is wrong
+    /// if one is not there.
+    pub fn with_secrets(&self) -> Result<CheckArgs, String> {
+        let env = |variable: &str| std::env::var(variable).ok();
+        let mut args = self.clone();
+        let one = |url: &Option<String>, (flag, variable): (&str, &str)| {
+            let given: Vec<String> = url.iter().cloned().collect();
+            unmask(flag, variable, &given, env(variable).as_deref())
+                .map(|urls| urls.into_iter().next())
+        };
+        args.postgres_url = one(&self.postgres_url, URL_VARIABLES[0])?;
+        args.mysql_url = one(&self.mysql_url, URL_VARIABLES[2])?;
+        let (flag, variable) = URL_VARIABLES[1];
+        args.redis_url = unmask(flag, variable, &self.redis_url, env(variable).as_deref())?;
+        let (flag, variable) = URL_VARIABLES[3];
+        args.etcd_url = unmask(flag, variable, &self.etcd_url, env(variable).as_deref())?;
+        Ok(args)
+    }
+
     pub fn workload(&self) -> Result<Workload, String> {
         Workload::parse(&self.workload).ok_or_else(|| {
             format!(
@@ -599,5 +695,44 @@ mod tests {
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("3 parsecs").is_err());
         assert!(parse_duration("-1s").is_err());
+    }
+}
+
+#[cfg(test)]
+mod secret_tests {
+    use super::*;
+
+    #[test]
+    fn a_masked_url_is_taken_from_the_environment() {
+        let given = vec!["postgres://u:***@h/db".to_string()];
+        let real = "postgres://u:hunter2@h/db";
+        assert_eq!(
+            unmask("--postgres-url", "LOCKCHECK_POSTGRES_URL", &given, Some(real)),
+            Ok(vec![real.to_string()])
+        );
+        let missing = unmask("--postgres-url", "LOCKCHECK_POSTGRES_URL", &given, None);
+        assert!(
+            missing.as_ref().is_err_and(|message| message.contains("LOCKCHECK_POSTGRES_URL")),
+            "{missing:?}"
+        );
+        let other = unmask("--postgres-url", "V", &given, Some("postgres://u:pw@other/db"));
+        assert!(other.is_err(), "{other:?}");
+        // A URL with its password, or none, is used as given.
+        for url in ["postgres://u:pw@h/db", "postgres://u@h/db", "redis://h:1"] {
+            let given = vec![url.to_string()];
+            assert_eq!(unmask("--x", "V", &given, None), Ok(given.clone()));
+        }
+        let list: Vec<String> = ["redis://:***@a:1", "redis://b:2", "redis://:***@c:3"]
+            .iter()
+            .map(|url| url.to_string())
+            .collect();
+        assert_eq!(
+            unmask("--redis-url", "V", &list, Some("redis://:x@c:3,redis://:y@a:1")),
+            Ok(vec![
+                "redis://:y@a:1".to_string(),
+                "redis://b:2".to_string(),
+                "redis://:x@c:3".to_string()
+            ])
+        );
     }
 }

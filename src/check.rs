@@ -1,6 +1,6 @@
 //! `lockcheck check`: run a test against a (simulated) backend and check it.
 
-use std::fs;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -25,7 +25,15 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("cannot catch signals: {reason}");
     }
     if let Some(backend) = crate::real::RealBackend::parse(&args.backend) {
-        return crate::real::run(args, backend);
+        // A replay's masked URLs come from the environment.
+        let args = match args.with_secrets() {
+            Ok(args) => args,
+            Err(message) => {
+                eprintln!("lockcheck: {message}");
+                return Ok(exit::USAGE.into());
+            }
+        };
+        return crate::real::run(&args, backend);
     }
     let base = match args.sim_options() {
         Ok(options) => options,
@@ -220,9 +228,13 @@ fn shrink_failure(
         )
     });
     if let (Some(dir), Some(history)) = (dir, &shrunk.history) {
-        let file = fs::File::create(dir.join("shrunk-history.jsonl"))?;
-        write_events(std::io::BufWriter::new(file), history)?;
-        fs::write(dir.join("shrunk-command"), format!("{}\n", replay_command(&shrunk.options)))?;
+        let command = format!("{}\n", replay_command(&shrunk.options));
+        crate::store::write_file(&dir.join("shrunk-history.jsonl"), |out| {
+            Ok(write_events(out, history)?)
+        })?;
+        crate::store::write_file(&dir.join("shrunk-command"), |out| {
+            Ok(out.write_all(command.as_bytes())?)
+        })?;
     }
     Ok(())
 }

@@ -1,6 +1,29 @@
 //! The `lockcheck` command: parses arguments, builds checkers and reports from
 //! the libraries, prints, and maps outcomes to exit codes.
 
+/// `eprintln!`, redacted: whatever the tool says on standard error (a
+/// driver's connection error quoting its URL, say) goes through
+/// [`lockcheck_checker::redact`], which masks passwords. Defined before
+/// the modules, it replaces the standard macro in every one of them.
+macro_rules! eprintln {
+    () => {
+        ::std::eprintln!()
+    };
+    ($($arg:tt)*) => {
+        ::std::eprintln!("{}", ::lockcheck_checker::redact(&format!($($arg)*)))
+    };
+}
+
+/// `println!`, redacted as [`eprintln!`] is.
+macro_rules! println {
+    () => {
+        ::std::println!()
+    };
+    ($($arg:tt)*) => {
+        ::std::println!("{}", ::lockcheck_checker::redact(&format!($($arg)*)))
+    };
+}
+
 mod analyze;
 mod args;
 mod bench;

@@ -29,9 +29,11 @@ pub fn render(
     }
 }
 
-/// Prints `text` to standard output; a reader that went away (`| head`)
+/// Prints `text` to standard output, redacted ([`lockcheck_checker::redact`]); a reader that went away (`| head`)
 /// is not an error.
 pub fn print(text: &str) -> anyhow::Result<()> {
+    // Every report and listing on standard output, passwords masked.
+    let text = lockcheck_checker::redact(text);
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),

@@ -1174,16 +1174,25 @@ fn rerun_command(args: &CheckArgs, backend: RealBackend, seed: u64) -> String {
         args.locks,
         args.ttl.as_millis(),
     );
-    if let Some(url) = &args.postgres_url {
-        command.push_str(&format!(" --postgres-url {url}"));
-    }
-    for (flag, urls) in [("--redis-url", &args.redis_url), ("--etcd-url", &args.etcd_url)] {
-        if !urls.is_empty() {
-            command.push_str(&format!(" {flag} {}", urls.join(",")));
+    // A URL's password is never printed nor stored: the line shows it
+    // masked, and says where a replay finds it.
+    let mut secrets = Vec::new();
+    for ((flag, variable), urls) in crate::args::URL_VARIABLES.iter().zip([
+        args.postgres_url.as_slice(),
+        args.redis_url.as_slice(),
+        args.mysql_url.as_slice(),
+        args.etcd_url.as_slice(),
+    ]) {
+        if urls.is_empty() {
+            continue;
         }
-    }
-    if let Some(url) = &args.mysql_url {
-        command.push_str(&format!(" --mysql-url {url}"));
+        let shown = lockcheck_checker::redact(&urls.join(","));
+        if shown == urls.join(",") {
+            command.push_str(&format!(" {flag} {shown}"));
+        } else {
+            command.push_str(&format!(" {flag} '{shown}'"));
+            secrets.push(*variable);
+        }
     }
     if args.no_fencing {
         command.push_str(" --no-fencing");
@@ -1203,7 +1212,11 @@ fn rerun_command(args: &CheckArgs, backend: RealBackend, seed: u64) -> String {
     if !args.exec.is_empty() {
         command.push_str(&format!(" -- {}", args.exec.join(" ")));
     }
-    command
+    if !secrets.is_empty() {
+        // A shell comment: the line still runs as it is.
+        command.push_str(&format!("  # password redacted: pass the URL in {}", secrets.join(", ")));
+    }
+    lockcheck_checker::redact(&command)
 }
 
 fn finish_store(

@@ -148,8 +148,18 @@ fn folder(segment: &str) -> Option<&str> {
     plain.then_some(segment)
 }
 
-/// The answer to `GET target`: status, content type, body.
+/// The answer to `GET target`: status, content type, body, its passwords
+/// masked ([`lockcheck_checker::redact`]), even those of a run stored by
+/// an older lockcheck that wrote them.
 fn answer(store: &Path, target: &str) -> (u16, &'static str, Vec<u8>) {
+    let (status, kind, body) = unredacted_answer(store, target);
+    match String::from_utf8(body) {
+        Ok(text) => (status, kind, lockcheck_checker::redact(&text).into_bytes()),
+        Err(error) => (status, kind, error.into_bytes()),
+    }
+}
+
+fn unredacted_answer(store: &Path, target: &str) -> (u16, &'static str, Vec<u8>) {
     let path = target.split(['?', '#']).next().unwrap_or("/");
     if path == "/" || path == "/index.html" {
         return (200, "text/html; charset=utf-8", index(store).into_bytes());
@@ -289,6 +299,35 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passwords_stored_by_an_older_run_are_not_served() {
+        let store =
+            std::env::temp_dir().join(format!("lockcheck-serve-secret-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&store);
+        let run = store.join("postgres-lease-fenced-write").join("20261130T000000.000Z-seed-1");
+        fs::create_dir_all(&run).expect("made");
+        let command = "lockcheck check --postgres-url postgres://u:hunter2@h/db --mysql-url mysql://root:hunter2@[::1]:3306/t\n";
+        fs::write(run.join("history.jsonl"), "").expect("written");
+        fs::write(
+            run.join("results.json"),
+            r#"{"verdict":"valid","source":"host=h password=hunter2"}"#,
+        )
+        .expect("written");
+        fs::write(run.join("command"), command).expect("written");
+        for path in [
+            "/",
+            "/runs/postgres-lease-fenced-write/20261130T000000.000Z-seed-1/command",
+            "/runs/postgres-lease-fenced-write/20261130T000000.000Z-seed-1/results.json",
+        ] {
+            let (status, _, body) = answer(&store, path);
+            let body = String::from_utf8(body).expect("utf-8");
+            assert_eq!(status, 200, "{path}: {body}");
+            assert!(!body.contains("hunter2"), "{path}: {body}");
+            assert!(body.contains(":***@") || body.contains("password=***"), "{path}: {body}");
+        }
+        let _ = fs::remove_dir_all(&store);
+    }
 
     #[test]
     fn only_store_folders_and_known_files_are_served() {

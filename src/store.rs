@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use anyhow::Context;
-use lockcheck_checker::{write_events, Analysis, Event};
+use lockcheck_checker::{redact, write_events, Analysis, Event};
 use lockcheck_reports::{render_html, render_json, Analyzed, HtmlInput};
 use lockcheck_workloads::HistoryFile;
 
@@ -146,20 +146,38 @@ pub fn write_html(
 
 /// Writes `path` through `fill`, into a temporary file renamed over it, so
 /// that a run stopped halfway never leaves a truncated file that looks
-/// complete.
-fn write_file(
+/// complete. What `fill` writes is redacted ([`redact`]: no password of a
+/// URL or setting reaches the file), and the file is its owner's only
+/// (mode 0600): a stored file may hold a command line.
+pub fn write_file(
     path: &Path,
-    fill: impl FnOnce(&mut std::io::BufWriter<fs::File>) -> anyhow::Result<()>,
+    fill: impl FnOnce(&mut Vec<u8>) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let name = path.file_name().map(|name| name.to_string_lossy()).unwrap_or_default();
     let aside = path.with_file_name(format!(".{name}.partial"));
-    let file =
-        fs::File::create(&aside).with_context(|| format!("cannot create {}", aside.display()))?;
-    let mut out = std::io::BufWriter::new(file);
-    fill(&mut out).with_context(|| format!("cannot write {}", aside.display()))?;
-    out.flush().with_context(|| format!("cannot write {}", aside.display()))?;
-    drop(out);
+    let mut content = Vec::new();
+    fill(&mut content).with_context(|| format!("cannot write {}", aside.display()))?;
+    let content = match String::from_utf8(content) {
+        Ok(text) => redact(&text).into_bytes(),
+        Err(error) => error.into_bytes(),
+    };
+    let _ = fs::remove_file(&aside);
+    let mut file = private_file(&aside)?;
+    file.write_all(&content).with_context(|| format!("cannot write {}", aside.display()))?;
+    drop(file);
     fs::rename(&aside, path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Creates `path` anew, readable and writable by its owner only.
+fn private_file(path: &Path) -> anyhow::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot create {}", path.display()))
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ mod once;
 mod quote;
 mod reader;
 mod realtime;
+pub mod redact;
 mod resource;
 pub mod synth;
 pub mod synth_hard;
@@ -45,6 +46,7 @@ pub use once::ExactlyOnce;
 pub use reader::{
     read_history, read_history_sized, read_history_tolerant, write_events, EventReader, ReadError,
 };
+pub use redact::redact;
 pub use resource::ResourceSafety;
 pub use verdict::{
     CheckOptions, CheckResult, Checker, KeyVerdict, LinearizationEvidence, Verdict, Violation,

@@ -3,11 +3,12 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use lockcheck_checker::{Event, EventType, Function, Process};
+use lockcheck_checker::{redact, Event, EventType, Function, Process};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
@@ -94,7 +95,8 @@ impl Recorder {
             f,
             key: key.map(str::to_string),
             value: raw(value),
-            error: error.map(str::to_string),
+            // A driver's error may quote a URL: never its password.
+            error: error.map(redact),
             extra: None,
         };
         if let Some(file) = &self.file {
@@ -154,7 +156,8 @@ struct HistoryWriter {
 impl HistoryFile {
     /// Creates `path` (it must not exist) for a history to be written.
     pub fn create(path: &Path) -> io::Result<HistoryFile> {
-        let file = OpenOptions::new().write(true).create_new(true).open(path)?;
+        // Only its owner reads it: an error recorded may name a server.
+        let file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
         let writer = HistoryWriter { file, line: Vec::with_capacity(256), error: None };
         let inner =
             HistoryInner { path: path.to_path_buf(), writer: Mutex::new(writer), events: 0.into() };
@@ -169,6 +172,20 @@ impl HistoryFile {
             return;
         }
         line.clear();
+        // A driver's error may quote a URL, its password with it.
+        let redacted = event
+            .error
+            .as_deref()
+            .map(redact)
+            .filter(|clean| Some(clean.as_str()) != event.error.as_deref());
+        let cleaned;
+        let event = match redacted {
+            Some(clean) => {
+                cleaned = Event { error: Some(clean), ..event.clone() };
+                &cleaned
+            }
+            None => event,
+        };
         let written =
             serde_json::to_writer(&mut *line, event).map_err(io::Error::from).and_then(|()| {
                 line.push(b'\n');

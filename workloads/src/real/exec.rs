@@ -655,6 +655,7 @@ impl ExecClient {
         };
         let what = trouble.describe(self.launch.deadline);
         let text = process.finish(&what, trouble.ended()).await;
+        let text = lockcheck_checker::redact(&text);
         eprintln!("lockcheck: {}'s program ({}) {text}", self.launch.name, self.launch.program);
     }
 
@@ -695,9 +696,10 @@ impl ExecClient {
                         StartError::Failed(why) => why,
                     };
                     let Launch { name, program, .. } = &self.launch;
-                    eprintln!(
+                    let line = format!(
                         "lockcheck: {name}'s program ({program}) could not be restarted: {why}"
                     );
+                    eprintln!("{}", lockcheck_checker::redact(&line));
                 }
                 false
             }

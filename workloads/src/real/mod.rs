@@ -8,6 +8,7 @@ pub mod driver;
 pub mod etcd;
 pub mod exec;
 pub mod failover;
+pub mod leftovers;
 pub mod nemesis;
 pub mod netfault;
 pub mod proxy;

@@ -13,7 +13,8 @@
 //!   started through `setpriv --pdeathsig KILL`, so the kernel kills it when
 //!   its parent dies. The parent-death signal fires when the parent *thread*
 //!   ends, so every server is spawned by one thread that lives as long as
-//!   the tool. Its temporary directory stays behind in that case.
+//!   the tool. Its temporary directory stays behind in that case, until
+//!   the next run that starts a server removes it ([`leftovers`]).
 //!
 //! Each server leads its own process group, so that stopping it also stops
 //! the processes it forks (PostgreSQL's backends), and a Ctrl-C typed at the
@@ -45,6 +46,7 @@ use std::sync::{mpsc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 use std::{env, thread};
 
+use super::leftovers;
 use super::proxy::Proxy;
 use super::RealError;
 
@@ -1101,14 +1103,16 @@ fn set_leader(id: u64, leader: Option<u32>) {
 }
 
 /// Registers a new server and makes its directory,
-/// `<temp>/lockcheck-<kind>-<pid>-<n>`, owned by `postgres` where
-/// PostgreSQL will run as that user.
+/// `<temp>/lockcheck-<kind>-<pid>-<start>-<n>` (its owner's pid and start
+/// time: [`leftovers`]), owned by `postgres` where PostgreSQL will run as
+/// that user. The first one removes the folders of runs that are gone.
 fn new_dir(kind: ServerKind) -> Result<(u64, PathBuf), RealError> {
     let error = |reason: String| RealError::Server { what: kind.name(), reason };
     crate::interrupt::install()
         .map_err(|reason| error(format!("cannot catch signals: {reason}")))?;
+    leftovers::sweep_once();
     let id = NEXT_SERVER.fetch_add(1, Ordering::Relaxed);
-    let name = format!("lockcheck-{}-{}-{id}", kind.name(), std::process::id());
+    let name = leftovers::folder_name(kind.name(), leftovers::this_process(), id);
     let dir = env::temp_dir().join(name);
     {
         let mut registry = registry();
@@ -1119,7 +1123,8 @@ fn new_dir(kind: ServerKind) -> Result<(u64, PathBuf), RealError> {
         registry.live.insert(id, live);
     }
     let made = || -> io::Result<()> {
-        // Left by an earlier process of the same pid that was SIGKILLed.
+        // Left by an earlier process of the same pid and start (after a
+        // reboot, say) that was SIGKILLed.
         if dir.exists() {
             fs::remove_dir_all(&dir)?;
         }
