@@ -145,12 +145,18 @@ pub fn cells() -> Vec<RealCell> {
             "partitions among five members, a majority ring too: the minority side never grants",
         ),
         cell("--backend postgres-advisory --nemesis none --ttl 500ms", 5, SAFE, "no fault"),
-        cell(
-            "--backend postgres-advisory --nemesis conn-kill --ttl 500ms",
-            8,
-            violated(&[MUTEX]),
-            "the session is killed: the server frees the lock, the client still believes",
-        ),
+        // The violation needs another client to reconnect and be granted
+        // within what is left of the victim's hold; on a loaded machine a
+        // reconnection is slow, and 3 runs once showed none.
+        RealCell {
+            runs: Some(6),
+            ..cell(
+                "--backend postgres-advisory --nemesis conn-kill --ttl 500ms",
+                8,
+                violated(&[MUTEX]),
+                "the session is killed: the server frees the lock, the client still believes",
+            )
+        },
         cell("--backend postgres-lease --nemesis none --ttl 500ms", 5, SAFE, "no fault"),
         cell(
             "--backend postgres-lease --nemesis pause --ttl 500ms",
@@ -165,12 +171,18 @@ pub fn cells() -> Vec<RealCell> {
             "a lease row outlives its session",
         ),
         cell("--backend mysql-get-lock --nemesis none --ttl 500ms", 5, SAFE, "no fault"),
-        cell(
-            "--backend mysql-get-lock --nemesis conn-kill --ttl 500ms",
-            8,
-            violated(&[MUTEX]),
-            "the session is killed: GET_LOCK is freed while the client believes",
-        ),
+        // The violation needs another client to reconnect and be granted
+        // within what is left of the victim's hold; on a loaded machine a
+        // reconnection is slow, and 3 runs once showed none.
+        RealCell {
+            runs: Some(6),
+            ..cell(
+                "--backend mysql-get-lock --nemesis conn-kill --ttl 500ms",
+                8,
+                violated(&[MUTEX]),
+                "the session is killed: GET_LOCK is freed while the client believes",
+            )
+        },
         cell(
             "--backend mysql-lease --nemesis pause --ttl 500ms",
             8,

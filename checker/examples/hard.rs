@@ -7,7 +7,8 @@ use lockcheck_checker::{CheckOptions, Checker, HistoryBuilder, Linearizability};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let number = |at: usize, default: f64| args.get(at).and_then(|a| a.parse().ok()).unwrap_or(default);
+    let number =
+        |at: usize, default: f64| args.get(at).and_then(|a| a.parse().ok()).unwrap_or(default);
     let options = HardOptions {
         ops: number(0, 20_000.0) as usize,
         clients: number(1, 10.0) as u32,

@@ -6,7 +6,7 @@
 use lockcheck_checker::linear::models::{FencedLease, LockCall, LockInput, LockOutput, Mutex};
 use lockcheck_checker::linear::{search, EitherWay, Model, Operation, SearchLimits, SearchOutcome};
 use lockcheck_checker::synth_hard::{generate, HardOptions};
-use lockcheck_checker::{Checker, CheckOptions, HistoryBuilder, Linearizability, Verdict};
+use lockcheck_checker::{CheckOptions, Checker, HistoryBuilder, Linearizability, Verdict};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 

@@ -305,7 +305,9 @@ impl<'a, M: Model> Search<'a, M> {
         let has_unknown = unknown.iter().any(|&word| word != 0);
         let windowed = words * 64 > limits.window_from_ops;
         let pending_unknown = if windowed {
-            (0..part.len() as u32).filter(|&rank| operations[part[rank as usize]].ret.is_none()).collect()
+            (0..part.len() as u32)
+                .filter(|&rank| operations[part[rank as usize]].ret.is_none())
+                .collect()
         } else {
             BTreeSet::new()
         };
