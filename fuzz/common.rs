@@ -9,8 +9,7 @@ use lockcheck_checker::{analyze_imported, default_checkers, CheckOptions};
 /// with a short linearizability bound (a hard input is `unknown`, not a
 /// timeout of the fuzzer).
 pub fn import_and_check(format: InputFormat, data: &[u8]) {
-    let Ok(import) = import_from(format, data, "fuzz", ModelChoice::Auto, data.len() as u64)
-    else {
+    let Ok(import) = import_from(format, data, "fuzz", ModelChoice::Auto, data.len() as u64) else {
         return;
     };
     let options = CheckOptions {
