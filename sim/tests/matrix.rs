@@ -7,7 +7,7 @@ use std::time::Instant;
 use lockcheck_sim::{cells, run_cell, Effort};
 
 #[test]
-fn every_simulated_cell_of_the_truth_table_comes_out_as_locks_md_says() {
+fn every_simulated_cell_comes_out_as_the_truth_table_says() {
     // Exactly what `lockcheck matrix --sim` runs with no options: a false
     // alarm a user would meet must fail here.
     let effort = Effort::default();
