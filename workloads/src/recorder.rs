@@ -164,7 +164,8 @@ impl HistoryFile {
         Ok(HistoryFile { inner: Arc::new(inner) })
     }
 
-    /// Appends `event` as one line.
+    /// Appends `event` as one line, as it is: [`Recorder::record`], the
+    /// writer of every run's history, has redacted its error already.
     pub fn append(&self, event: &Event) {
         let mut writer = self.inner.writer.lock().unwrap_or_else(PoisonError::into_inner);
         let HistoryWriter { file, line, error } = &mut *writer;
@@ -172,20 +173,6 @@ impl HistoryFile {
             return;
         }
         line.clear();
-        // A driver's error may quote a URL, its password with it.
-        let redacted = event
-            .error
-            .as_deref()
-            .map(redact)
-            .filter(|clean| Some(clean.as_str()) != event.error.as_deref());
-        let cleaned;
-        let event = match redacted {
-            Some(clean) => {
-                cleaned = Event { error: Some(clean), ..event.clone() };
-                &cleaned
-            }
-            None => event,
-        };
         let written =
             serde_json::to_writer(&mut *line, event).map_err(io::Error::from).and_then(|()| {
                 line.push(b'\n');
