@@ -18,11 +18,11 @@ use crate::exit;
 
 /// What one `analyze --stats` run reported.
 #[derive(Debug, Clone, Copy)]
-struct Run {
-    events: u64,
-    read_s: f64,
-    check_s: f64,
-    peak_rss_bytes: u64,
+pub(crate) struct Run {
+    pub events: u64,
+    pub read_s: f64,
+    pub check_s: f64,
+    pub peak_rss_bytes: u64,
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
@@ -191,20 +191,33 @@ fn write_history(dir: &Path, args: &BenchArgs, ops: usize) -> anyhow::Result<Pat
 }
 
 fn analyze_in_child(path: &Path) -> anyhow::Result<Run> {
+    let (code, run) = analyze_child(path, &[])?;
+    if code != exit::VALID {
+        bail!("the synthetic history was not found valid (exit {code})");
+    }
+    Ok(run)
+}
+
+/// `lockcheck analyze --stats PATH` in a child process, so that its peak
+/// memory is its own, with `extra` arguments: its exit code (a verdict's:
+/// anything else is an error) and the figures it reported.
+pub(crate) fn analyze_child(path: &Path, extra: &[String]) -> anyhow::Result<(u8, Run)> {
     let exe = std::env::current_exe().context("cannot find the lockcheck executable")?;
     let output = Command::new(exe)
         .arg("analyze")
         .arg("--stats")
         .arg("--format=json")
+        .args(extra)
         .arg(path)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .output()
         .context("cannot run lockcheck analyze")?;
     let stderr = String::from_utf8_lossy(&output.stderr);
-    if output.status.code() != Some(exit::VALID.into()) {
-        bail!("the synthetic history was not found valid ({}): {stderr}", output.status);
-    }
+    let code = match output.status.code().map(|code| code as u8) {
+        Some(code @ (exit::VALID | exit::INVALID | exit::UNKNOWN)) => code,
+        _ => bail!("analyze of {} failed ({}): {stderr}", path.display(), output.status),
+    };
     let line = stderr
         .lines()
         .find(|line| line.starts_with("stats: "))
@@ -216,10 +229,11 @@ fn analyze_in_child(path: &Path) -> anyhow::Result<Run> {
             .parse::<f64>()
             .with_context(|| format!("bad {name} in {line:?}"))
     };
-    Ok(Run {
+    let run = Run {
         events: field("events")? as u64,
         read_s: field("read_s")?,
         check_s: field("check_s")?,
         peak_rss_bytes: field("peak_rss_bytes")? as u64,
-    })
+    };
+    Ok((code, run))
 }

@@ -9,13 +9,14 @@ use std::fs::{self, File};
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
 use lockcheck_checker::synth_hard::{generate, HardOptions};
 use lockcheck_checker::write_events;
 
 use crate::args::BenchArgs;
+use crate::bench::analyze_child;
 use crate::exit;
 
 /// The rows of the hard table: operations, clients, percent crashed.
@@ -29,14 +30,6 @@ const HARD_ROWS: [(usize, u32, f64); 8] = [
     (20_000, 10, 5.0),
     (100_000, 10, 5.0),
 ];
-
-/// What a child `analyze` gave.
-struct Checked {
-    verdict: &'static str,
-    read_s: f64,
-    check_s: f64,
-    peak_rss_mb: f64,
-}
 
 fn folder(args: &BenchArgs) -> anyhow::Result<PathBuf> {
     let dir = match &args.dir {
@@ -57,43 +50,6 @@ fn write(dir: &Path, options: &HardOptions) -> anyhow::Result<PathBuf> {
     write_events(BufWriter::with_capacity(1 << 20, file), &events)
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(path)
-}
-
-fn analyze(path: &Path, bound: Duration) -> anyhow::Result<Checked> {
-    let exe = std::env::current_exe().context("cannot find the lockcheck executable")?;
-    let output = Command::new(exe)
-        .arg("analyze")
-        .arg("--stats")
-        .arg("--format=json")
-        .arg(format!("--linearizability-timeout={}ms", bound.as_millis()))
-        .arg(path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .context("cannot run lockcheck analyze")?;
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let verdict = match output.status.code().map(|code| code as u8) {
-        Some(exit::VALID) => "valid",
-        Some(exit::INVALID) => "INVALID",
-        Some(exit::UNKNOWN) => "unknown",
-        _ => anyhow::bail!("analyze of {} failed ({}): {stderr}", path.display(), output.status),
-    };
-    let line = stderr
-        .lines()
-        .find(|line| line.starts_with("stats: "))
-        .with_context(|| format!("analyze printed no stats: {stderr}"))?;
-    let field = |name: &str| -> f64 {
-        line.split_whitespace()
-            .find_map(|pair| pair.strip_prefix(name).and_then(|rest| rest.strip_prefix('=')))
-            .and_then(|value| value.parse().ok())
-            .unwrap_or(f64::NAN)
-    };
-    Ok(Checked {
-        verdict,
-        read_s: field("read_s"),
-        check_s: field("check_s"),
-        peak_rss_mb: field("peak_rss_bytes") / (1 << 20) as f64,
-    })
 }
 
 /// `--compare-with CMD FILE` through the shell: its wall time and the first
@@ -120,16 +76,22 @@ fn compare(command: &str, path: &Path) -> String {
 
 fn row(args: &BenchArgs, dir: &Path, options: &HardOptions, label: &str) -> anyhow::Result<bool> {
     let path = write(dir, options)?;
-    let checked = analyze(&path, args.hard_timeout)?;
+    let bound = format!("--linearizability-timeout={}ms", args.hard_timeout.as_millis());
+    let (code, checked) = analyze_child(&path, &[bound])?;
+    let verdict = match code {
+        exit::VALID => "valid",
+        exit::INVALID => "INVALID",
+        _ => "unknown",
+    };
     let mut line = format!(
         "{:>10} ops {:>3} clients {:>4}% info {label:<10}: {:<7} read {:.2} s, check {:.2} s, peak {:.0} MB",
         options.ops,
         options.clients,
         options.info_percent,
-        checked.verdict,
+        verdict,
         checked.read_s,
         checked.check_s,
-        checked.peak_rss_mb
+        checked.peak_rss_bytes as f64 / (1 << 20) as f64
     );
     if let Some(command) = &args.compare_with {
         line.push_str(&format!("; {command}: {}", compare(command, &path)));
@@ -138,7 +100,7 @@ fn row(args: &BenchArgs, dir: &Path, options: &HardOptions, label: &str) -> anyh
     if args.dir.is_none() {
         let _ = fs::remove_file(&path);
     }
-    Ok(checked.verdict == "valid")
+    Ok(code == exit::VALID)
 }
 
 fn finish(args: &BenchArgs, dir: &Path, all_valid: bool) -> u8 {
