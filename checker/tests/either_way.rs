@@ -4,7 +4,9 @@
 //! where branching on every crash did not.
 
 use lockcheck_checker::linear::models::{FencedLease, LockCall, LockInput, LockOutput, Mutex};
-use lockcheck_checker::linear::{search, EitherWay, Model, Operation, SearchLimits, SearchOutcome};
+use lockcheck_checker::linear::{
+    lock_operation, search, EitherWay, Model, Operation, SearchLimits, SearchOutcome,
+};
 use lockcheck_checker::synth_hard::{generate, HardOptions};
 use lockcheck_checker::{CheckOptions, Checker, HistoryBuilder, Linearizability, Verdict};
 use rand::rngs::SmallRng;
@@ -101,43 +103,10 @@ fn crashed_operations_do_not_blow_the_search_up() {
     assert_eq!(result.verdict, Some(Verdict::Valid));
     let stats = lockcheck_checker::linear::search(
         &EitherWay(Mutex),
-        &lock_operations(&history),
+        &history.ops().iter().map(lock_operation).collect::<Vec<_>>(),
         &(0..history.ops().len()).collect::<Vec<_>>(),
         &SearchLimits::default(),
     )
     .1;
     assert!(stats.cached_states < 20 * 5_000, "{} configurations kept", stats.cached_states);
-}
-
-/// The history's operations as the mutex model reads them (all on one lock).
-fn lock_operations(history: &lockcheck_checker::History) -> Vec<Op> {
-    use lockcheck_checker::{Function, Outcome};
-    history
-        .ops()
-        .iter()
-        .map(|op| {
-            let call = match op.f {
-                Function::Acquire => LockCall::Acquire,
-                Function::Release => LockCall::Release { fence: None },
-                _ => LockCall::Renew,
-            };
-            let output = match (op.outcome, call) {
-                (Outcome::Info, _) => None,
-                (Outcome::Ok, LockCall::Acquire) => Some(LockOutput::Granted { fence: None }),
-                (Outcome::Ok, _) => Some(LockOutput::Done),
-                (Outcome::Fail, LockCall::Acquire) => Some(LockOutput::Busy),
-                (Outcome::Fail, _) => Some(LockOutput::NotHeld),
-            };
-            Operation {
-                client: op.process,
-                input: LockInput { client: op.process, call },
-                output,
-                call: op.invoke.index,
-                ret: op
-                    .completion
-                    .filter(|_| op.outcome != Outcome::Info)
-                    .map(|completion| completion.index),
-            }
-        })
-        .collect()
 }

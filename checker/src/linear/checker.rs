@@ -94,7 +94,8 @@ impl Checker for Linearizability {
     }
 }
 
-fn lock_operation(op: &Op) -> Operation<LockInput, LockOutput> {
+/// A lock history's operation as the lock models read it.
+pub fn lock_operation(op: &Op) -> Operation<LockInput, LockOutput> {
     let call = match op.f {
         Function::Acquire => LockCall::Acquire,
         Function::Release => LockCall::Release { fence: op.fence },

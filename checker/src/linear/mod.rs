@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-pub use checker::Linearizability;
+pub use checker::{lock_operation, Linearizability};
 pub use explain::check_result;
 pub use model::{EitherWay, Model, NondeterministicModel, Operation, PowerSet};
 pub use search::{
