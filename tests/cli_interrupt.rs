@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{both, lockcheck};
+use common::{both, files_under, lockcheck};
 
 const SIGHUP: i32 = 1;
 const SIGINT: i32 = 2;
@@ -163,23 +163,8 @@ fn server_dirs(pid: u32) -> Vec<String> {
 
 /// Every `history.jsonl` under `root`.
 fn histories(root: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut todo = vec![root.to_path_buf()];
-    while let Some(dir) = todo.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_symlink() {
-                continue;
-            }
-            if path.is_dir() {
-                todo.push(path);
-            } else if path.file_name().is_some_and(|name| name == "history.jsonl") {
-                found.push(path);
-            }
-        }
-    }
-    found.sort();
+    let mut found = files_under(root);
+    found.retain(|path| path.file_name().is_some_and(|name| name == "history.jsonl"));
     found
 }
 

@@ -59,19 +59,10 @@ fn processes_in(dirs: &[PathBuf]) -> Vec<(u32, String)> {
 }
 
 fn history_events(store: &Path) -> usize {
-    let mut todo = vec![store.to_path_buf()];
-    while let Some(dir) = todo.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                todo.push(path);
-            } else if path.ends_with("history.jsonl") {
-                return std::fs::read_to_string(&path).unwrap_or_default().lines().count();
-            }
-        }
-    }
-    0
+    common::files_under(store)
+        .iter()
+        .find(|path| path.ends_with("history.jsonl"))
+        .map_or(0, |path| std::fs::read_to_string(path).unwrap_or_default().lines().count())
 }
 
 #[test]

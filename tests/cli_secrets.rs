@@ -37,24 +37,6 @@ fn store(name: &str) -> PathBuf {
     store
 }
 
-/// Every file under `root`.
-fn files(root: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut todo = vec![root.to_path_buf()];
-    while let Some(dir) = todo.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            match entry.file_type() {
-                Ok(kind) if kind.is_dir() => todo.push(path),
-                Ok(kind) if kind.is_file() => found.push(path),
-                _ => {}
-            }
-        }
-    }
-    found
-}
-
 fn assert_no_secret(output: &Output) {
     assert!(!both(output).contains(SECRET), "the password was printed:\n{}", both(output));
 }
@@ -62,7 +44,7 @@ fn assert_no_secret(output: &Output) {
 /// The run folders' files hold no password, are 0600, and the command
 /// shows the URL masked with where its password goes.
 fn assert_stored_clean(store: &Path) -> PathBuf {
-    let found = files(store);
+    let found = common::files_under(store);
     assert!(found.iter().any(|path| path.ends_with("command")), "{found:?}");
     for path in &found {
         let text = String::from_utf8_lossy(&std::fs::read(path).expect("read")).to_string();
