@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Runs `lockcheck ARGS…` to the end.
+#[allow(dead_code)] // not every test binary runs it this way
 pub fn lockcheck(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_lockcheck"))
         .args(args)

@@ -1,0 +1,141 @@
+//! Pinned simulated runs: for a fixed list of (backend, workload, nemesis,
+//! seed) runs covering every simulated backend, the history `check` records
+//! must stay byte-for-byte the same, and so must every verdict. This guards
+//! refactorings that are meant to keep behaviour: a change that moves one
+//! byte of one history, or one verdict, fails here and names the run.
+//!
+//! The expected figures live in `tests/data/golden-runs.txt`: per run, its
+//! arguments, the history's line count and FNV-1a 64 hash, the exit code and
+//! each checker's verdict. A change that is meant to alter histories
+//! rewrites the file with `LOCKCHECK_BLESS=1 cargo test --test cli_golden`,
+//! and its commit says which runs changed and why.
+
+mod common;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{both, files_under};
+
+/// The runs, as `check` arguments (each gets `--no-shrink --format json` and
+/// its own store).
+const RUNS: &[&str] = &[
+    "--backend sim-redis --seed 1",
+    "--backend sim-redis --workload mutex --nemesis none --seed 2",
+    "--backend sim-redis --nemesis kill --persistent --seed 3",
+    "--backend sim-redis --nemesis pause --no-fencing --seed 4",
+    "--backend sim-redis --workload cron --nemesis pause --seed 5",
+    "--backend sim-redis --workload cron-release --nemesis none --seed 6",
+    "--backend sim-redis --nemesis failover --seed 7",
+    "--backend sim-redis --nemesis delay,loss --clients 8 --locks 3 --seed 8",
+    "--backend sim-redis --swarm --seed 9",
+    "--backend sim-redis-del-release --nemesis pause --seed 10",
+    "--backend sim-redis-setnx-expire --nemesis pause,kill --seed 11",
+    "--backend sim-redis-lost-reply --nemesis loss --seed 12",
+    "--backend sim-lease-table --nemesis pause,clock --seed 13",
+    "--backend sim-lease-table --workload mutex --nemesis kill --seed 14",
+    "--backend sim-lease-table-client-clock --nemesis skew --seed 15",
+    "--backend sim-redlock --nemesis kill --seed 16",
+    "--backend sim-redlock --workload mutex --nemesis partition --seed 17",
+    "--backend sim-redlock-no-delay --nemesis kill --seed 18",
+    "--backend sim-redis-semaphore --nemesis pause --seed 19",
+    "--backend sim-redis-semaphore-client-clock --nemesis skew --seed 20",
+    "--backend sim-etcd --nemesis partition --seed 21",
+    "--backend sim-etcd --nemesis pause,kill --seed 22",
+    "--backend sim-etcd-5 --nemesis partition --partition-shapes ring,halves --seed 23",
+    "--backend sim-etcd-no-quorum --nemesis partition --seed 24",
+];
+
+/// Simulated time per run: long enough for every fault to strike a few
+/// times, short enough that the list runs in seconds.
+const TIME_LIMIT: &str = "20s";
+
+fn data_file() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden-runs.txt")
+}
+
+/// FNV-1a, 64 bits: a fixed hash, the same on every machine and toolchain.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &byte in bytes {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// One run's line in the data file.
+fn record(index: usize, args: &str) -> String {
+    let store = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli_golden-{}-{index}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&store);
+    let store_arg = store.display().to_string();
+    let mut argv = vec!["check"];
+    argv.extend(args.split_whitespace());
+    argv.extend(["--time-limit", TIME_LIMIT, "--no-shrink", "--format", "json"]);
+    argv.extend(["--store", &store_arg]);
+    let output = Command::new(env!("CARGO_BIN_EXE_lockcheck"))
+        .args(&argv)
+        .output()
+        .expect("the lockcheck binary runs");
+    let code = output.status.code().unwrap_or(-1);
+    assert!(code == 0 || code == 1, "{args}: exit {code}\n{}", both(&output));
+    let histories: Vec<PathBuf> = files_under(&store)
+        .into_iter()
+        .filter(|path| path.file_name().is_some_and(|name| name == "history.jsonl"))
+        .collect();
+    assert_eq!(histories.len(), 1, "{args}: histories stored: {histories:?}\n{}", both(&output));
+    let history = std::fs::read(&histories[0]).unwrap();
+    let lines = history.iter().filter(|&&byte| byte == b'\n').count();
+    let document: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|error| panic!("{args}: stdout is not JSON ({error})\n{}", both(&output)));
+    let mut verdicts = String::new();
+    for result in document["histories"][0]["results"].as_array().expect("results") {
+        let checker = result["checker"].as_str().expect("checker");
+        let verdict = result["verdict"].as_str().unwrap_or("n/a");
+        let _ = write!(verdicts, " {checker}={verdict}");
+    }
+    let _ = std::fs::remove_dir_all(&store);
+    format!("{args} | lines {lines} | fnv {:016x} | exit {code} |{verdicts}", fnv1a(&history))
+}
+
+#[test]
+fn pinned_simulated_runs_record_the_same_histories_and_verdicts() {
+    let found: Vec<String> = RUNS.iter().enumerate().map(|(i, args)| record(i, args)).collect();
+    let mut text = String::from(
+        "# Pinned simulated runs (tests/cli_golden.rs): arguments | history lines | FNV-1a 64 of\n\
+         # the history | exit code | verdicts. Rewrite with LOCKCHECK_BLESS=1.\n",
+    );
+    for line in &found {
+        text.push_str(line);
+        text.push('\n');
+    }
+    if std::env::var_os("LOCKCHECK_BLESS").is_some() {
+        std::fs::write(data_file(), text).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(data_file()).expect("tests/data/golden-runs.txt");
+    let expected: Vec<&str> = expected.lines().filter(|line| !line.starts_with('#')).collect();
+    assert_eq!(expected.len(), RUNS.len(), "the data file lists other runs than RUNS; rebless");
+    let changed: Vec<String> = expected
+        .iter()
+        .zip(&found)
+        .filter(|(want, got)| want != got)
+        .map(|(want, got)| format!("  was: {want}\n  now: {got}"))
+        .collect();
+    assert!(
+        changed.is_empty(),
+        "{} of {} runs changed:\n{}",
+        changed.len(),
+        RUNS.len(),
+        changed.join("\n")
+    );
+}
+
+/// The same run twice gives the same line: the pinning is of something
+/// deterministic, not of one lucky run.
+#[test]
+fn a_pinned_run_repeats_itself() {
+    assert_eq!(record(1000, RUNS[0]), record(1001, RUNS[0]));
+}
