@@ -1,5 +1,6 @@
 //! `lockcheck analyze FILE…`
 
+use lockcheck_checker::names::LINEARIZABILITY;
 use std::fs::File;
 use std::io::{self, BufReader, Write};
 use std::path::Path;
@@ -42,7 +43,7 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     };
     let mut checkers = default_checkers();
     if args.no_linearizability {
-        checkers.retain(|checker| checker.name() != "linearizability");
+        checkers.retain(|checker| checker.name() != LINEARIZABILITY);
     }
     let mut analyses: Vec<(String, Analysis)> = Vec::new();
     let mut errors: Vec<(String, String)> = Vec::new();

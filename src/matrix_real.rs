@@ -13,10 +13,10 @@ use crate::exit;
 use crate::progress::Progress;
 use crate::real::{execute, RealBackend};
 
-const MUTEX: &str = "mutual-exclusion";
-const FENCE: &str = "fence-monotonicity";
-const RESOURCE: &str = "resource-safety";
-const LINEAR: &str = "linearizability";
+use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
+use lockcheck_checker::names::FENCE_MONOTONICITY as FENCE;
+use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
+use lockcheck_checker::names::LINEARIZABILITY as LINEAR;
 
 /// One cell: the `check` arguments of a run, without seed and time limit.
 #[derive(Debug, Clone, PartialEq)]

@@ -42,6 +42,20 @@ pub struct Analysis {
     pub warnings: Vec<String>,
 }
 
+impl Analysis {
+    /// The result of the checker named `checker` (see [`crate::names`]), if
+    /// it ran.
+    pub fn result_of(&self, checker: &str) -> Option<&CheckResult> {
+        self.results.iter().find(|result| result.checker == checker)
+    }
+
+    /// The verdict of the checker named `checker`: `None` if it did not run
+    /// or did not apply to this history.
+    pub fn verdict_of(&self, checker: &str) -> Option<Verdict> {
+        self.result_of(checker).and_then(|result| result.verdict)
+    }
+}
+
 /// The checkers `analyze` runs by default, in report order.
 pub fn default_checkers() -> Vec<Box<dyn Checker>> {
     vec![

@@ -104,6 +104,7 @@ impl Expect {
 
 #[cfg(test)]
 mod tests {
+    use crate::names::{MUTUAL_EXCLUSION, RESOURCE_SAFETY};
     use super::*;
     use crate::{analyze, default_checkers, CheckOptions, HistoryBuilder};
 
@@ -137,9 +138,9 @@ mod tests {
     }
 
     const VIOLATED: Expect =
-        Expect::Violated { any_of: &["mutual-exclusion"], stays_valid: &["resource-safety"] };
+        Expect::Violated { any_of: &[MUTUAL_EXCLUSION], stays_valid: &[RESOURCE_SAFETY] };
     const FENCED: Expect =
-        Expect::Violated { any_of: &["resource-safety"], stays_valid: &["mutual-exclusion"] };
+        Expect::Violated { any_of: &[RESOURCE_SAFETY], stays_valid: &[MUTUAL_EXCLUSION] };
 
     #[test]
     fn a_safe_cell_is_decided_by_the_first_violation_only() {
@@ -147,7 +148,7 @@ mod tests {
         match Expect::Safe.judge(&overlapping(), "seed 4") {
             Judgement::Decided { matches: false, found } => {
                 assert!(found.contains("invalid at seed 4"), "{found}");
-                assert!(found.contains("mutual-exclusion"), "{found}");
+                assert!(found.contains(MUTUAL_EXCLUSION), "{found}");
             }
             other => panic!("{other:?}"),
         }

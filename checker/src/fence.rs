@@ -18,7 +18,7 @@ pub struct FenceMonotonicity;
 
 impl Checker for FenceMonotonicity {
     fn name(&self) -> &'static str {
-        "fence-monotonicity"
+        crate::verdict::names::FENCE_MONOTONICITY
     }
 
     fn check(&self, history: &History, options: &CheckOptions) -> CheckResult {

@@ -34,7 +34,7 @@ pub struct Liveness;
 
 impl Checker for Liveness {
     fn name(&self) -> &'static str {
-        "liveness"
+        crate::verdict::names::LIVENESS
     }
 
     fn check(&self, history: &History, options: &CheckOptions) -> CheckResult {

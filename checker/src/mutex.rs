@@ -15,7 +15,7 @@ pub struct MutualExclusion;
 
 impl Checker for MutualExclusion {
     fn name(&self) -> &'static str {
-        "mutual-exclusion"
+        crate::verdict::names::MUTUAL_EXCLUSION
     }
 
     fn check(&self, history: &History, options: &CheckOptions) -> CheckResult {

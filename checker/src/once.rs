@@ -18,7 +18,7 @@ pub struct ExactlyOnce;
 
 impl Checker for ExactlyOnce {
     fn name(&self) -> &'static str {
-        "exactly-once"
+        crate::verdict::names::EXACTLY_ONCE
     }
 
     fn check(&self, history: &History, options: &CheckOptions) -> CheckResult {

@@ -23,7 +23,7 @@ pub struct ResourceSafety;
 
 impl Checker for ResourceSafety {
     fn name(&self) -> &'static str {
-        "resource-safety"
+        crate::verdict::names::RESOURCE_SAFETY
     }
 
     fn check(&self, history: &History, options: &CheckOptions) -> CheckResult {

@@ -212,6 +212,17 @@ impl Default for CheckOptions {
     }
 }
 
+/// Each checker's name, as results, reports, JUnit cases, `--gate` and the
+/// truth tables spell it.
+pub mod names {
+    pub const MUTUAL_EXCLUSION: &str = "mutual-exclusion";
+    pub const FENCE_MONOTONICITY: &str = "fence-monotonicity";
+    pub const RESOURCE_SAFETY: &str = "resource-safety";
+    pub const LIVENESS: &str = "liveness";
+    pub const LINEARIZABILITY: &str = "linearizability";
+    pub const EXACTLY_ONCE: &str = "exactly-once";
+}
+
 /// A property of histories. The linearizability checker implements this too.
 pub trait Checker: Sync {
     /// A short kebab-case name, e.g. `mutual-exclusion`.

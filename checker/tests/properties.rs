@@ -2,6 +2,7 @@
 //! reference lock is valid for every checker, and each defect injected into it
 //! is found by the checker it concerns, and by no other.
 
+use lockcheck_checker::names::EXACTLY_ONCE;
 use lockcheck_checker::synth::{self, Injection, SynthOptions};
 use lockcheck_checker::{
     analyze, default_checkers, read_history, Analysis, CheckOptions, Event, History, Verdict,
@@ -10,11 +11,11 @@ use lockcheck_checker::{
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 
-const MUTEX: &str = "mutual-exclusion";
-const FENCE: &str = "fence-monotonicity";
-const RESOURCE: &str = "resource-safety";
-const LIVENESS: &str = "liveness";
-const LINEARIZABILITY: &str = "linearizability";
+use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
+use lockcheck_checker::names::FENCE_MONOTONICITY as FENCE;
+use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
+use lockcheck_checker::names::LIVENESS;
+use lockcheck_checker::names::LINEARIZABILITY;
 const CHECKERS: [&str; 4] = [MUTEX, FENCE, RESOURCE, LIVENESS];
 
 fn config() -> ProptestConfig {
@@ -69,7 +70,7 @@ fn verdicts(analysis: &Analysis) -> Vec<Option<Verdict>> {
     CHECKERS
         .iter()
         .map(|name| {
-            let result = analysis.results.iter().find(|r| r.checker == *name);
+            let result = analysis.result_of(name);
             result.unwrap_or_else(|| panic!("no {name} result")).verdict
         })
         .collect()
@@ -111,7 +112,7 @@ fn check_injection(
             prop_assert_eq!(new[at], old[at], "{} turned by: {}", name, injection.description);
         }
     }
-    let result = after.results.iter().find(|r| r.checker == checker).unwrap();
+    let result = after.result_of(checker).unwrap();
     prop_assert_eq!(
         result.violation_count,
         1,
@@ -149,7 +150,7 @@ proptest! {
                 "{} found {:?}\n{}", result.checker, result.violations, jsonl(&events)
             );
         }
-        let applies = |name: &str| analysis.results.iter().any(|r| r.checker == name && r.verdict.is_some());
+        let applies = |name: &str| analysis.verdict_of(name).is_some();
         prop_assert!(applies(MUTEX) && applies(LIVENESS) && applies(LINEARIZABILITY));
         prop_assert_eq!(applies(FENCE), options.fenced);
         prop_assert_eq!(analysis.verdict, Verdict::Valid);
@@ -251,7 +252,7 @@ fn default_options_give_a_concurrent_valid_history() {
     // Every lock checker applies and finds it valid (exactly-once has no
     // runs to judge here).
     for result in &analysis.results {
-        let expected = if result.checker == "exactly-once" { None } else { Some(Verdict::Valid) };
+        let expected = if result.checker == EXACTLY_ONCE { None } else { Some(Verdict::Valid) };
         assert_eq!(result.verdict, expected, "{}", result.checker);
     }
 }

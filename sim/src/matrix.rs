@@ -31,12 +31,12 @@ pub struct Cell {
     pub note: &'static str,
 }
 
-const MUTEX: &str = "mutual-exclusion";
-const FENCE: &str = "fence-monotonicity";
-const RESOURCE: &str = "resource-safety";
-const LIVENESS: &str = "liveness";
-const LINEAR: &str = "linearizability";
-const ONCE: &str = "exactly-once";
+use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
+use lockcheck_checker::names::FENCE_MONOTONICITY as FENCE;
+use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
+use lockcheck_checker::names::LIVENESS;
+use lockcheck_checker::names::LINEARIZABILITY as LINEAR;
+use lockcheck_checker::names::EXACTLY_ONCE as ONCE;
 
 const fn cell(
     backend: Backend,

@@ -103,6 +103,7 @@ pub fn shrink(
 
 #[cfg(test)]
 mod tests {
+    use lockcheck_checker::names::{MUTUAL_EXCLUSION};
     use super::*;
     use crate::client::Backend;
     use crate::nemesis::FaultKind;
@@ -118,7 +119,7 @@ mod tests {
         let check_options = CheckOptions::default();
         let sim = run(&options).unwrap();
         let analysis = check_run(&sim, &check_options).unwrap();
-        assert!(failing(&analysis).contains(&"mutual-exclusion"), "seed 0 should fail under pause");
+        assert!(failing(&analysis).contains(&MUTUAL_EXCLUSION), "seed 0 should fail under pause");
         let shrunk = shrink(&options, &analysis, sim.events.len(), &check_options, 40).unwrap();
         assert!(
             shrunk.events < sim.events.len() / 2,
@@ -137,6 +138,6 @@ mod tests {
         let kept = shrunk.history.as_deref().expect("a smaller run failed");
         assert_eq!(bytes(&again.events), bytes(kept), "the kept history is the replayed one");
         let checked = check_run(&again, &check_options).unwrap();
-        assert!(failing(&checked).contains(&"mutual-exclusion"));
+        assert!(failing(&checked).contains(&MUTUAL_EXCLUSION));
     }
 }

@@ -11,11 +11,11 @@ use lockcheck_checker::{
 };
 use lockcheck_sim::{run, Backend, FaultKind, Shape, SimOptions, SimRun};
 
-const MUTEX: &str = "mutual-exclusion";
-const FENCE: &str = "fence-monotonicity";
-const RESOURCE: &str = "resource-safety";
-const LIVENESS: &str = "liveness";
-const LINEAR: &str = "linearizability";
+use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
+use lockcheck_checker::names::FENCE_MONOTONICITY as FENCE;
+use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
+use lockcheck_checker::names::LIVENESS;
+use lockcheck_checker::names::LINEARIZABILITY as LINEAR;
 const CHECKERS: [&str; 5] = [MUTEX, FENCE, RESOURCE, LIVENESS, LINEAR];
 
 /// Seeds a "violated" cell gets to show its violation in.
@@ -31,9 +31,7 @@ struct Checked {
 impl Checked {
     fn verdict(&self, checker: &str) -> Option<Verdict> {
         self.analysis
-            .results
-            .iter()
-            .find(|result| result.checker == checker)
+            .result_of(checker)
             .unwrap_or_else(|| panic!("no {checker} result; {}", self.context()))
             .verdict
     }

@@ -9,6 +9,7 @@
 //! postgres://postgres@127.0.0.1:5432/test). A server that cannot be reached
 //! fails the test: nothing is skipped.
 
+use lockcheck_checker::names::{LINEARIZABILITY, RESOURCE_SAFETY};
 use std::time::Duration;
 
 use lockcheck_checker::{write_events, Analysis, CheckOptions, Verdict};
@@ -135,9 +136,7 @@ fn check(run: &SimRun) -> Analysis {
 
 fn verdict(analysis: &Analysis, checker: &str) -> Option<Verdict> {
     analysis
-        .results
-        .iter()
-        .find(|result| result.checker == checker)
+        .result_of(checker)
         .unwrap_or_else(|| panic!("no {checker} result"))
         .verdict
 }
@@ -155,12 +154,12 @@ fn the_correct_recipe_keeps_the_resource_safe_under_holder_stalls() {
         assert!(run.stats.lock_ops > 100, "seed {seed}: only {} lock ops", run.stats.lock_ops);
         let analysis = check(&run);
         assert_eq!(
-            verdict(&analysis, "resource-safety"),
+            verdict(&analysis, RESOURCE_SAFETY),
             Some(Verdict::Valid),
             "seed {seed}: the fenced storage must reject every stale write"
         );
         assert_eq!(
-            verdict(&analysis, "linearizability"),
+            verdict(&analysis, LINEARIZABILITY),
             Some(Verdict::Valid),
             "seed {seed}: the correct recipe is a linearizable lease"
         );
@@ -172,7 +171,7 @@ fn the_release_by_del_recipe_is_caught() {
     let caught = (0..10).find(|&seed| {
         let run = run_user(&sim_options(seed), broken).expect("the simulation runs");
         let analysis = check(&run);
-        verdict(&analysis, "linearizability") == Some(Verdict::Invalid)
+        verdict(&analysis, LINEARIZABILITY) == Some(Verdict::Invalid)
     });
     assert!(caught.is_some(), "release by DEL must be found not linearizable within 10 seeds");
     eprintln!("release by DEL: not linearizable at seed {caught:?}");
@@ -277,7 +276,7 @@ async fn the_correct_recipe_keeps_real_fenced_storage_safe_under_holder_stalls()
     let stale = events.iter().filter(|event| event.error.as_deref() == Some("stale-fence")).count();
     eprintln!("real: {writes} write events, {stalls} stall events, {stale} stale writes refused");
     assert_eq!(
-        verdict(&analysis, "resource-safety"),
+        verdict(&analysis, RESOURCE_SAFETY),
         Some(Verdict::Valid),
         "the fenced storage must reject every stale write: {:?}",
         analysis.results

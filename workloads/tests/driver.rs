@@ -4,6 +4,7 @@
 //! Most tests run on tokio's paused clock: seconds of workload in
 //! milliseconds, the same every run.
 
+use lockcheck_checker::names::{MUTUAL_EXCLUSION, RESOURCE_SAFETY};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -176,11 +177,7 @@ fn check(events: &[Event]) -> Analysis {
 }
 
 fn verdict(analysis: &Analysis, checker: &str) -> Option<Verdict> {
-    analysis
-        .results
-        .iter()
-        .find(|result| result.checker == checker)
-        .and_then(|result| result.verdict)
+    analysis.verdict_of(checker)
 }
 
 fn count(events: &[Event], f: Function, event_type: EventType) -> usize {
@@ -210,7 +207,7 @@ fn a_correct_lock_without_faults_is_valid() {
 fn a_lock_that_never_refuses_breaks_mutual_exclusion() {
     let events = drive_fake(&options(None), true);
     let analysis = check(&events);
-    assert_eq!(verdict(&analysis, "mutual-exclusion"), Some(Verdict::Invalid));
+    assert_eq!(verdict(&analysis, MUTUAL_EXCLUSION), Some(Verdict::Invalid));
     assert_eq!(analysis.verdict, Verdict::Invalid);
 }
 
@@ -234,8 +231,8 @@ fn stalls_longer_than_the_ttl_break_mutual_exclusion_but_not_fenced_storage() {
         assert!((300..=600).contains(&stall_ms), "1.5 to 3 TTLs: {value}");
     }
     let analysis = check(&events);
-    assert_eq!(verdict(&analysis, "mutual-exclusion"), Some(Verdict::Invalid));
-    assert_eq!(verdict(&analysis, "resource-safety"), Some(Verdict::Valid));
+    assert_eq!(verdict(&analysis, MUTUAL_EXCLUSION), Some(Verdict::Invalid));
+    assert_eq!(verdict(&analysis, RESOURCE_SAFETY), Some(Verdict::Valid));
     assert!(
         events.iter().any(|event| event.error.as_deref() == Some("stale-fence")),
         "the fenced storage rejected a stalled holder's write"

@@ -9,6 +9,7 @@
 //! protected resources live in PostgreSQL at `LOCKCHECK_POSTGRES_URL`
 //! (default `postgres://postgres@127.0.0.1:5432/test`).
 
+use lockcheck_checker::names::{FENCE_MONOTONICITY, MUTUAL_EXCLUSION, RESOURCE_SAFETY};
 use std::time::Duration;
 
 use lockcheck_checker::{
@@ -142,7 +143,7 @@ async fn run(
 }
 
 fn verdict_of(analysis: &Analysis, checker: &str) -> Option<Verdict> {
-    analysis.results.iter().find(|result| result.checker == checker).and_then(|r| r.verdict)
+    analysis.verdict_of(checker)
 }
 
 /// Every checker's verdict and the first violations, for a failure message.
@@ -199,7 +200,7 @@ async fn etcd_holder_stall_past_the_lease_breaks_mutex_but_fenced_storage_holds(
     let run_for = Duration::from_millis(stall_ms + 3000);
     let analysis = run(&endpoints, &options("etcd-stall", 1000), run_for, stall_ms).await;
     let report = describe(&analysis);
-    assert_eq!(verdict_of(&analysis, "mutual-exclusion"), Some(Verdict::Invalid), "{report}");
-    assert_eq!(verdict_of(&analysis, "resource-safety"), Some(Verdict::Valid), "{report}");
-    assert_eq!(verdict_of(&analysis, "fence-monotonicity"), Some(Verdict::Valid), "{report}");
+    assert_eq!(verdict_of(&analysis, MUTUAL_EXCLUSION), Some(Verdict::Invalid), "{report}");
+    assert_eq!(verdict_of(&analysis, RESOURCE_SAFETY), Some(Verdict::Valid), "{report}");
+    assert_eq!(verdict_of(&analysis, FENCE_MONOTONICITY), Some(Verdict::Valid), "{report}");
 }

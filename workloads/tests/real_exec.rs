@@ -13,6 +13,7 @@
 //! Every run uses names unique to it (Redis keys under a random
 //! `LOCKCHECK_KEY_PREFIX`), so concurrent runs of the suite do not collide.
 
+use lockcheck_checker::names::{LINEARIZABILITY, MUTUAL_EXCLUSION, RESOURCE_SAFETY};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lockcheck_checker::{
@@ -306,8 +307,7 @@ async fn forget_keys(keys: &[String]) {
 }
 
 fn verdict(analysis: &Analysis, checker: &str) -> Option<Verdict> {
-    let results = &analysis.results;
-    results.iter().find(|result| result.checker == checker).and_then(|result| result.verdict)
+    analysis.verdict_of(checker)
 }
 
 /// Each checker's verdict and first violation; the history is saved.
@@ -346,10 +346,10 @@ async fn the_python_redis_lock_under_stalls_keeps_fenced_storage_safe() {
     let (events, analysis) = gate_run("redis_lock.py", 1, Some(StallNemesis::default())).await;
     let text = describe("exec-stall", &events, &analysis);
     assert!(stalls(&events) > 0, "no stall happened\n{text}");
-    assert_eq!(verdict(&analysis, "resource-safety"), Some(Verdict::Valid), "{text}");
+    assert_eq!(verdict(&analysis, RESOURCE_SAFETY), Some(Verdict::Valid), "{text}");
     // The stalled holder's release fails `not-held`: the lock itself stays
     // linearizable (what tells it from the DEL-release one below).
-    assert_eq!(verdict(&analysis, "linearizability"), Some(Verdict::Valid), "{text}");
+    assert_eq!(verdict(&analysis, LINEARIZABILITY), Some(Verdict::Valid), "{text}");
 }
 
 #[tokio::test]
@@ -361,7 +361,7 @@ async fn the_python_del_release_lock_under_stalls_breaks_mutual_exclusion_and_li
         // A stalled holder's DEL deletes the next holder's lock: its
         // release succeeds although the lock was not its own any more.
         let invalid = |checker| verdict(&analysis, checker) == Some(Verdict::Invalid);
-        if invalid("mutual-exclusion") && invalid("linearizability") {
+        if invalid(MUTUAL_EXCLUSION) && invalid(LINEARIZABILITY) {
             return;
         }
         described.push(describe("exec-del-release", &events, &analysis));

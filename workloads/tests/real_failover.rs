@@ -9,6 +9,7 @@
 //! (default postgres://postgres@127.0.0.1:5432/test). A server that cannot
 //! be reached fails the test: nothing is skipped.
 
+use lockcheck_checker::names::MUTUAL_EXCLUSION;
 use std::time::Duration;
 
 use lockcheck_checker::{
@@ -214,8 +215,7 @@ struct Run {
 
 impl Run {
     fn verdict(&self, checker: &str) -> Option<Verdict> {
-        let results = &self.analysis.results;
-        results.iter().find(|result| result.checker == checker).and_then(|result| result.verdict)
+        self.analysis.verdict_of(checker)
     }
 
     /// Each checker's verdict and first violation; the history is saved.
@@ -353,7 +353,7 @@ async fn redis_failover_to_a_lagging_replica_violates_mutual_exclusion() {
         // Every failover recorded: started once promoted, stopped once healed.
         assert_eq!(run.nemesis(Function::Start), run.failovers.len(), "{}", run.describe(name));
         assert_eq!(run.nemesis(Function::Stop), run.failovers.len(), "{}", run.describe(name));
-        if run.verdict("mutual-exclusion") == Some(Verdict::Invalid) {
+        if run.verdict(MUTUAL_EXCLUSION) == Some(Verdict::Invalid) {
             return;
         }
         verdicts.push(run.describe(&format!("{name}-{seed}")));

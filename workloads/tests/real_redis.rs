@@ -10,6 +10,7 @@
 //! that cannot be reached fails the test: nothing is skipped. Each test uses
 //! its own lock and resource names, and deletes only those.
 
+use lockcheck_checker::names::{LINEARIZABILITY, LIVENESS, MUTUAL_EXCLUSION, RESOURCE_SAFETY};
 use std::future::Future;
 use std::net::TcpListener;
 use std::time::Duration;
@@ -224,8 +225,7 @@ fn check(spec: &Spec, events: Vec<Event>) -> Checked {
 }
 
 fn verdict(checked: &Checked, checker: &str) -> Option<Verdict> {
-    let results = &checked.analysis.results;
-    results.iter().find(|result| result.checker == checker).and_then(|result| result.verdict)
+    checked.analysis.verdict_of(checker)
 }
 
 /// Each checker's verdict and first violation, for assertion messages; the
@@ -302,9 +302,9 @@ async fn redis_lost_replies_taken_as_unknown_stay_valid() {
 async fn redis_holder_stall_violates_mutex_but_fenced_storage_rejects_stale_write() {
     let spec = Spec { stalls: true, run_for: STALLING_RUN, ..Spec::new("real-redis-stall") };
     let analysis = redis_run(&spec, RedisRecipe::Plain, 0.0).await;
-    assert_invalid(&spec, &analysis, "mutual-exclusion");
+    assert_invalid(&spec, &analysis, MUTUAL_EXCLUSION);
     assert_eq!(
-        verdict(&analysis, "resource-safety"),
+        verdict(&analysis, RESOURCE_SAFETY),
         Some(Verdict::Valid),
         "{}",
         describe(&spec, &analysis)
@@ -315,7 +315,7 @@ async fn redis_holder_stall_violates_mutex_but_fenced_storage_rejects_stale_writ
 async fn redis_del_release_deletes_another_holders_lock() {
     let spec = Spec { stalls: true, run_for: STALLING_RUN, ..Spec::new("real-redis-del-release") };
     let analysis = redis_run(&spec, RedisRecipe::DelRelease, 0.0).await;
-    assert_invalid(&spec, &analysis, "mutual-exclusion");
+    assert_invalid(&spec, &analysis, MUTUAL_EXCLUSION);
 }
 
 #[tokio::test]
@@ -334,14 +334,14 @@ async fn redis_setnx_expire_crash_leaves_the_lock_stuck() {
         ..Spec::new("real-redis-setnx-expire")
     };
     let analysis = redis_run(&spec, RedisRecipe::SetnxExpire, 0.0).await;
-    assert_invalid(&spec, &analysis, "liveness");
+    assert_invalid(&spec, &analysis, LIVENESS);
 }
 
 #[tokio::test]
 async fn redis_lost_reply_taken_for_busy_is_not_linearizable() {
     let spec = Spec { seed: 3, ..Spec::new("real-redis-lost-reply") };
     let analysis = redis_run(&spec, RedisRecipe::LostReply, 0.1).await;
-    assert_invalid(&spec, &analysis, "linearizability");
+    assert_invalid(&spec, &analysis, LINEARIZABILITY);
 }
 
 #[tokio::test]

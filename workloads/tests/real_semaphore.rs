@@ -10,6 +10,7 @@
 //! `redis-server`. A server that cannot be reached fails the test: nothing
 //! is skipped. Each test uses its own names, and deletes only those.
 
+use lockcheck_checker::names::MUTUAL_EXCLUSION;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::TcpListener;
 use std::time::Duration;
@@ -245,8 +246,7 @@ fn most_simultaneous_holders(events: &[Event]) -> usize {
 }
 
 fn verdict(checked: &Checked, checker: &str) -> Option<Verdict> {
-    let results = &checked.analysis.results;
-    results.iter().find(|result| result.checker == checker).and_then(|result| result.verdict)
+    checked.analysis.verdict_of(checker)
 }
 
 /// Each checker's verdict and first violation, for assertion messages; the
@@ -287,7 +287,7 @@ async fn semaphore_holder_stall_exceeds_the_limit() {
     let spec = Spec { stalls: true, run_for: STALLING_RUN, ..Spec::new("real-semaphore-stall") };
     let checked = run(&spec).await;
     assert_eq!(
-        verdict(&checked, "mutual-exclusion"),
+        verdict(&checked, MUTUAL_EXCLUSION),
         Some(Verdict::Invalid),
         "{}",
         describe(&spec, &checked)

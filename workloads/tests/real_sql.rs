@@ -29,8 +29,8 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use serde_json::json;
 
-const MUTEX: &str = "mutual-exclusion";
-const RESOURCE: &str = "resource-safety";
+use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
+use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
 
 fn postgres_url() -> String {
     std::env::var("LOCKCHECK_POSTGRES_URL")
@@ -181,7 +181,7 @@ where
 async fn no_faults(_: SharedRecorder, _: Vec<Stall>) {}
 
 fn verdict_of(analysis: &Analysis, checker: &str) -> Option<Verdict> {
-    analysis.results.iter().find(|result| result.checker == checker).and_then(|r| r.verdict)
+    analysis.verdict_of(checker)
 }
 
 /// Every checker's verdict and the first violations, for a failure message.

@@ -32,7 +32,7 @@ enum KeyOutcome {
 
 impl Checker for Linearizability {
     fn name(&self) -> &'static str {
-        "linearizability"
+        crate::verdict::names::LINEARIZABILITY
     }
 
     fn check(&self, history: &History, options: &CheckOptions) -> CheckResult {

@@ -78,7 +78,7 @@ pub fn check_result<M: Model>(
     parts: &[PartResult],
     options: &CheckOptions,
 ) -> CheckResult {
-    let mut findings = Findings::new("linearizability", options);
+    let mut findings = Findings::new(crate::verdict::names::LINEARIZABILITY, options);
     for part in parts {
         let ops = part.operations.len() as u64;
         match &part.outcome {
