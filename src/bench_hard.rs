@@ -16,7 +16,7 @@ use lockcheck_checker::synth_hard::{generate, HardOptions};
 use lockcheck_checker::write_events;
 
 use crate::args::BenchArgs;
-use crate::bench::analyze_child;
+use crate::bench_child::analyze_child;
 use crate::exit;
 
 /// The rows of the hard table: operations, clients, percent crashed.

@@ -167,6 +167,6 @@ fn verdict_of(events: &[Event]) -> String {
             return "malformed".to_string();
         }
     }
-    let options = crate::check::check_options(Duration::from_secs(30));
+    let options = crate::options::check_options(Duration::from_secs(30));
     analyze(&builder.finish(), &default_checkers(), &options).verdict.as_str().to_string()
 }

@@ -3,38 +3,24 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::Context;
-use lockcheck_checker::{write_events, Analysis, CheckOptions, Verdict};
+use lockcheck_checker::{write_events, Analysis, Verdict};
 use lockcheck_reports::Analyzed;
 use lockcheck_sim::{check_run, run_recorded, shrink, SimOptions, SimRun};
 use lockcheck_workloads::{interrupt, HistoryFile};
 
 use crate::args::{CheckArgs, Format};
 use crate::exit;
+use crate::options::{check_options, random_seed};
 use crate::output::{print, render};
 use crate::progress::Progress;
-use crate::store::Stored;
+use crate::store::{hold_before, interrupted_at, last_words, stored_so_far, Stored};
 
+/// `lockcheck check` on a simulated backend (`main` sends a real one to
+/// `crate::real`).
 pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
-    // Ctrl-C, SIGTERM or SIGHUP at any moment of a check: the servers are
-    // stopped, the history so far is kept, the exit code is 128 + the
-    // signal (see `interrupt`).
-    if let Err(reason) = interrupt::install_cooperative() {
-        anyhow::bail!("cannot catch signals: {reason}");
-    }
-    if let Some(backend) = crate::real::RealBackend::parse(&args.backend) {
-        // A replay's masked URLs come from the environment.
-        let args = match args.with_secrets() {
-            Ok(args) => args,
-            Err(message) => {
-                eprintln!("lockcheck: {message}");
-                return Ok(exit::USAGE.into());
-            }
-        };
-        return crate::real::run(&args, backend);
-    }
     let base = match args.sim_options() {
         Ok(options) => options,
         Err(message) => {
@@ -146,14 +132,6 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     Ok(exit::for_verdict(worst).into())
 }
 
-pub fn random_seed() -> u64 {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|time| time.as_nanos())
-        .unwrap_or_default();
-    (nanos as u64) ^ (u64::from(std::process::id()) << 32)
-}
-
 /// What the seeds run so far did, for the progress line.
 #[derive(Debug, Default)]
 struct SoFar {
@@ -184,14 +162,6 @@ fn simulate(
     };
     report(Duration::ZERO);
     run_recorded(options, &mut report, history).context("the simulation failed")
-}
-
-/// The checkers' options for a simulated run.
-pub fn check_options(linearizability_timeout: Duration) -> CheckOptions {
-    CheckOptions {
-        linearizability_time_limit: Some(linearizability_timeout),
-        ..CheckOptions::default()
-    }
 }
 
 pub fn check(sim: &SimRun, linearizability_timeout: Duration) -> anyhow::Result<Analysis> {
@@ -242,29 +212,6 @@ fn shrink_failure(
 /// Runs a shrink may try.
 const SHRINK_BUDGET: u32 = 60;
 
-/// `20261130T113300.123Z`: a store folder's name, sortable, in UTC.
-pub fn utc_stamp(time: SystemTime) -> String {
-    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let (days, seconds) = ((since.as_secs() / 86_400) as i64, since.as_secs() % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}.{:03}Z",
-        seconds / 3600,
-        seconds / 60 % 60,
-        seconds % 60,
-        since.subsec_millis()
-    )
-}
-
 /// The command that replays this run exactly.
 fn replay_command(options: &SimOptions) -> String {
     format!("lockcheck {}", options.check_arguments())
@@ -310,50 +257,6 @@ fn seen(tally: &[(u64, Verdict)], seed: u64, at: &str) -> String {
     )
 }
 
-/// Where the history so far of an interrupted run is.
-fn stored_so_far(stored: Option<&Stored>) -> String {
-    match stored {
-        Some(stored) => stored.so_far(),
-        None => "--no-store: its history was not kept".to_string(),
-    }
-}
-
-/// Says on stderr that `signal` stopped the check, and where; the exit
-/// code 128 + the signal. `main` exits with it once every server is
-/// stopped.
-fn interrupted_at(signal: i32, detail: &str) -> ExitCode {
-    interrupt::report(signal, Some(detail));
-    interrupt::exit_code(signal).into()
-}
-
-/// As [`interrupted_at`], for a run of one seed.
-pub fn interrupted(signal: i32, seed: u64, stored: Option<&Stored>) -> ExitCode {
-    interrupted_at(signal, &format!("at seed {seed}; {}", stored_so_far(stored)))
-}
-
-/// What the signal handler says if it exits while the run of `seed` is
-/// busy (checking a long history, say): where its history so far is.
-pub fn last_words(seed: u64, stored: Option<&Stored>) {
-    let stored = stored.cloned();
-    let words = move || format!("at seed {seed}; {}", stored_so_far(stored.as_ref()));
-    interrupt::set_last_words(Some(Box::new(words)));
-}
-
-/// For the interrupt tests (`tests/cli_interrupt.rs`): with
-/// `LOCKCHECK_TEST_HOLD_BEFORE=check` (or `store`) the run stops before
-/// its checkers run (or its files are stored) for up to two minutes, as a
-/// long computation would, without looking for an interrupt: a signal then
-/// ends the tool through the handler's grace period.
-pub fn hold_before(phase: &str) {
-    if std::env::var("LOCKCHECK_TEST_HOLD_BEFORE").is_ok_and(|hold| hold == phase) {
-        eprintln!("lockcheck: holding before {phase} (LOCKCHECK_TEST_HOLD_BEFORE)");
-        let until = std::time::Instant::now() + Duration::from_secs(120);
-        while std::time::Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
 /// Prints one seed's report: the text and JSON formats per seed; JUnit and
 /// Markdown once for all seeds, by `run`, so that the document stays whole.
 fn report(
@@ -390,16 +293,4 @@ fn report(
         }
     }
     print(&text)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn store_folders_are_named_by_utc_time() {
-        let time = UNIX_EPOCH + Duration::from_millis(1_796_038_385_290);
-        assert_eq!(utc_stamp(time), "20261130T113305.290Z");
-        assert_eq!(utc_stamp(UNIX_EPOCH), "19700101T000000.000Z");
-    }
 }

@@ -27,6 +27,7 @@ macro_rules! println {
 mod analyze;
 mod args;
 mod bench;
+mod bench_child;
 mod bench_hard;
 mod bench_linear;
 mod bench_real;
@@ -35,6 +36,7 @@ mod conformance;
 mod exit;
 mod matrix;
 mod matrix_real;
+mod options;
 mod output;
 mod progress;
 mod real;
@@ -90,8 +92,20 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Analyze(args) => analyze::run(&args),
-        Command::Check(args) => check::run(&args),
-        Command::Matrix(args) => matrix::run(&args),
+        Command::Check(args) => {
+            // Ctrl-C, SIGTERM or SIGHUP at any moment of a check: the
+            // servers are stopped, the history so far is kept, the exit code
+            // is 128 + the signal (see `interrupt`).
+            if let Err(reason) = lockcheck_workloads::interrupt::install_cooperative() {
+                anyhow::bail!("cannot catch signals: {reason}");
+            }
+            match real::RealBackend::parse(&args.backend) {
+                Some(backend) => real::run_check(&args, backend),
+                None => check::run(&args),
+            }
+        }
+        Command::Matrix(args) if args.sim => matrix::run(&args),
+        Command::Matrix(args) => matrix_real::run(&args),
         Command::Report(args) => report::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Synth(args) => synth::run(&args),

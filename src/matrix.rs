@@ -31,10 +31,8 @@ fn setup(cell: &Cell) -> String {
     setup
 }
 
+/// `lockcheck matrix --sim`.
 pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
-    if !args.sim {
-        return crate::matrix_real::run(args);
-    }
     let defaults = Effort::default();
     let effort = Effort {
         violated_within: args.violated_within.unwrap_or(defaults.violated_within).max(1),

@@ -30,7 +30,7 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
 use crate::args::{CheckArgs, Format};
-use crate::check::{check_options, random_seed};
+use crate::options::{check_options, random_seed};
 use crate::exit;
 use crate::output::{print, render};
 
@@ -690,6 +690,18 @@ impl std::fmt::Display for RealFailure {
     }
 }
 
+/// `lockcheck check` on a real backend. A replay line's masked URLs are
+/// taken from the environment.
+pub fn run_check(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
+    match args.with_secrets() {
+        Ok(args) => run(&args, backend),
+        Err(message) => {
+            eprintln!("lockcheck: {message}");
+            Ok(exit::USAGE.into())
+        }
+    }
+}
+
 pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
     let seed = args.seed.unwrap_or_else(random_seed);
     eprintln!("seed: {seed}");
@@ -705,7 +717,7 @@ pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
             Some(crate::store::begin(&args.store, &test, seed, &rerun)?)
         }
     };
-    crate::check::last_words(seed, stored.as_ref());
+    crate::store::last_words(seed, stored.as_ref());
     let history = stored.as_ref().map(|stored| stored.history.clone());
     let progress = crate::progress::Progress::timed(args.time_limit);
     let label =
@@ -717,7 +729,7 @@ pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
         Ok(outcome) => outcome,
         Err(failure) => {
             if let Some(signal) = interrupt::signal() {
-                return Ok(crate::check::interrupted(signal, seed, stored.as_ref()));
+                return Ok(crate::store::interrupted(signal, seed, stored.as_ref()));
             }
             let code = failure.exit();
             match &stored {
@@ -732,10 +744,10 @@ pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
         }
     };
     if let Some(signal) = interrupt::signal() {
-        return Ok(crate::check::interrupted(signal, seed, stored.as_ref()));
+        return Ok(crate::store::interrupted(signal, seed, stored.as_ref()));
     }
     let RealRun { events, analysis, wall_s, faults, .. } = &outcome;
-    crate::check::hold_before("store");
+    crate::store::hold_before("store");
     let dir = match &stored {
         Some(stored) => Some(finish_store(backend, seed, stored, events, analysis, &rerun)?),
         None => None,
@@ -939,7 +951,7 @@ fn execute_recorded(
         .map_err(|error| RealFailure::Server(error.or_interrupted()))?;
     let wall_s = started.elapsed().as_secs_f64();
     drop(servers);
-    crate::check::hold_before("check");
+    crate::store::hold_before("check");
     let mut builder = HistoryBuilder::with_capacity(events.len());
     for event in &events {
         builder.push(event).map_err(|error| {

@@ -12,14 +12,14 @@
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use lockcheck_checker::{redact, write_events, Analysis, Event};
 use lockcheck_reports::{render_html, render_json, Analyzed, HtmlInput};
-use lockcheck_workloads::HistoryFile;
+use lockcheck_workloads::{interrupt, HistoryFile};
 
-use crate::check::utc_stamp;
 
 /// One run to store, checked.
 #[derive(Debug, Clone, Copy)]
@@ -180,10 +180,84 @@ fn private_file(path: &Path) -> anyhow::Result<fs::File> {
         .with_context(|| format!("cannot create {}", path.display()))
 }
 
+/// Where the history so far of an interrupted run is.
+pub fn stored_so_far(stored: Option<&Stored>) -> String {
+    match stored {
+        Some(stored) => stored.so_far(),
+        None => "--no-store: its history was not kept".to_string(),
+    }
+}
+
+/// Says on stderr that `signal` stopped the check, and where; the exit
+/// code 128 + the signal. `main` exits with it once every server is
+/// stopped.
+pub fn interrupted_at(signal: i32, detail: &str) -> ExitCode {
+    interrupt::report(signal, Some(detail));
+    interrupt::exit_code(signal).into()
+}
+
+/// As [`interrupted_at`], for a run of one seed.
+pub fn interrupted(signal: i32, seed: u64, stored: Option<&Stored>) -> ExitCode {
+    interrupted_at(signal, &format!("at seed {seed}; {}", stored_so_far(stored)))
+}
+
+/// What the signal handler says if it exits while the run of `seed` is
+/// busy (checking a long history, say): where its history so far is.
+pub fn last_words(seed: u64, stored: Option<&Stored>) {
+    let stored = stored.cloned();
+    let words = move || format!("at seed {seed}; {}", stored_so_far(stored.as_ref()));
+    interrupt::set_last_words(Some(Box::new(words)));
+}
+
+/// For the interrupt tests (`tests/cli_interrupt.rs`): with
+/// `LOCKCHECK_TEST_HOLD_BEFORE=check` (or `store`) the run stops before
+/// its checkers run (or its files are stored) for up to two minutes, as a
+/// long computation would, without looking for an interrupt: a signal then
+/// ends the tool through the handler's grace period.
+pub fn hold_before(phase: &str) {
+    if std::env::var("LOCKCHECK_TEST_HOLD_BEFORE").is_ok_and(|hold| hold == phase) {
+        eprintln!("lockcheck: holding before {phase} (LOCKCHECK_TEST_HOLD_BEFORE)");
+        let until = std::time::Instant::now() + Duration::from_secs(120);
+        while std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// `20261130T113300.123Z`: a store folder's name, sortable, in UTC.
+fn utc_stamp(time: SystemTime) -> String {
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let (days, seconds) = ((since.as_secs() / 86_400) as i64, since.as_secs() % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}.{:03}Z",
+        seconds / 3600,
+        seconds / 60 % 60,
+        seconds % 60,
+        since.subsec_millis()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use lockcheck_checker::{analyze, default_checkers, CheckOptions, HistoryBuilder};
+
+    #[test]
+    fn store_folders_are_named_by_utc_time() {
+        let time = UNIX_EPOCH + std::time::Duration::from_millis(1_796_038_385_290);
+        assert_eq!(utc_stamp(time), "20261130T113305.290Z");
+        assert_eq!(utc_stamp(UNIX_EPOCH), "19700101T000000.000Z");
+    }
 
     #[test]
     fn a_stored_run_has_every_file_and_latest_points_at_it() {

@@ -15,7 +15,7 @@ use crate::liveness::Liveness;
 use crate::mutex::MutualExclusion;
 use crate::once::ExactlyOnce;
 use crate::resource::ResourceSafety;
-use crate::verdict::{CheckOptions, CheckResult, Checker, Verdict};
+use crate::verdict::{CheckOptions, CheckResult, Checker, Subject, Verdict};
 use crate::{lock_keys, resource_keys};
 
 /// What was checked: the size and span of the history.
@@ -143,8 +143,9 @@ pub fn analyze(
     checkers: &[Box<dyn Checker>],
     options: &CheckOptions,
 ) -> Analysis {
+    let subject = Subject::new(history);
     let results: Vec<CheckResult> =
-        checkers.par_iter().map(|checker| checker.check(history, options)).collect();
+        checkers.par_iter().map(|checker| checker.judge(&subject, options)).collect();
     let verdict = results
         .iter()
         .filter_map(|result| result.verdict)

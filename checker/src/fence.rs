@@ -6,7 +6,7 @@ use rustc_hash::FxHashMap as HashMap;
 use crate::event::Function;
 use crate::history::{History, KeyId, Op, OpId};
 use crate::realtime::{largest_preceding, Timed};
-use crate::verdict::{CheckOptions, CheckResult, Checker, Findings, Violation, ViolationKind};
+use crate::verdict::{CheckOptions, CheckResult, Checker, Findings, Subject, Violation, ViolationKind};
 use crate::{format_time, lock_keys};
 
 /// Per lock: a grant that completed before another was invoked must carry a
@@ -21,7 +21,7 @@ impl Checker for FenceMonotonicity {
         crate::verdict::names::FENCE_MONOTONICITY
     }
 
-    fn check(&self, history: &History, options: &CheckOptions) -> CheckResult {
+    fn judge(&self, history: &Subject<'_>, options: &CheckOptions) -> CheckResult {
         let keys = lock_keys(history);
         let mut grants: Vec<Vec<OpId>> = vec![Vec::new(); history.key_count()];
         for (id, op) in history.ops().iter().enumerate() {

@@ -9,11 +9,9 @@ use std::collections::BTreeSet;
 
 use rustc_hash::FxHashMap as HashMap;
 use std::fmt;
-use std::sync::OnceLock;
 
 use thiserror::Error;
 
-use crate::beliefs::Beliefs;
 use crate::event::{Event, EventRef, EventType, Function, Process, ValueFields};
 
 /// Index of a key (lock name or resource name) in [`History::keys`].
@@ -103,8 +101,6 @@ pub struct History {
     last: Option<Moment>,
     event_count: u64,
     warnings: Vec<String>,
-    /// Computed on first use and shared by the checkers that judge beliefs.
-    beliefs: OnceLock<Beliefs>,
 }
 
 impl History {
@@ -149,11 +145,6 @@ impl History {
         self.last
             .map(|last| Moment { index: last.index + 1, time_ns: last.time_ns })
             .unwrap_or(Moment { index: 0, time_ns: 0 })
-    }
-
-    /// Who believed they held which lock, when (computed once, then shared).
-    pub fn beliefs(&self) -> &Beliefs {
-        self.beliefs.get_or_init(|| Beliefs::compute(self))
     }
 
     /// Client events in the order they happened.

@@ -49,7 +49,7 @@ pub use reader::{
 pub use redact::redact;
 pub use resource::ResourceSafety;
 pub use verdict::{
-    names, CheckOptions, CheckResult, Checker, KeyVerdict, LinearizationEvidence, Verdict, Violation,
+    names, CheckOptions, CheckResult, Checker, KeyVerdict, LinearizationEvidence, Subject, Verdict, Violation,
     ViolationKind, Window,
 };
 

@@ -6,9 +6,7 @@
 use crate::beliefs::{BeliefEnd, Beliefs};
 use crate::event::Function;
 use crate::history::{History, KeyId, Moment, Op, OpId, Outcome};
-use crate::verdict::{
-    CheckOptions, CheckResult, Checker, Findings, Violation, ViolationKind, Window,
-};
+use crate::verdict::{CheckOptions, CheckResult, Checker, Findings, Subject, Violation, ViolationKind, Window};
 use crate::{format_seconds, format_time, is_refusal, lock_keys};
 
 /// Per lock: a stretch of time in which no client believed it held the lock,
@@ -37,7 +35,7 @@ impl Checker for Liveness {
         crate::verdict::names::LIVENESS
     }
 
-    fn check(&self, history: &History, options: &CheckOptions) -> CheckResult {
+    fn judge(&self, history: &Subject<'_>, options: &CheckOptions) -> CheckResult {
         let keys = lock_keys(history);
         if keys.is_empty() {
             return CheckResult::not_applicable(self.name(), "no acquire operations");

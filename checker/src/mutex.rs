@@ -2,9 +2,7 @@
 
 use crate::beliefs::Belief;
 use crate::history::History;
-use crate::verdict::{
-    CheckOptions, CheckResult, Checker, Findings, Violation, ViolationKind, Window,
-};
+use crate::verdict::{CheckOptions, CheckResult, Checker, Findings, Subject, Violation, ViolationKind, Window};
 use crate::{format_seconds, format_time, lock_keys};
 
 /// Finds pairs of clients whose beliefs (see [`crate::beliefs`]) definitely
@@ -18,7 +16,7 @@ impl Checker for MutualExclusion {
         crate::verdict::names::MUTUAL_EXCLUSION
     }
 
-    fn check(&self, history: &History, options: &CheckOptions) -> CheckResult {
+    fn judge(&self, history: &Subject<'_>, options: &CheckOptions) -> CheckResult {
         let keys = lock_keys(history);
         if keys.is_empty() {
             return CheckResult::not_applicable(self.name(), "no acquire operations");

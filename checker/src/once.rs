@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use crate::event::Function;
 use crate::format_time;
 use crate::history::{History, KeyId, Op, Outcome};
-use crate::verdict::{CheckOptions, CheckResult, Checker, Findings, Violation, ViolationKind};
+use crate::verdict::{CheckOptions, CheckResult, Checker, Findings, Subject, Violation, ViolationKind};
 
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ExactlyOnce;
@@ -21,7 +21,7 @@ impl Checker for ExactlyOnce {
         crate::verdict::names::EXACTLY_ONCE
     }
 
-    fn check(&self, history: &History, options: &CheckOptions) -> CheckResult {
+    fn judge(&self, history: &Subject<'_>, options: &CheckOptions) -> CheckResult {
         // Per job, per unit: the runs, in history order.
         let mut jobs: BTreeMap<KeyId, BTreeMap<&str, Vec<&Op>>> = BTreeMap::new();
         for op in history.ops().iter().filter(|op| op.f == Function::Run) {

@@ -12,7 +12,6 @@ use thiserror::Error;
 
 use crate::event::{Event, EventRef, ValueFields};
 use crate::history::{History, HistoryBuilder};
-use crate::import::BadLines;
 use crate::quote;
 
 /// Lines parsed per parallel chunk: large enough to amortise the fork/join,
@@ -35,6 +34,38 @@ pub enum ReadError {
     ModelMismatch { source_name: String, message: String },
     #[error("{source_name}:{line}: {message}")]
     Malformed { source_name: String, line: u64, message: String },
+}
+
+/// The first line of a history that is not an operation, and how many such
+/// lines there are in all.
+#[derive(Debug, Default)]
+pub(crate) struct BadLines {
+    first: Option<(u64, String)>,
+    count: u64,
+}
+
+impl BadLines {
+    pub(crate) fn add(&mut self, line: u64, message: String) {
+        self.count += 1;
+        if self.first.is_none() {
+            self.first = Some((line, message));
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The first bad line's error, saying how many others there are.
+    pub(crate) fn error(&self, what: &str) -> Option<(u64, String)> {
+        let (line, message) = self.first.clone()?;
+        Some(match self.count {
+            1 => (line, message),
+            count => {
+                (line, format!("{message} (the first of {count} {what} that are not operations)"))
+            }
+        })
+    }
 }
 
 /// Reads events one at a time from JSON Lines. Blank lines are skipped.

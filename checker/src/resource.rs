@@ -14,9 +14,7 @@ use crate::event::Function;
 use crate::format_time;
 use crate::history::{History, KeyId, Op, OpId, Outcome};
 use crate::realtime::{largest_preceding, Timed};
-use crate::verdict::{
-    CheckOptions, CheckResult, Checker, Findings, Violation, ViolationKind, Window,
-};
+use crate::verdict::{CheckOptions, CheckResult, Checker, Findings, Subject, Violation, ViolationKind, Window};
 
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ResourceSafety;
@@ -26,7 +24,7 @@ impl Checker for ResourceSafety {
         crate::verdict::names::RESOURCE_SAFETY
     }
 
-    fn check(&self, history: &History, options: &CheckOptions) -> CheckResult {
+    fn judge(&self, history: &Subject<'_>, options: &CheckOptions) -> CheckResult {
         let mut per_key: Vec<Vec<OpId>> = vec![Vec::new(); history.key_count()];
         for (id, op) in history.ops().iter().enumerate() {
             if matches!(op.f, Function::Write | Function::Read) {

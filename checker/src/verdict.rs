@@ -2,6 +2,10 @@
 
 use serde::Serialize;
 
+use std::ops::Deref;
+use std::sync::OnceLock;
+
+use crate::beliefs::Beliefs;
 use crate::history::History;
 
 /// A checker's conclusion. `Unknown` means it could not decide (a bound was
@@ -227,7 +231,46 @@ pub mod names {
 pub trait Checker: Sync {
     /// A short kebab-case name, e.g. `mutual-exclusion`.
     fn name(&self) -> &'static str;
-    fn check(&self, history: &History, options: &CheckOptions) -> CheckResult;
+    /// Judges a history, sharing with the other checkers what is derived
+    /// from it (see [`Subject`]).
+    fn judge(&self, subject: &Subject<'_>, options: &CheckOptions) -> CheckResult;
+
+    /// Judges one history on its own.
+    fn check(&self, history: &History, options: &CheckOptions) -> CheckResult {
+        self.judge(&Subject::new(history), options)
+    }
+}
+
+/// What the checkers judge: a history (the data), and what is derived from
+/// it once for every checker that needs it: who believed they held which
+/// lock. It reads as the history it wraps.
+#[derive(Debug)]
+pub struct Subject<'a> {
+    history: &'a History,
+    beliefs: OnceLock<Beliefs>,
+}
+
+impl<'a> Subject<'a> {
+    pub fn new(history: &'a History) -> Self {
+        Subject { history, beliefs: OnceLock::new() }
+    }
+
+    pub fn history(&self) -> &'a History {
+        self.history
+    }
+
+    /// Who believed they held which lock, when (computed on first use).
+    pub fn beliefs(&self) -> &Beliefs {
+        self.beliefs.get_or_init(|| Beliefs::compute(self.history))
+    }
+}
+
+impl Deref for Subject<'_> {
+    type Target = History;
+
+    fn deref(&self) -> &History {
+        self.history
+    }
 }
 
 /// Collects a checker's per-key verdicts and its bounded list of violations.

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 
 use lockcheck_checker::{
-    format_seconds, format_time, Analysis, Belief, BeliefEnd, CheckResult, Event, EventType,
+    format_seconds, format_time, Analysis, Belief, BeliefEnd, Beliefs, CheckResult, Event, EventType,
     Function, History, HistoryBuilder, Op, Outcome, Process, Verdict, Violation,
 };
 
@@ -504,10 +504,11 @@ fn lease(history: &History, belief: &Belief, renewals: &[&Op]) -> Option<Lease> 
 fn beliefs_json(out: &mut String, history: &History, keys: &mut Strings) {
     out.push_str(",\"beliefs\":[");
     let renewals = renewals_by_holder(history);
+    let beliefs = Beliefs::compute(history);
     let mut first = true;
     for key in 0..history.key_count() as u32 {
         let key_id = keys.id(history.key_name(key));
-        for belief in history.beliefs().of_key(key) {
+        for belief in beliefs.of_key(key) {
             let end_reason = match belief.end_reason {
                 BeliefEnd::Released(_) => 0,
                 BeliefEnd::Crashed(_) => 1,

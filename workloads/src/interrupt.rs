@@ -4,9 +4,9 @@
 //! 1. records it ([`signal`] then answers it, so that every error path of
 //!    the main thread can say "interrupted" instead of whatever the
 //!    interrupt broke, e.g. a server that was starting);
-//! 2. stops every managed server and deletes its directory
-//!    ([`crate::real::servers::stop_all`]), which also makes any server
-//!    start under way fail at once;
+//! 2. runs what was registered with [`at_exit`]: the managed servers'
+//!    `stop_all`, which stops every server, deletes its directory, and
+//!    makes any server start under way fail at once;
 //! 3. exits with 128 + the signal (130, 143, 129): at once, unless a
 //!    command said it winds down by itself ([`install_cooperative`], as
 //!    `lockcheck check` does: its recorder stops recording, its driver
@@ -16,8 +16,8 @@
 //!    (a long check), or at a second signal, after printing what
 //!    [`set_last_words`] left.
 //!
-//! The main thread exits through [`exit`], which waits until the servers
-//! are stopped; the two threads never call `exit` at once.
+//! The main thread exits through [`exit`], which runs the same and so waits
+//! until the servers are stopped; the two threads never call `exit` at once.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -38,6 +38,22 @@ static LAST_WORDS: Mutex<Option<LastWords>> = Mutex::new(None);
 static EXITING: Mutex<()> = Mutex::new(());
 /// The interrupt has been reported on stderr.
 static REPORTED: AtomicBool = AtomicBool::new(false);
+/// What runs on a signal and before the tool exits ([`at_exit`]).
+static AT_EXIT: Mutex<Vec<fn()>> = Mutex::new(Vec::new());
+
+/// Runs `cleanup` on the first signal and when the tool leaves through
+/// [`exit`] (the managed servers register their `stop_all`). Each runs
+/// every time: a cleanup must be safe to run twice, and from two threads.
+pub fn at_exit(cleanup: fn()) {
+    AT_EXIT.lock().unwrap_or_else(PoisonError::into_inner).push(cleanup);
+}
+
+fn run_at_exit() {
+    let cleanups = AT_EXIT.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    for cleanup in cleanups {
+        cleanup();
+    }
+}
 
 /// Where the history of the run in progress is written, and how many
 /// events it has, for the message of an interrupted run.
@@ -57,7 +73,7 @@ pub fn install() -> Result<(), String> {
                 .spawn(move || {
                     let Some(signal) = signals.forever().next() else { return };
                     SIGNAL.store(signal, Ordering::SeqCst);
-                    crate::real::servers::stop_all();
+                    run_at_exit();
                     if COOPERATIVE.load(Ordering::SeqCst) {
                         let deadline = Instant::now() + GRACE;
                         while Instant::now() < deadline && signals.pending().next().is_none() {
@@ -133,11 +149,12 @@ pub fn report(signal: i32, detail: Option<&str>) {
     }
 }
 
-/// Exits with `code` once every managed server is stopped and its directory
-/// deleted (waiting for the handler if it is stopping them). Never runs
+/// Exits with `code` once what [`at_exit`] registered has run: every
+/// managed server stopped and its directory deleted (waiting for the
+/// handler if it is stopping them). Never runs
 /// beside another thread's exit.
 pub fn exit(code: u8) -> ! {
-    crate::real::servers::stop_all();
+    run_at_exit();
     let _exiting = EXITING.lock().unwrap_or_else(PoisonError::into_inner);
     std::process::exit(i32::from(code))
 }

@@ -16,7 +16,7 @@ use std::io::BufRead;
 use super::edn::{Edn, EdnReader};
 use super::jepsen_log::RegisterOperation;
 use super::pairing::{Completion, Pairer};
-use super::BadLines;
+use crate::reader::BadLines;
 use crate::event::{Event, EventType, Function, Process};
 use crate::history::{History, HistoryBuilder};
 use crate::linear::models::{RegisterInput, RegisterOutput};

@@ -9,7 +9,7 @@
 use std::io::BufRead;
 
 use super::pairing::{Completion, Pairer};
-use super::BadLines;
+use crate::reader::BadLines;
 use crate::linear::models::{RegisterInput, RegisterOutput};
 use crate::linear::Operation;
 use crate::quote;

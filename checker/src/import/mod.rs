@@ -105,38 +105,6 @@ pub struct Import {
     pub notes: Vec<String>,
 }
 
-/// The first line of a history that is not an operation, and how many such
-/// lines there are in all.
-#[derive(Debug, Default)]
-pub(crate) struct BadLines {
-    first: Option<(u64, String)>,
-    count: u64,
-}
-
-impl BadLines {
-    pub(crate) fn add(&mut self, line: u64, message: String) {
-        self.count += 1;
-        if self.first.is_none() {
-            self.first = Some((line, message));
-        }
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
-    /// The first bad line's error, saying how many others there are.
-    pub(crate) fn error(&self, what: &str) -> Option<(u64, String)> {
-        let (line, message) = self.first.clone()?;
-        Some(match self.count {
-            1 => (line, message),
-            count => {
-                (line, format!("{message} (the first of {count} {what} that are not operations)"))
-            }
-        })
-    }
-}
-
 /// The note on the nemesis events a register or key-value history skipped.
 fn skipped_nemesis(source_name: &str, count: u64) -> Vec<String> {
     match count {

@@ -9,7 +9,7 @@ use rustc_hash::FxHashMap;
 
 use super::edn::{Edn, EdnReader};
 use super::pairing::Pairer;
-use super::BadLines;
+use crate::reader::BadLines;
 use crate::linear::models::{Kv, KvCall, KvInput, KvOutput, Text};
 use crate::linear::Operation;
 use crate::quote;

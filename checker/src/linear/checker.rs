@@ -15,9 +15,7 @@ use crate::event::Function;
 use crate::history::{History, KeyId, Op, OpId, Outcome};
 use crate::import::ModelChoice;
 use crate::mutex::permits_per_key;
-use crate::verdict::{
-    CheckOptions, CheckResult, Checker, Findings, LinearizationEvidence, Violation, ViolationKind,
-};
+use crate::verdict::{CheckOptions, CheckResult, Checker, Findings, LinearizationEvidence, Subject, Violation, ViolationKind};
 use crate::{is_refusal, lock_keys};
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -35,7 +33,7 @@ impl Checker for Linearizability {
         crate::verdict::names::LINEARIZABILITY
     }
 
-    fn check(&self, history: &History, options: &CheckOptions) -> CheckResult {
+    fn judge(&self, history: &Subject<'_>, options: &CheckOptions) -> CheckResult {
         // A semaphore (permits > 1) is no lock: neither model fits it.
         let permits = permits_per_key(history);
         let all_keys = lock_keys(history);

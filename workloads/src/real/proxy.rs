@@ -48,7 +48,6 @@ use tokio::runtime::{Builder, Handle};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{sleep, sleep_until, timeout, Instant};
 
-use super::servers::ManagedServer;
 use super::RealError;
 
 /// The source of a peer connection that named none (etcd's health probes
@@ -224,33 +223,6 @@ impl Proxy {
 
 fn setup_error(reason: String) -> RealError {
     RealError::Setup { what: "the fault-injecting proxy", reason }
-}
-
-/// For each client `client-c` (`c` in `0..clients`), its own listener to
-/// each of `members`, as `http://127.0.0.1:<port>` URLs (etcd's client URLs;
-/// the host and port are what a Redis URL needs too): `urls[c][i]` is the
-/// link `client-c -> <kind>-i`, `etcd-1` for the second etcd member. One
-/// listener per client and member, so a partition can cut one client off
-/// from one member while the others still reach it.
-pub fn route_clients(
-    proxy: &Proxy,
-    clients: u32,
-    members: &[ManagedServer],
-) -> Result<Vec<Vec<String>>, RealError> {
-    (0..clients)
-        .map(|client| {
-            let from = format!("client-{client}");
-            members
-                .iter()
-                .enumerate()
-                .map(|(at, member)| {
-                    let to = format!("{}-{at}", member.kind().name());
-                    let target = SocketAddr::from((Ipv4Addr::LOCALHOST, member.port()));
-                    proxy.route(&from, &to, target).map(|address| format!("http://{address}"))
-                })
-                .collect()
-        })
-        .collect()
 }
 
 // ---------------------------------------------------------------------------
