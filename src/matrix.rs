@@ -65,7 +65,7 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
     for cell in &cells {
         let what = format!("{} {}", cell.backend.name(), setup(cell));
         let seeds = match cell.expect {
-            lockcheck_sim::Expect::Safe => effort.safe_seeds,
+            lockcheck_sim::Expect::Safe | lockcheck_sim::Expect::Keeps { .. } => effort.safe_seeds,
             lockcheck_sim::Expect::Violated { .. } => effort.violated_within,
         };
         progress.message(format!("{what}: seed 1 of up to {seeds}"));

@@ -13,10 +13,10 @@ use crate::exit;
 use crate::progress::Progress;
 use crate::real::{execute, RealBackend};
 
-use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
 use lockcheck_checker::names::FENCE_MONOTONICITY as FENCE;
-use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
 use lockcheck_checker::names::LINEARIZABILITY as LINEAR;
+use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
+use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
 
 /// One cell: the `check` arguments of a run, without seed and time limit.
 #[derive(Debug, Clone, PartialEq)]
@@ -138,10 +138,17 @@ pub fn cells() -> Vec<RealCell> {
                 "holder cut off from the cluster: its session outlives its lease",
             )
         },
+        // The promise of a partition among members is about grants: the
+        // lock stays linearizable, its tokens increase, the storage stays
+        // safe. A holder whose own member is cut off from the leader is cut
+        // off from the cluster, as in the cell above: its keepalives fail
+        // and it may believe past its lease (seen twice in some 20 runs under
+        // load; the kept history: a 23 ms overlap), so mutual exclusion is
+        // not part of the promise.
         cell(
             "--backend etcd --nemesis partition --partition-shapes isolate-one,halves,ring --ttl 2s",
             20,
-            SAFE,
+            Expect::Keeps { valid: &[LINEAR, FENCE, RESOURCE] },
             "partitions among five members, a majority ring too: the minority side never grants",
         ),
         cell("--backend postgres-advisory --nemesis none --ttl 500ms", 5, SAFE, "no fault"),
@@ -207,7 +214,7 @@ struct Outcome {
 
 fn run_cell(cell: &RealCell, args: &MatrixArgs, progress: &Progress) -> Result<Outcome, String> {
     let runs = match cell.expect {
-        Expect::Safe => args.safe_seeds.unwrap_or(1),
+        Expect::Safe | Expect::Keeps { .. } => args.safe_seeds.unwrap_or(1),
         Expect::Violated { .. } => args.violated_within.or(cell.runs).unwrap_or(3),
     }
     .max(1);

@@ -12,6 +12,13 @@ pub enum Expect {
     /// Some run makes one of `any_of` invalid, while `stays_valid` stays
     /// valid on every run tried (the fenced storage, say).
     Violated { any_of: &'static [&'static str], stays_valid: &'static [&'static str] },
+    /// `valid` stays valid over every run; the other checkers may find
+    /// something or not. For a cell whose promise is narrower than every
+    /// checker's: a partition among etcd's members promises that the
+    /// minority side never grants (the lock stays linearizable, its tokens
+    /// increase, the storage stays safe), not that a holder whose own
+    /// member is cut off stops believing before its lease expires.
+    Keeps { valid: &'static [&'static str] },
 }
 
 /// The judgement of one cell after one more run.
@@ -24,19 +31,11 @@ pub enum Judgement {
     Decided { matches: bool, found: String },
 }
 
-fn verdict_of(analysis: &Analysis, checker: &str) -> Option<Verdict> {
-    analysis
-        .results
-        .iter()
-        .find(|result| result.checker == checker)
-        .and_then(|result| result.verdict)
-}
-
 /// The checkers of `names` that found `analysis` invalid.
 fn broken(analysis: &Analysis, names: &[&str]) -> Vec<String> {
     names
         .iter()
-        .filter(|name| verdict_of(analysis, name) == Some(Verdict::Invalid))
+        .filter(|name| analysis.verdict_of(name) == Some(Verdict::Invalid))
         .map(|name| name.to_string())
         .collect()
 }
@@ -57,6 +56,24 @@ impl Expect {
                 Judgement::Decided { matches: false, found }
             }
             Expect::Safe => Judgement::Undecided,
+            Expect::Keeps { valid } => {
+                let wrongly: Vec<&str> = valid
+                    .iter()
+                    .copied()
+                    .filter(|name| {
+                        matches!(
+                            analysis.verdict_of(name),
+                            Some(Verdict::Invalid | Verdict::Unknown)
+                        )
+                    })
+                    .collect();
+                if wrongly.is_empty() {
+                    return Judgement::Undecided;
+                }
+                let found =
+                    format!("{} not valid at {run}, which must stay valid", wrongly.join(", "));
+                Judgement::Decided { matches: false, found }
+            }
             Expect::Violated { any_of, stays_valid } => {
                 let wrongly = broken(analysis, stays_valid);
                 if !wrongly.is_empty() {
@@ -83,6 +100,9 @@ impl Expect {
         let plural = if runs == 1 { "" } else { "s" };
         match self {
             Expect::Safe => (true, format!("valid over {runs} {unit}{plural}")),
+            Expect::Keeps { valid } => {
+                (true, format!("{} valid over {runs} {unit}{plural}", valid.join(", ")))
+            }
             Expect::Violated { .. } => (false, format!("not found in {runs} {unit}{plural}")),
         }
     }
@@ -92,6 +112,7 @@ impl Expect {
     pub fn describe(&self) -> String {
         match self {
             Expect::Safe => "safe".to_string(),
+            Expect::Keeps { valid } => format!("{} safe", valid.join(", ")),
             Expect::Violated { any_of, stays_valid: [] } => {
                 format!("violated: {}", any_of.join(" or "))
             }
@@ -104,8 +125,8 @@ impl Expect {
 
 #[cfg(test)]
 mod tests {
-    use crate::names::{MUTUAL_EXCLUSION, RESOURCE_SAFETY};
     use super::*;
+    use crate::names::{MUTUAL_EXCLUSION, RESOURCE_SAFETY};
     use crate::{analyze, default_checkers, CheckOptions, HistoryBuilder};
 
     fn analysis(lines: &[&str]) -> Analysis {
@@ -172,5 +193,28 @@ mod tests {
         assert_eq!(VIOLATED.exhausted(1, "run"), (false, "not found in 1 run".to_string()));
         assert_eq!(VIOLATED.describe(), "violated: mutual-exclusion; resource-safety safe");
         assert_eq!(Expect::Safe.describe(), "safe");
+    }
+
+    #[test]
+    fn a_kept_cell_judges_only_the_checkers_it_keeps() {
+        use crate::names::LINEARIZABILITY;
+        // The overlap breaks mutual exclusion but not linearizability: a
+        // cell that keeps only the latter is not decided by it.
+        let keeps_lock = Expect::Keeps { valid: &[LINEARIZABILITY] };
+        assert_eq!(keeps_lock.judge(&overlapping(), "run 1"), Judgement::Undecided);
+        assert_eq!(keeps_lock.judge(&clean(), "run 2"), Judgement::Undecided);
+        let keeps_mutex = Expect::Keeps { valid: &[MUTUAL_EXCLUSION, LINEARIZABILITY] };
+        assert_eq!(
+            keeps_mutex.judge(&overlapping(), "run 3"),
+            Judgement::Decided {
+                matches: false,
+                found: "mutual-exclusion not valid at run 3, which must stay valid".to_string()
+            }
+        );
+        assert_eq!(
+            keeps_lock.exhausted(2, "run"),
+            (true, "linearizability valid over 2 runs".to_string())
+        );
+        assert_eq!(keeps_mutex.describe(), "mutual-exclusion, linearizability safe");
     }
 }

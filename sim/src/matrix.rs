@@ -31,12 +31,12 @@ pub struct Cell {
     pub note: &'static str,
 }
 
-use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
-use lockcheck_checker::names::FENCE_MONOTONICITY as FENCE;
-use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
-use lockcheck_checker::names::LIVENESS;
-use lockcheck_checker::names::LINEARIZABILITY as LINEAR;
 use lockcheck_checker::names::EXACTLY_ONCE as ONCE;
+use lockcheck_checker::names::FENCE_MONOTONICITY as FENCE;
+use lockcheck_checker::names::LINEARIZABILITY as LINEAR;
+use lockcheck_checker::names::LIVENESS;
+use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
+use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
 
 const fn cell(
     backend: Backend,
@@ -350,7 +350,7 @@ pub fn run_cell_with_progress(
 ) -> Result<CellResult, MatrixError> {
     let (base, check_options) = cell_options(cell, effort);
     let seeds = match cell.expect {
-        Expect::Safe => effort.safe_seeds,
+        Expect::Safe | Expect::Keeps { .. } => effort.safe_seeds,
         Expect::Violated { .. } => effort.violated_within,
     };
     for seed in 0..seeds.max(1) {
