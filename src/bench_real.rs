@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use lockcheck_checker::{analyze, default_checkers, Event, EventType, Function, HistoryBuilder};
-use lockcheck_workloads::real::driver::{drive, DriveOptions};
-use lockcheck_workloads::real::redis::{self as real_redis, RedisClient, RedisRecipe};
-use lockcheck_workloads::real::servers::{ManagedServer, ServerKind};
-use lockcheck_workloads::real::sql::{SqlClient, SqlRecipe};
-use lockcheck_workloads::real::storage::Storage;
-use lockcheck_workloads::real::ClientConfig;
+use lockcheck_real::driver::{drive, DriveOptions};
+use lockcheck_real::redis::{self as real_redis, RedisClient, RedisRecipe};
+use lockcheck_real::servers::{ManagedServer, ServerKind};
+use lockcheck_real::sql::{SqlClient, SqlRecipe};
+use lockcheck_real::storage::Storage;
+use lockcheck_real::ClientConfig;
 use lockcheck_workloads::{Workload, WorkloadOptions};
 
 use crate::args::BenchArgs;

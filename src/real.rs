@@ -8,30 +8,28 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lockcheck_checker::{analyze, default_checkers, Analysis, Event, HistoryBuilder, Verdict};
+use lockcheck_real::driver::{drive_recorded, DriveOptions, StallNemesis};
+use lockcheck_real::etcd::EtcdClient;
+use lockcheck_real::exec::{self, ExecClient, ExecProgram, PidSlot};
+use lockcheck_real::failover::{self, RedisPair};
+use lockcheck_real::nemesis::{self, ServerAction, ServerFault, SharedServer};
+use lockcheck_real::netfault::{self, proxied_url, NetChoice, NetFault, Shape, Topology};
+use lockcheck_real::proxy::Proxy;
+use lockcheck_real::redis::{self as real_redis, RedisClient, RedisRecipe};
+use lockcheck_real::redlock::RedlockClient;
+use lockcheck_real::semaphore::{self, RedisSemaphoreClient};
+use lockcheck_real::servers::{ManagedServer, ServerKind, ServerOptions};
+use lockcheck_real::sql::{SqlClient, SqlRecipe};
+use lockcheck_real::storage::Storage;
+use lockcheck_real::{ClientConfig, RealError};
 use lockcheck_reports::Analyzed;
-use lockcheck_workloads::real::driver::{drive_recorded, DriveOptions, StallNemesis};
-use lockcheck_workloads::real::etcd::EtcdClient;
-use lockcheck_workloads::real::exec::{self, ExecClient, ExecProgram, PidSlot};
-use lockcheck_workloads::real::failover::{self, RedisPair};
-use lockcheck_workloads::real::nemesis::{self, ServerAction, ServerFault, SharedServer};
-use lockcheck_workloads::real::netfault::{
-    self, proxied_url, NetChoice, NetFault, Shape, Topology,
-};
-use lockcheck_workloads::real::proxy::Proxy;
-use lockcheck_workloads::real::redis::{self as real_redis, RedisClient, RedisRecipe};
-use lockcheck_workloads::real::redlock::RedlockClient;
-use lockcheck_workloads::real::semaphore::{self, RedisSemaphoreClient};
-use lockcheck_workloads::real::servers::{ManagedServer, ServerKind, ServerOptions};
-use lockcheck_workloads::real::sql::{SqlClient, SqlRecipe};
-use lockcheck_workloads::real::storage::Storage;
-use lockcheck_workloads::real::{ClientConfig, RealError};
 use lockcheck_workloads::{interrupt, HistoryFile, SharedRecorder, Workload, WorkloadOptions};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
 use crate::args::{CheckArgs, Format};
-use crate::options::{check_options, random_seed};
 use crate::exit;
+use crate::options::{check_options, random_seed};
 use crate::output::{print, render};
 
 /// A real lock backend.

@@ -10,8 +10,8 @@ use lockcheck_checker::{analyze, default_checkers, Analysis, Event, EventReader,
 use lockcheck_reports::Analyzed;
 
 use crate::args::ReportArgs;
-use crate::options::check_options;
 use crate::exit;
+use crate::options::check_options;
 use crate::output::{print, render};
 use crate::store::write_html;
 

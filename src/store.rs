@@ -20,7 +20,6 @@ use lockcheck_checker::{redact, write_events, Analysis, Event};
 use lockcheck_reports::{render_html, render_json, Analyzed, HtmlInput};
 use lockcheck_workloads::{interrupt, HistoryFile};
 
-
 /// One run to store, checked.
 #[derive(Debug, Clone, Copy)]
 pub struct Run<'a> {

@@ -6,7 +6,9 @@ use rustc_hash::FxHashMap as HashMap;
 use crate::event::Function;
 use crate::history::{History, KeyId, Op, OpId};
 use crate::realtime::{largest_preceding, Timed};
-use crate::verdict::{CheckOptions, CheckResult, Checker, Findings, Subject, Violation, ViolationKind};
+use crate::verdict::{
+    CheckOptions, CheckResult, Checker, Findings, Subject, Violation, ViolationKind,
+};
 use crate::{format_time, lock_keys};
 
 /// Per lock: a grant that completed before another was invoked must carry a

@@ -49,8 +49,8 @@ pub use reader::{
 pub use redact::redact;
 pub use resource::ResourceSafety;
 pub use verdict::{
-    names, CheckOptions, CheckResult, Checker, KeyVerdict, LinearizationEvidence, Subject, Verdict, Violation,
-    ViolationKind, Window,
+    names, CheckOptions, CheckResult, Checker, KeyVerdict, LinearizationEvidence, Subject, Verdict,
+    Violation, ViolationKind, Window,
 };
 
 /// A moment of the test (nanoseconds since it started) for people: `12.500 s`.

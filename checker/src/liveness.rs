@@ -6,7 +6,9 @@
 use crate::beliefs::{BeliefEnd, Beliefs};
 use crate::event::Function;
 use crate::history::{History, KeyId, Moment, Op, OpId, Outcome};
-use crate::verdict::{CheckOptions, CheckResult, Checker, Findings, Subject, Violation, ViolationKind, Window};
+use crate::verdict::{
+    CheckOptions, CheckResult, Checker, Findings, Subject, Violation, ViolationKind, Window,
+};
 use crate::{format_seconds, format_time, is_refusal, lock_keys};
 
 /// Per lock: a stretch of time in which no client believed it held the lock,

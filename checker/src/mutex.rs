@@ -2,7 +2,9 @@
 
 use crate::beliefs::Belief;
 use crate::history::History;
-use crate::verdict::{CheckOptions, CheckResult, Checker, Findings, Subject, Violation, ViolationKind, Window};
+use crate::verdict::{
+    CheckOptions, CheckResult, Checker, Findings, Subject, Violation, ViolationKind, Window,
+};
 use crate::{format_seconds, format_time, lock_keys};
 
 /// Finds pairs of clients whose beliefs (see [`crate::beliefs`]) definitely

@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 use crate::event::Function;
 use crate::format_time;
 use crate::history::{History, KeyId, Op, Outcome};
-use crate::verdict::{CheckOptions, CheckResult, Checker, Findings, Subject, Violation, ViolationKind};
+use crate::verdict::{
+    CheckOptions, CheckResult, Checker, Findings, Subject, Violation, ViolationKind,
+};
 
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ExactlyOnce;

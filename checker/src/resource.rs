@@ -14,7 +14,9 @@ use crate::event::Function;
 use crate::format_time;
 use crate::history::{History, KeyId, Op, OpId, Outcome};
 use crate::realtime::{largest_preceding, Timed};
-use crate::verdict::{CheckOptions, CheckResult, Checker, Findings, Subject, Violation, ViolationKind, Window};
+use crate::verdict::{
+    CheckOptions, CheckResult, Checker, Findings, Subject, Violation, ViolationKind, Window,
+};
 
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ResourceSafety;

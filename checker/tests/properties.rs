@@ -11,11 +11,11 @@ use lockcheck_checker::{
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 
-use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
 use lockcheck_checker::names::FENCE_MONOTONICITY as FENCE;
-use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
-use lockcheck_checker::names::LIVENESS;
 use lockcheck_checker::names::LINEARIZABILITY;
+use lockcheck_checker::names::LIVENESS;
+use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
+use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
 const CHECKERS: [&str; 4] = [MUTEX, FENCE, RESOURCE, LIVENESS];
 
 fn config() -> ProptestConfig {

@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 
 use lockcheck_checker::{
-    format_seconds, format_time, Analysis, Belief, BeliefEnd, Beliefs, CheckResult, Event, EventType,
-    Function, History, HistoryBuilder, Op, Outcome, Process, Verdict, Violation,
+    format_seconds, format_time, Analysis, Belief, BeliefEnd, Beliefs, CheckResult, Event,
+    EventType, Function, History, HistoryBuilder, Op, Outcome, Process, Verdict, Violation,
 };
 
 /// The page's style sheet, kept in its own file to be read as CSS.

@@ -103,10 +103,10 @@ pub fn shrink(
 
 #[cfg(test)]
 mod tests {
-    use lockcheck_checker::names::{MUTUAL_EXCLUSION};
     use super::*;
     use crate::client::Backend;
     use crate::nemesis::FaultKind;
+    use lockcheck_checker::names::MUTUAL_EXCLUSION;
 
     #[test]
     fn a_pause_violation_shrinks_to_a_smaller_run_that_still_fails() {

@@ -11,11 +11,11 @@ use lockcheck_checker::{
 };
 use lockcheck_sim::{run, Backend, FaultKind, Shape, SimOptions, SimRun};
 
-use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
 use lockcheck_checker::names::FENCE_MONOTONICITY as FENCE;
-use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
-use lockcheck_checker::names::LIVENESS;
 use lockcheck_checker::names::LINEARIZABILITY as LINEAR;
+use lockcheck_checker::names::LIVENESS;
+use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
+use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
 const CHECKERS: [&str; 5] = [MUTEX, FENCE, RESOURCE, LIVENESS, LINEAR];
 
 /// Seeds a "violated" cell gets to show its violation in.

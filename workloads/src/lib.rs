@@ -6,7 +6,6 @@
 
 mod client;
 pub mod interrupt;
-pub mod real;
 mod recorder;
 pub mod user;
 mod workload;

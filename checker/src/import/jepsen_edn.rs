@@ -16,12 +16,12 @@ use std::io::BufRead;
 use super::edn::{Edn, EdnReader};
 use super::jepsen_log::RegisterOperation;
 use super::pairing::{Completion, Pairer};
-use crate::reader::BadLines;
 use crate::event::{Event, EventType, Function, Process};
 use crate::history::{History, HistoryBuilder};
 use crate::linear::models::{RegisterInput, RegisterOutput};
 use crate::linear::Operation;
 use crate::quote;
+use crate::reader::BadLines;
 
 /// What an EDN history turned out to be.
 #[derive(Debug)]

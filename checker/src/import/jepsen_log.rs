@@ -9,10 +9,10 @@
 use std::io::BufRead;
 
 use super::pairing::{Completion, Pairer};
-use crate::reader::BadLines;
 use crate::linear::models::{RegisterInput, RegisterOutput};
 use crate::linear::Operation;
 use crate::quote;
+use crate::reader::BadLines;
 
 pub type RegisterOperation = Operation<RegisterInput, RegisterOutput>;
 

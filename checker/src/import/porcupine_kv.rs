@@ -9,10 +9,10 @@ use rustc_hash::FxHashMap;
 
 use super::edn::{Edn, EdnReader};
 use super::pairing::Pairer;
-use crate::reader::BadLines;
 use crate::linear::models::{Kv, KvCall, KvInput, KvOutput, Text};
 use crate::linear::Operation;
 use crate::quote;
+use crate::reader::BadLines;
 
 pub type KvOperation = Operation<KvInput, KvOutput>;
 

@@ -15,7 +15,10 @@ use crate::event::Function;
 use crate::history::{History, KeyId, Op, OpId, Outcome};
 use crate::import::ModelChoice;
 use crate::mutex::permits_per_key;
-use crate::verdict::{CheckOptions, CheckResult, Checker, Findings, LinearizationEvidence, Subject, Violation, ViolationKind};
+use crate::verdict::{
+    CheckOptions, CheckResult, Checker, Findings, LinearizationEvidence, Subject, Violation,
+    ViolationKind,
+};
 use crate::{is_refusal, lock_keys};
 
 #[derive(Debug, Default, Clone, Copy)]

@@ -22,7 +22,7 @@ use tokio::time::{timeout_at, Instant};
 use tokio_postgres::{Client, NoTls, Statement};
 
 use super::{ClientConfig, RealError};
-use crate::client::Outcome;
+use lockcheck_workloads::Outcome;
 
 /// The table of protected resources.
 const TABLE: &str = "lockcheck_resources";

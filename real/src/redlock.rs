@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use super::redis::{lock_key, Command, Failure, Instance};
 use super::storage::Storage;
 use super::{ClientConfig, RealError};
-use crate::client::{Grant, LockClient, Outcome};
+use lockcheck_workloads::{Grant, LockClient, Outcome};
 
 /// Clock drift allowance: Redis' own suggestion, 1% of the TTL plus 2 ms.
 fn drift_ms(ttl_ms: u64) -> u64 {

@@ -33,7 +33,7 @@ use tokio::time::{timeout_at, Instant};
 use super::redis::{glob_escape, scan, Command, Failure, Instance};
 use super::storage::Storage;
 use super::{ClientConfig, RealError};
-use crate::client::{Grant, LockClient, Outcome};
+use lockcheck_workloads::{Grant, LockClient, Outcome};
 
 /// How long preparing a test's keys may take, before anything is recorded.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);

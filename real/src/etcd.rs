@@ -36,7 +36,7 @@ use tokio::time::{timeout, timeout_at, Instant};
 
 use super::storage::Storage;
 use super::{ClientConfig, RealError};
-use crate::client::{Grant, LockClient, Outcome};
+use lockcheck_workloads::{Grant, LockClient, Outcome};
 
 /// How long `connect` may take to reach the cluster.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);

@@ -35,8 +35,8 @@ use tokio::time::{timeout, timeout_at, Instant};
 use super::servers::signal_group;
 use super::storage::Storage;
 use super::{ClientConfig, RealError};
-use crate::client::{Grant, LockClient, Outcome};
-use crate::Stall;
+use lockcheck_workloads::Stall;
+use lockcheck_workloads::{Grant, LockClient, Outcome};
 
 /// The protocol version this driver speaks.
 pub const PROTOCOL: u32 = 1;
@@ -474,7 +474,7 @@ pub fn kill_schedule(
 pub async fn kill_programs(
     kills: &[ProgramKill],
     slots: &[PidSlot],
-    recorder: &crate::SharedRecorder,
+    recorder: &lockcheck_workloads::SharedRecorder,
     start: Instant,
 ) {
     for kill in kills {

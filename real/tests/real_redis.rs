@@ -20,11 +20,11 @@ use lockcheck_checker::{
     analyze, default_checkers, write_events, Analysis, CheckOptions, Event, EventType, Function,
     HistoryBuilder, Process, Verdict,
 };
-use lockcheck_workloads::real::redis::{self as real_redis, RedisClient, RedisRecipe};
-use lockcheck_workloads::real::redlock::RedlockClient;
-use lockcheck_workloads::real::servers::{ManagedServer, ServerKind, ServerOptions};
-use lockcheck_workloads::real::storage::Storage;
-use lockcheck_workloads::real::{ClientConfig, RealError};
+use lockcheck_real::redis::{self as real_redis, RedisClient, RedisRecipe};
+use lockcheck_real::redlock::RedlockClient;
+use lockcheck_real::servers::{ManagedServer, ServerKind, ServerOptions};
+use lockcheck_real::storage::Storage;
+use lockcheck_real::{ClientConfig, RealError};
 use lockcheck_workloads::{
     run_client, ClientPlan, LockClient, Outcome, Recorder, SharedRecorder, Stall, Workload,
     WorkloadOptions,

@@ -13,12 +13,12 @@ use lockcheck_checker::names::{LINEARIZABILITY, RESOURCE_SAFETY};
 use std::time::Duration;
 
 use lockcheck_checker::{write_events, Analysis, CheckOptions, Verdict};
+use lockcheck_real::driver::{drive, DriveOptions, StallNemesis};
+use lockcheck_real::redis as real_redis;
+use lockcheck_real::storage::Storage;
+use lockcheck_real::user::RealRedis;
+use lockcheck_real::ClientConfig;
 use lockcheck_sim::{check_run, run_user, Backend, FaultKind, SimOptions, SimRun, UserEnv};
-use lockcheck_workloads::real::driver::{drive, DriveOptions, StallNemesis};
-use lockcheck_workloads::real::redis as real_redis;
-use lockcheck_workloads::real::storage::Storage;
-use lockcheck_workloads::real::user::RealRedis;
-use lockcheck_workloads::real::ClientConfig;
 use lockcheck_workloads::user::{RedisCommands, ResourceStore, Uncertain};
 use lockcheck_workloads::{Grant, LockClient, Outcome, Workload, WorkloadOptions};
 
@@ -135,10 +135,7 @@ fn check(run: &SimRun) -> Analysis {
 }
 
 fn verdict(analysis: &Analysis, checker: &str) -> Option<Verdict> {
-    analysis
-        .result_of(checker)
-        .unwrap_or_else(|| panic!("no {checker} result"))
-        .verdict
+    analysis.result_of(checker).unwrap_or_else(|| panic!("no {checker} result")).verdict
 }
 
 fn history(run: &SimRun) -> Vec<u8> {

@@ -19,7 +19,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::RealError;
-use crate::{
+use lockcheck_workloads::{
     run_client, ClientPlan, HistoryFile, LockClient, Recorder, SharedRecorder, Stall,
     WorkloadOptions,
 };
@@ -133,7 +133,7 @@ where
 const INTERRUPT_POLL: Duration = Duration::from_millis(20);
 
 /// As [`drive_with`], writing each event to `history` as it is recorded.
-/// A Ctrl-C, SIGTERM or SIGHUP ([`crate::interrupt`]) ends the test at
+/// A Ctrl-C, SIGTERM or SIGHUP ([`lockcheck_workloads::interrupt`]) ends the test at
 /// once with [`RealError::Interrupted`]: its clients are dropped where
 /// they are, and `history` keeps what was recorded until then.
 pub async fn drive_recorded<C, F, Fut, N, NFut>(
@@ -151,7 +151,7 @@ where
 {
     let interrupted = async {
         loop {
-            if let Some(signal) = crate::interrupt::signal() {
+            if let Some(signal) = lockcheck_workloads::interrupt::signal() {
                 return RealError::Interrupted { signal };
             }
             tokio::time::sleep(INTERRUPT_POLL).await;

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use super::servers::ManagedServer;
 use super::RealError;
-use crate::SharedRecorder;
+use lockcheck_workloads::SharedRecorder;
 
 /// What a server fault does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,8 +178,11 @@ async fn drift(
     let mut next = start + fault.start + DRIFT_STEP;
     while next < start + fault.end {
         tokio::time::sleep_until(next).await;
-        let gone = (next - (start + fault.start)).as_secs_f64();
-        let offset = (fault.jump_ms as f64 * gone / length).round() as i64;
+        // The gain is that of the time gone now, not at the step's planned
+        // moment: a step that runs late (a loaded machine) catches up at
+        // once instead of leaving the clock behind.
+        let gone = Instant::now().saturating_duration_since(start + fault.start).as_secs_f64();
+        let offset = (fault.jump_ms as f64 * gone.min(length) / length).round() as i64;
         for &at in &fault.servers {
             let server = servers[at].clone();
             let set = tokio::task::spawn_blocking(move || {

@@ -16,13 +16,13 @@ use lockcheck_checker::{
     analyze, default_checkers, write_events, Analysis, CheckOptions, Event, EventType, Function,
     HistoryBuilder, Process, Verdict,
 };
-use lockcheck_workloads::real::driver::{drive_with, DriveOptions};
-use lockcheck_workloads::real::failover::{self, Failover, RedisPair, NAMES};
-use lockcheck_workloads::real::proxy::{LinkState, Proxy};
-use lockcheck_workloads::real::redis::{RedisClient, RedisRecipe};
-use lockcheck_workloads::real::servers::ServerOptions;
-use lockcheck_workloads::real::storage::Storage;
-use lockcheck_workloads::real::{ClientConfig, RealError};
+use lockcheck_real::driver::{drive_with, DriveOptions};
+use lockcheck_real::failover::{self, Failover, RedisPair, NAMES};
+use lockcheck_real::proxy::{LinkState, Proxy};
+use lockcheck_real::redis::{RedisClient, RedisRecipe};
+use lockcheck_real::servers::ServerOptions;
+use lockcheck_real::storage::Storage;
+use lockcheck_real::{ClientConfig, RealError};
 use lockcheck_workloads::{
     Grant, LockClient, Outcome, Recorder, SharedRecorder, Stall, Workload, WorkloadOptions,
 };

@@ -16,10 +16,10 @@ use lockcheck_checker::{
     analyze, default_checkers, Analysis, CheckOptions, EventType, Function, HistoryBuilder,
     Process, Verdict,
 };
-use lockcheck_workloads::real::etcd::EtcdClient;
-use lockcheck_workloads::real::servers::{ManagedServer, ServerKind};
-use lockcheck_workloads::real::storage::Storage;
-use lockcheck_workloads::real::ClientConfig;
+use lockcheck_real::etcd::EtcdClient;
+use lockcheck_real::servers::{ManagedServer, ServerKind};
+use lockcheck_real::storage::Storage;
+use lockcheck_real::ClientConfig;
 use lockcheck_workloads::{
     run_client, ClientPlan, LockClient, Outcome, Recorder, Stall, Workload, WorkloadOptions,
 };

@@ -14,10 +14,8 @@ use lockcheck_checker::{
     analyze, default_checkers, Analysis, CheckOptions, Event, EventType, Function, HistoryBuilder,
     Process, Verdict,
 };
-use lockcheck_workloads::real::driver::{
-    drive, stall_schedule, DriveOptions, StallFault, StallNemesis,
-};
-use lockcheck_workloads::real::RealError;
+use lockcheck_real::driver::{drive, stall_schedule, DriveOptions, StallFault, StallNemesis};
+use lockcheck_real::RealError;
 use lockcheck_workloads::{Grant, LockClient, Outcome, Stall, Workload, WorkloadOptions};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;

@@ -11,8 +11,8 @@ use tokio::time::Instant;
 use super::redis::{Command, Failure, Instance};
 use super::storage::Storage;
 use super::RealError;
-use crate::client::Outcome;
-use crate::user::{RedisCommands, ResourceStore, Uncertain};
+use lockcheck_workloads::user::{RedisCommands, ResourceStore, Uncertain};
+use lockcheck_workloads::Outcome;
 
 /// One connection to a real Redis, speaking [`RedisCommands`] with a
 /// deadline per command (as lockcheck's own clients do: a quarter of the

@@ -39,7 +39,7 @@ use super::proxy::{LinkState, Proxy};
 pub use super::redis::PrimaryUrl;
 use super::servers::{ManagedServer, ServerKind, ServerOptions};
 use super::RealError;
-use crate::SharedRecorder;
+use lockcheck_workloads::SharedRecorder;
 
 /// The two servers' names, in histories and on the proxy's links.
 pub const NAMES: [&str; 2] = ["redis-0", "redis-1"];

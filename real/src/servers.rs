@@ -5,7 +5,7 @@
 //! The promise is that no server outlives the tool, however it ends:
 //! * a normal return or an error return drops the [`ManagedServer`], which
 //!   stops the server and deletes its directory; so does a panic, unwinding;
-//! * Ctrl-C, SIGTERM or SIGHUP: the tool's handler ([`crate::interrupt`],
+//! * Ctrl-C, SIGTERM or SIGHUP: the tool's handler ([`lockcheck_workloads::interrupt`],
 //!   installed with the first server if not before) stops every live
 //!   server (a global registry knows them all), deletes their directories,
 //!   and the tool exits with 128 + the signal (130, 143, 129);
@@ -1108,14 +1108,14 @@ fn set_leader(id: u64, leader: Option<u32>) {
 /// that user. The first one removes the folders of runs that are gone.
 fn new_dir(kind: ServerKind) -> Result<(u64, PathBuf), RealError> {
     let error = |reason: String| RealError::Server { what: kind.name(), reason };
-    crate::interrupt::install()
+    lockcheck_workloads::interrupt::install()
         .map_err(|reason| error(format!("cannot catch signals: {reason}")))?;
     static STOP_AT_EXIT: std::sync::Once = std::sync::Once::new();
-    STOP_AT_EXIT.call_once(|| crate::interrupt::at_exit(stop_all));
+    STOP_AT_EXIT.call_once(|| lockcheck_workloads::interrupt::at_exit(stop_all));
     // A signal that came before `stop_all` was registered did not close the
     // registry; the handler sets the signal before it runs the cleanups, so
     // one of the two always sees the other.
-    if crate::interrupt::requested() {
+    if lockcheck_workloads::interrupt::requested() {
         return Err(error("the tool is exiting".to_string()));
     }
     leftovers::sweep_once();

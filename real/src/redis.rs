@@ -35,8 +35,8 @@ use tokio::time::{timeout_at, Instant};
 
 use super::storage::Storage;
 use super::{ClientConfig, RealError};
-use crate::client::{Grant, LockClient, Outcome};
-use crate::workload::Stall;
+use lockcheck_workloads::Stall;
+use lockcheck_workloads::{Grant, LockClient, Outcome};
 
 /// How long opening a connection may take while setting up a test, before
 /// anything is recorded.

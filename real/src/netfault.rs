@@ -34,7 +34,7 @@ use tokio::time::Instant;
 
 use super::proxy::{LinkState, Proxy};
 use super::RealError;
-use crate::SharedRecorder;
+use lockcheck_workloads::SharedRecorder;
 
 /// The shape of a partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -35,8 +35,8 @@ pub enum RealError {
     /// A managed server failed to start or become ready.
     #[error("the {what} server did not start: {reason}")]
     Server { what: &'static str, reason: String },
-    /// Ctrl-C, SIGTERM or SIGHUP stopped the test ([`crate::interrupt`]).
-    #[error("interrupted by {}", crate::interrupt::signal_name(*signal))]
+    /// Ctrl-C, SIGTERM or SIGHUP stopped the test ([`lockcheck_workloads::interrupt`]).
+    #[error("interrupted by {}", lockcheck_workloads::interrupt::signal_name(*signal))]
     Interrupted { signal: i32 },
 }
 
@@ -45,7 +45,7 @@ impl RealError {
     /// then (a server that was starting, a lost connection) is the
     /// interrupt's doing.
     pub fn or_interrupted(self) -> RealError {
-        match crate::interrupt::signal() {
+        match lockcheck_workloads::interrupt::signal() {
             Some(signal) => RealError::Interrupted { signal },
             None => self,
         }

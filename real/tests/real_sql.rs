@@ -17,9 +17,9 @@ use lockcheck_checker::{
     analyze, default_checkers, Analysis, CheckOptions, EventType, Function, HistoryBuilder,
     Process, Verdict,
 };
-use lockcheck_workloads::real::sql::{advisory_key, mysql_lock_name, SqlClient, SqlRecipe};
-use lockcheck_workloads::real::storage::Storage;
-use lockcheck_workloads::real::ClientConfig;
+use lockcheck_real::sql::{advisory_key, mysql_lock_name, SqlClient, SqlRecipe};
+use lockcheck_real::storage::Storage;
+use lockcheck_real::ClientConfig;
 use lockcheck_workloads::{
     run_client, ClientPlan, Grant, LockClient, Outcome, Recorder, SharedRecorder, Stall, Workload,
     WorkloadOptions,

@@ -20,10 +20,10 @@ use lockcheck_checker::{
     analyze, default_checkers, write_events, Analysis, CheckOptions, Event, EventType, Function,
     HistoryBuilder, Process, Verdict,
 };
-use lockcheck_workloads::real::driver::{drive, DriveOptions, StallNemesis};
-use lockcheck_workloads::real::exec::{ExecClient, ExecProgram};
-use lockcheck_workloads::real::storage::Storage;
-use lockcheck_workloads::real::{ClientConfig, RealError};
+use lockcheck_real::driver::{drive, DriveOptions, StallNemesis};
+use lockcheck_real::exec::{ExecClient, ExecProgram};
+use lockcheck_real::storage::Storage;
+use lockcheck_real::{ClientConfig, RealError};
 use lockcheck_workloads::{LockClient, Outcome, Stall, Workload, WorkloadOptions};
 
 fn redis_url() -> String {

@@ -20,10 +20,10 @@ use lockcheck_checker::{
     analyze, default_checkers, write_events, Analysis, CheckOptions, Event, EventType, Function,
     HistoryBuilder, Process, Verdict,
 };
-use lockcheck_workloads::real::semaphore::{self, RedisSemaphoreClient};
-use lockcheck_workloads::real::servers::{ManagedServer, ServerKind};
-use lockcheck_workloads::real::storage::Storage;
-use lockcheck_workloads::real::{ClientConfig, RealError};
+use lockcheck_real::semaphore::{self, RedisSemaphoreClient};
+use lockcheck_real::servers::{ManagedServer, ServerKind};
+use lockcheck_real::storage::Storage;
+use lockcheck_real::{ClientConfig, RealError};
 use lockcheck_workloads::{
     run_client, ClientPlan, Grant, LockClient, Outcome, Recorder, SharedRecorder, Stall, Workload,
     WorkloadOptions,

@@ -15,9 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lockcheck_workloads::real::nemesis::{self, ServerAction, ServerFault, SharedServer};
-use lockcheck_workloads::real::servers::{ManagedServer, ServerKind, ServerOptions};
-use lockcheck_workloads::real::RealError;
+use lockcheck_real::nemesis::{self, ServerAction, ServerFault, SharedServer};
+use lockcheck_real::servers::{ManagedServer, ServerKind, ServerOptions};
+use lockcheck_real::RealError;
 use lockcheck_workloads::Recorder;
 
 fn faked() -> ServerOptions {
@@ -268,11 +268,11 @@ async fn a_drifting_clock_gains_in_proportion_to_the_time_gone_then_steps_back()
     let due = |at: tokio::time::Instant| {
         (2.0 * at.saturating_duration_since(drift_start).as_secs_f64()).min(8.0)
     };
-    // Read 1 s and 2.5 s in (about 2 s and 5 s gained), each reading with
+    // Read 1.5 s and 3 s in (about 3 s and 6 s gained), each reading with
     // the gains due just before and just after it, however late it came.
     let during = async {
         let mut readings = Vec::new();
-        for at_ms in [1_100, 2_600] {
+        for at_ms in [1_600, 3_100] {
             tokio::time::sleep_until(start + Duration::from_millis(at_ms)).await;
             let before = tokio::time::Instant::now();
             let read = offset().await.unwrap();
@@ -284,14 +284,16 @@ async fn a_drifting_clock_gains_in_proportion_to_the_time_gone_then_steps_back()
     let (ran, readings) =
         tokio::join!(nemesis::run(&faults, &servers, &names, None, &recorder, start), during);
     ran.expect("the drift runs");
-    // Never more than is due by the reading's end; at least what was due at
-    // its start, less a second of gain: a step (0.1 s) and the drift's task
-    // up to 0.45 s late on a loaded machine. A clock that did not drift, or
-    // jumped the whole gain at once, is out of both ranges.
-    for (what, (due_before, read, due_after)) in ["1 s in", "2.5 s in"].into_iter().zip(readings) {
+    // Never more than is due by the reading's end. At least a quarter of
+    // what was due at its start: the reading and the drift's step share a
+    // runtime, so a reading may come before a step that a stall of the
+    // process delayed (one of 0.6 s was seen, with the machine loaded), and
+    // such a stall is bounded by nothing but the load. A clock that did not
+    // drift, or jumped the whole gain at once, is out of both ranges.
+    for (what, (due_before, read, due_after)) in ["1.5 s in", "3 s in"].into_iter().zip(readings) {
         assert!(due_after < 8.0, "{what}: read after the drift's end");
         assert!(
-            read.low - 0.1 <= due_after && due_before - 1.0 <= read.high + 0.1,
+            read.low - 0.1 <= due_after && due_before / 4.0 <= read.high + 0.1,
             "{what} the drift: the clock is {:.3} to {:.3} s ahead, {due_before:.3} to \
              {due_after:.3} s were due",
             read.low,

@@ -25,7 +25,7 @@ use tokio_postgres::{NoTls, SimpleQueryMessage, Statement};
 
 use super::storage::Storage;
 use super::{ClientConfig, RealError};
-use crate::client::{Grant, LockClient, Outcome};
+use lockcheck_workloads::{Grant, LockClient, Outcome};
 
 /// The SQL lock recipes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
