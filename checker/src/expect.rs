@@ -197,24 +197,25 @@ mod tests {
 
     #[test]
     fn a_kept_cell_judges_only_the_checkers_it_keeps() {
-        use crate::names::LINEARIZABILITY;
-        // The overlap breaks mutual exclusion but not linearizability: a
-        // cell that keeps only the latter is not decided by it.
-        let keeps_lock = Expect::Keeps { valid: &[LINEARIZABILITY] };
-        assert_eq!(keeps_lock.judge(&overlapping(), "run 1"), Judgement::Undecided);
-        assert_eq!(keeps_lock.judge(&clean(), "run 2"), Judgement::Undecided);
-        let keeps_mutex = Expect::Keeps { valid: &[MUTUAL_EXCLUSION, LINEARIZABILITY] };
+        // The overlap breaks mutual exclusion (and linearizability: the lock
+        // has no lease), not the storage: a cell that keeps only the storage
+        // is not decided by it.
+        let keeps_storage = Expect::Keeps { valid: &[RESOURCE_SAFETY] };
+        assert_eq!(keeps_storage.judge(&overlapping(), "run 1"), Judgement::Undecided);
+        assert_eq!(keeps_storage.judge(&clean(), "run 2"), Judgement::Undecided);
+        let keeps_mutex = Expect::Keeps { valid: &[RESOURCE_SAFETY, MUTUAL_EXCLUSION] };
+        assert_eq!(keeps_mutex.judge(&clean(), "run 3"), Judgement::Undecided);
         assert_eq!(
-            keeps_mutex.judge(&overlapping(), "run 3"),
+            keeps_mutex.judge(&overlapping(), "run 4"),
             Judgement::Decided {
                 matches: false,
-                found: "mutual-exclusion not valid at run 3, which must stay valid".to_string()
+                found: "mutual-exclusion not valid at run 4, which must stay valid".to_string()
             }
         );
         assert_eq!(
-            keeps_lock.exhausted(2, "run"),
-            (true, "linearizability valid over 2 runs".to_string())
+            keeps_storage.exhausted(2, "run"),
+            (true, "resource-safety valid over 2 runs".to_string())
         );
-        assert_eq!(keeps_mutex.describe(), "mutual-exclusion, linearizability safe");
+        assert_eq!(keeps_mutex.describe(), "resource-safety, mutual-exclusion safe");
     }
 }
