@@ -14,6 +14,7 @@ pub fn lockcheck(args: &[&str]) -> Output {
 }
 
 /// Both of a run's outputs, for an assertion's message.
+#[allow(dead_code)] // not every test binary runs the binary
 pub fn both(output: &Output) -> String {
     format!(
         "stdout:\n{}\nstderr:\n{}",
