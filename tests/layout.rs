@@ -10,10 +10,12 @@ use std::path::Path;
 use common::files_under;
 
 /// The crates' source folders, by crate.
-const CRATES: [&str; 6] = ["src", "checker/src", "workloads/src", "sim/src", "real/src", "reports/src"];
+const CRATES: [&str; 6] =
+    ["src", "checker/src", "workloads/src", "sim/src", "real/src", "reports/src"];
 
 /// Crates that talk to real servers; only `real/` may depend on them.
-const DRIVERS: [&str; 5] = ["tokio-postgres", "redis", "mysql_async", "etcd-client", "lockcheck-real"];
+const DRIVERS: [&str; 5] =
+    ["tokio-postgres", "redis", "mysql_async", "etcd-client", "lockcheck-real"];
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
