@@ -1,6 +1,5 @@
 //! `lockcheck analyze FILE…`
 
-use lockcheck_checker::names::LINEARIZABILITY;
 use std::fs::File;
 use std::io::{self, BufReader, Write};
 use std::path::Path;
@@ -9,6 +8,7 @@ use std::time::Instant;
 
 use clap::ValueEnum;
 use lockcheck_checker::import::{import_from, Import, InputFormat, ModelChoice};
+use lockcheck_checker::names::LINEARIZABILITY;
 use lockcheck_checker::{
     analyze_imported, default_checkers, Analysis, CheckOptions, ReadError, Verdict,
     NOTHING_TO_CHECK,

@@ -6,7 +6,8 @@ use serde::Serialize;
 use crate::fence::FenceMonotonicity;
 use std::collections::BTreeSet;
 
-use crate::history::History;
+use crate::event::Event;
+use crate::history::{History, HistoryBuilder, HistoryError};
 use crate::import::Imported;
 use crate::linear::models::{CasRegister, Register};
 use crate::linear::Linearizability;
@@ -134,6 +135,17 @@ pub fn analyze_operations<M: Model>(
     };
     let verdict = result.verdict.unwrap_or(Verdict::Unknown);
     Analysis { verdict, summary, results: vec![result], warnings: Vec::new() }
+}
+
+/// Pairs recorded `events` into a history and runs the default checkers on
+/// it, as a driver or a test that recorded a run does; the error says which
+/// event broke the pairing.
+pub fn analyze_events(events: &[Event], options: &CheckOptions) -> Result<Analysis, HistoryError> {
+    let mut builder = HistoryBuilder::with_capacity(events.len());
+    for event in events {
+        builder.push(event)?;
+    }
+    Ok(analyze(&builder.finish(), &default_checkers(), options))
 }
 
 /// Runs the checkers (in parallel) and combines their verdicts. A history no

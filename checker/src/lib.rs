@@ -29,8 +29,8 @@ pub mod synth_hard;
 mod verdict;
 
 pub use analysis::{
-    analyze, analyze_imported, analyze_operations, default_checkers, summarize, Analysis, Summary,
-    NOTHING_TO_CHECK,
+    analyze, analyze_events, analyze_imported, analyze_operations, default_checkers, summarize,
+    Analysis, Summary, NOTHING_TO_CHECK,
 };
 pub use beliefs::{Belief, BeliefEnd, Beliefs};
 pub use event::{Event, EventType, Function, Process, ValueFields};

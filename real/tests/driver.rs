@@ -4,16 +4,15 @@
 //! Most tests run on tokio's paused clock: seconds of workload in
 //! milliseconds, the same every run.
 
-use lockcheck_checker::names::{MUTUAL_EXCLUSION, RESOURCE_SAFETY};
+mod common;
+
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use lockcheck_checker::{
-    analyze, default_checkers, Analysis, CheckOptions, Event, EventType, Function, HistoryBuilder,
-    Process, Verdict,
-};
+use lockcheck_checker::names::{MUTUAL_EXCLUSION, RESOURCE_SAFETY};
+use lockcheck_checker::{Analysis, Event, EventType, Function, Process, Verdict};
 use lockcheck_real::driver::{drive, stall_schedule, DriveOptions, StallFault, StallNemesis};
 use lockcheck_real::RealError;
 use lockcheck_workloads::{Grant, LockClient, Outcome, Stall, Workload, WorkloadOptions};
@@ -167,11 +166,7 @@ fn drive_fake(options: &DriveOptions, never_refuses: bool) -> Vec<Event> {
 }
 
 fn check(events: &[Event]) -> Analysis {
-    let mut builder = HistoryBuilder::with_capacity(events.len());
-    for event in events {
-        builder.push(event).expect("the driver records a well-formed history");
-    }
-    analyze(&builder.finish(), &default_checkers(), &CheckOptions::default())
+    common::analyzed(events)
 }
 
 fn verdict(analysis: &Analysis, checker: &str) -> Option<Verdict> {

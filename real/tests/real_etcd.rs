@@ -9,13 +9,12 @@
 //! protected resources live in PostgreSQL at `LOCKCHECK_POSTGRES_URL`
 //! (default `postgres://postgres@127.0.0.1:5432/test`).
 
-use lockcheck_checker::names::{FENCE_MONOTONICITY, MUTUAL_EXCLUSION, RESOURCE_SAFETY};
+mod common;
+
 use std::time::Duration;
 
-use lockcheck_checker::{
-    analyze, default_checkers, Analysis, CheckOptions, EventType, Function, HistoryBuilder,
-    Process, Verdict,
-};
+use lockcheck_checker::names::{FENCE_MONOTONICITY, MUTUAL_EXCLUSION, RESOURCE_SAFETY};
+use lockcheck_checker::{Analysis, EventType, Function, Process, Verdict};
 use lockcheck_real::etcd::EtcdClient;
 use lockcheck_real::servers::{ManagedServer, ServerKind};
 use lockcheck_real::storage::Storage;
@@ -119,15 +118,7 @@ async fn run(
     }
     local.await;
     let events = std::mem::take(&mut *recorder.lock().expect("not poisoned")).into_events();
-    let mut builder = HistoryBuilder::with_capacity(events.len());
-    for event in &events {
-        builder.push(event).expect("the workload records a well-formed history");
-    }
-    let check_options = CheckOptions {
-        linearizability_time_limit: Some(Duration::from_secs(60)),
-        ..CheckOptions::default()
-    };
-    let analysis = analyze(&builder.finish(), &default_checkers(), &check_options);
+    let analysis = common::analyzed(&events);
     let grants = events
         .iter()
         .filter(|event| event.f == Function::Acquire && event.event_type == EventType::Ok)

@@ -13,13 +13,12 @@
 //! Every run uses names unique to it (Redis keys under a random
 //! `LOCKCHECK_KEY_PREFIX`), so concurrent runs of the suite do not collide.
 
-use lockcheck_checker::names::{LINEARIZABILITY, MUTUAL_EXCLUSION, RESOURCE_SAFETY};
+mod common;
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lockcheck_checker::{
-    analyze, default_checkers, write_events, Analysis, CheckOptions, Event, EventType, Function,
-    HistoryBuilder, Process, Verdict,
-};
+use lockcheck_checker::names::{LINEARIZABILITY, MUTUAL_EXCLUSION, RESOURCE_SAFETY};
+use lockcheck_checker::{write_events, Analysis, Event, EventType, Function, Process, Verdict};
 use lockcheck_real::driver::{drive, DriveOptions, StallNemesis};
 use lockcheck_real::exec::{ExecClient, ExecProgram};
 use lockcheck_real::storage::Storage;
@@ -280,15 +279,7 @@ async fn gate_run(script: &str, seed: u64, stall: Option<StallNemesis>) -> (Vec<
     let events = drive(&options, connect).await.unwrap_or_else(|error| panic!("{script}: {error}"));
     forget_keys(&[format!("{prefix}lock:{lock}"), format!("{prefix}fence:{lock}")]).await;
     let _ = Storage::prepare(&postgres_url(), std::slice::from_ref(&resource)).await;
-    let mut builder = HistoryBuilder::with_capacity(events.len());
-    for event in &events {
-        builder.push(event).expect("the driver records well-formed histories");
-    }
-    let options = CheckOptions {
-        linearizability_time_limit: Some(Duration::from_secs(60)),
-        ..CheckOptions::default()
-    };
-    let analysis = analyze(&builder.finish(), &default_checkers(), &options);
+    let analysis = common::analyzed(&events);
     let grants = events
         .iter()
         .filter(|event| event.f == Function::Acquire && event.event_type == EventType::Ok)

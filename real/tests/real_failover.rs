@@ -9,13 +9,12 @@
 //! (default postgres://postgres@127.0.0.1:5432/test). A server that cannot
 //! be reached fails the test: nothing is skipped.
 
-use lockcheck_checker::names::MUTUAL_EXCLUSION;
+mod common;
+
 use std::time::Duration;
 
-use lockcheck_checker::{
-    analyze, default_checkers, write_events, Analysis, CheckOptions, Event, EventType, Function,
-    HistoryBuilder, Process, Verdict,
-};
+use lockcheck_checker::names::MUTUAL_EXCLUSION;
+use lockcheck_checker::{write_events, Analysis, Event, EventType, Function, Process, Verdict};
 use lockcheck_real::driver::{drive_with, DriveOptions};
 use lockcheck_real::failover::{self, Failover, RedisPair, NAMES};
 use lockcheck_real::proxy::{LinkState, Proxy};
@@ -299,15 +298,7 @@ async fn drive_pair(
 }
 
 fn check(events: &[Event]) -> Analysis {
-    let mut builder = HistoryBuilder::with_capacity(events.len());
-    for event in events {
-        builder.push(event).expect("the recorder writes well-formed histories");
-    }
-    let options = CheckOptions {
-        linearizability_time_limit: Some(Duration::from_secs(60)),
-        ..CheckOptions::default()
-    };
-    analyze(&builder.finish(), &default_checkers(), &options)
+    common::analyzed(events)
 }
 
 /// Four clients on one lock through a fresh pair, with the failover fault

@@ -10,16 +10,15 @@
 //! `redis-server`. A server that cannot be reached fails the test: nothing
 //! is skipped. Each test uses its own names, and deletes only those.
 
-use lockcheck_checker::names::MUTUAL_EXCLUSION;
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::TcpListener;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use lockcheck_checker::{
-    analyze, default_checkers, write_events, Analysis, CheckOptions, Event, EventType, Function,
-    HistoryBuilder, Process, Verdict,
-};
+use lockcheck_checker::names::MUTUAL_EXCLUSION;
+use lockcheck_checker::{write_events, Analysis, Event, EventType, Function, Process, Verdict};
 use lockcheck_real::semaphore::{self, RedisSemaphoreClient};
 use lockcheck_real::servers::{ManagedServer, ServerKind};
 use lockcheck_real::storage::Storage;
@@ -192,15 +191,7 @@ struct Checked {
 }
 
 fn check(spec: &Spec, events: Vec<Event>) -> Checked {
-    let mut builder = HistoryBuilder::with_capacity(events.len());
-    for event in &events {
-        builder.push(event).expect("the recorder writes well-formed histories");
-    }
-    let options = CheckOptions {
-        linearizability_time_limit: Some(Duration::from_secs(60)),
-        ..CheckOptions::default()
-    };
-    let analysis = analyze(&builder.finish(), &default_checkers(), &options);
+    let analysis = common::analyzed(&events);
     let checked = Checked { analysis, events };
     let granted = checked
         .events

@@ -10,13 +10,12 @@
 //! reached fails the test, saying so. Every test names its own locks and
 //! resources, so the tests run in parallel without meeting.
 
+mod common;
+
 use std::future::Future;
 use std::time::Duration;
 
-use lockcheck_checker::{
-    analyze, default_checkers, Analysis, CheckOptions, EventType, Function, HistoryBuilder,
-    Process, Verdict,
-};
+use lockcheck_checker::{Analysis, EventType, Function, Process, Verdict};
 use lockcheck_real::sql::{advisory_key, mysql_lock_name, SqlClient, SqlRecipe};
 use lockcheck_real::storage::Storage;
 use lockcheck_real::ClientConfig;
@@ -153,15 +152,7 @@ where
     local.spawn_local(nemesis(recorder.clone(), stalls));
     local.await;
     let events = std::mem::take(&mut *recorder.lock().expect("not poisoned")).into_events();
-    let mut builder = HistoryBuilder::with_capacity(events.len());
-    for event in &events {
-        builder.push(event).expect("the workload records a well-formed history");
-    }
-    let check_options = CheckOptions {
-        linearizability_time_limit: Some(Duration::from_secs(60)),
-        ..CheckOptions::default()
-    };
-    let analysis = analyze(&builder.finish(), &default_checkers(), &check_options);
+    let analysis = common::analyzed(&events);
     let grants = events
         .iter()
         .filter(|event| event.f == Function::Acquire && event.event_type == EventType::Ok)

@@ -9,9 +9,9 @@
 //! postgres://postgres@127.0.0.1:5432/test). A server that cannot be reached
 //! fails the test: nothing is skipped.
 
-use lockcheck_checker::names::{LINEARIZABILITY, RESOURCE_SAFETY};
 use std::time::Duration;
 
+use lockcheck_checker::names::{LINEARIZABILITY, RESOURCE_SAFETY};
 use lockcheck_checker::{write_events, Analysis, CheckOptions, Verdict};
 use lockcheck_real::driver::{drive, DriveOptions, StallNemesis};
 use lockcheck_real::redis as real_redis;
@@ -252,18 +252,12 @@ async fn the_correct_recipe_keeps_real_fenced_storage_safe_under_holder_stalls()
     let cleaned = real_redis::prepare(&redis, &locks).await;
     let events = events.expect("every client connects");
     cleaned.expect("the test's Redis keys are deleted");
-    let mut builder = lockcheck_checker::HistoryBuilder::with_capacity(events.len());
-    for event in &events {
-        builder.push(event).expect("the recorder writes well-formed histories");
-    }
-    let analysis = lockcheck_checker::analyze(
-        &builder.finish(),
-        &lockcheck_checker::default_checkers(),
-        &CheckOptions {
-            linearizability_time_limit: Some(Duration::from_secs(60)),
-            ..CheckOptions::default()
-        },
-    );
+    let options = CheckOptions {
+        linearizability_time_limit: Some(Duration::from_secs(60)),
+        ..CheckOptions::default()
+    };
+    let analysis = lockcheck_checker::analyze_events(&events, &options)
+        .expect("the recorder writes well-formed histories");
     let writes =
         events.iter().filter(|event| event.f == lockcheck_checker::Function::Write).count();
     assert!(writes > 20, "only {writes} write events: the recipe hardly ran");

@@ -6,9 +6,7 @@
 use std::time::Duration;
 
 pub use lockcheck_checker::Expect;
-use lockcheck_checker::{
-    analyze, default_checkers, Analysis, CheckOptions, HistoryBuilder, HistoryError, Judgement,
-};
+use lockcheck_checker::{analyze_events, Analysis, CheckOptions, HistoryError, Judgement};
 
 use crate::client::Backend;
 use crate::nemesis::{FaultKind, Shape};
@@ -206,11 +204,7 @@ pub fn cells() -> Vec<Cell> {
 
 /// A simulated run's history, checked as `lockcheck check` checks it.
 pub fn check_run(sim: &SimRun, options: &CheckOptions) -> Result<Analysis, HistoryError> {
-    let mut builder = HistoryBuilder::with_capacity(sim.events.len());
-    for event in &sim.events {
-        builder.push(event)?;
-    }
-    Ok(analyze(&builder.finish(), &default_checkers(), options))
+    analyze_events(&sim.events, options)
 }
 
 /// How a cell came out.
