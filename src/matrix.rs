@@ -64,10 +64,8 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
     let progress = Progress::count(cells.len() as u64, "cells");
     for cell in &cells {
         let what = format!("{} {}", cell.backend.name(), setup(cell));
-        let seeds = match cell.expect {
-            lockcheck_sim::Expect::Safe | lockcheck_sim::Expect::Keeps { .. } => effort.safe_seeds,
-            lockcheck_sim::Expect::Violated { .. } => effort.violated_within,
-        };
+        let seeds =
+            if cell.expect.seeks_violation() { effort.violated_within } else { effort.safe_seeds };
         progress.message(format!("{what}: seed 1 of up to {seeds}"));
         let mut lock_ops = 0;
         let result = run_cell_with_progress(cell, &effort, &mut |seed, sim| {

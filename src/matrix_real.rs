@@ -216,9 +216,9 @@ struct Outcome {
 }
 
 fn run_cell(cell: &RealCell, args: &MatrixArgs, progress: &Progress) -> Result<Outcome, String> {
-    let runs = match cell.expect {
-        Expect::Safe | Expect::Keeps { .. } => args.safe_seeds.unwrap_or(1),
-        Expect::Violated { .. } => args.violated_within.or(cell.runs).unwrap_or(3),
+    let runs = match cell.expect.seeks_violation() {
+        true => args.violated_within.or(cell.runs).unwrap_or(3),
+        false => args.safe_seeds.unwrap_or(1),
     }
     .max(1);
     let time_limit = args.time_limit.unwrap_or(cell.time_limit);

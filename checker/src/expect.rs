@@ -31,13 +31,18 @@ pub enum Judgement {
     Decided { matches: bool, found: String },
 }
 
-/// The checkers of `names` that found `analysis` invalid.
-fn broken(analysis: &Analysis, names: &[&str]) -> Vec<String> {
+/// The checkers of `names` whose verdict on `analysis` is one of `verdicts`.
+fn with_verdict(analysis: &Analysis, names: &[&str], verdicts: &[Verdict]) -> Vec<String> {
     names
         .iter()
-        .filter(|name| analysis.verdict_of(name) == Some(Verdict::Invalid))
+        .filter(|name| analysis.verdict_of(name).is_some_and(|verdict| verdicts.contains(&verdict)))
         .map(|name| name.to_string())
         .collect()
+}
+
+/// The checkers of `names` that found `analysis` invalid.
+fn broken(analysis: &Analysis, names: &[&str]) -> Vec<String> {
+    with_verdict(analysis, names, &[Verdict::Invalid])
 }
 
 impl Expect {
@@ -57,16 +62,7 @@ impl Expect {
             }
             Expect::Safe => Judgement::Undecided,
             Expect::Keeps { valid } => {
-                let wrongly: Vec<&str> = valid
-                    .iter()
-                    .copied()
-                    .filter(|name| {
-                        matches!(
-                            analysis.verdict_of(name),
-                            Some(Verdict::Invalid | Verdict::Unknown)
-                        )
-                    })
-                    .collect();
+                let wrongly = with_verdict(analysis, valid, &[Verdict::Invalid, Verdict::Unknown]);
                 if wrongly.is_empty() {
                     return Judgement::Undecided;
                 }
@@ -92,6 +88,12 @@ impl Expect {
                 }
             }
         }
+    }
+
+    /// Whether a run can decide the cell for a match: only a violated cell
+    /// is found; a safe or kept one takes its whole budget of runs.
+    pub fn seeks_violation(&self) -> bool {
+        matches!(self, Expect::Violated { .. })
     }
 
     /// The judgement once `runs` runs decided nothing: a safe cell stayed

@@ -255,10 +255,6 @@ impl<'a> Subject<'a> {
         Subject { history, beliefs: OnceLock::new() }
     }
 
-    pub fn history(&self) -> &'a History {
-        self.history
-    }
-
     /// Who believed they held which lock, when (computed on first use).
     pub fn beliefs(&self) -> &Beliefs {
         self.beliefs.get_or_init(|| Beliefs::compute(self.history))

@@ -343,10 +343,8 @@ pub fn run_cell_with_progress(
     progress: &mut dyn FnMut(u64, &SimRun),
 ) -> Result<CellResult, MatrixError> {
     let (base, check_options) = cell_options(cell, effort);
-    let seeds = match cell.expect {
-        Expect::Safe | Expect::Keeps { .. } => effort.safe_seeds,
-        Expect::Violated { .. } => effort.violated_within,
-    };
+    let seeds =
+        if cell.expect.seeks_violation() { effort.violated_within } else { effort.safe_seeds };
     for seed in 0..seeds.max(1) {
         let options = SimOptions { seed, ..base.clone() };
         let sim = run(&options)?;
