@@ -43,6 +43,18 @@ pub trait Model: Sync {
         output: Option<&Self::Output>,
     ) -> Option<Self::State>;
 
+    /// Whether the operation, with this output, never changes the state:
+    /// wherever `step` accepts it, the state after it is the state before
+    /// (a read, an acquire refused as busy, a failed compare-and-set). The
+    /// search linearizes such an operation as soon as it is pending and
+    /// legal, and never branches on it. Say true only when that holds in
+    /// every state: a write of the value already held leaves that state
+    /// unchanged, but not the others, so a write is never read-only.
+    fn read_only(&self, input: &Self::Input, output: Option<&Self::Output>) -> bool {
+        let _ = (input, output);
+        false
+    }
+
     /// Splits a history into independent parts (by key, say), each checked
     /// on its own. Each part lists positions in `operations`. The default
     /// is one part.
@@ -201,6 +213,15 @@ impl<M: Model> Model for EitherWay<M> {
             next.sort_by_cached_key(hash_of);
         }
         Some(next)
+    }
+
+    /// An operation read-only in `M` keeps, of a set, the states in which it
+    /// is legal: a set no larger, and every operation legal from a set is
+    /// legal from any larger one. So it can be taken out of a linearization
+    /// without making one that follows illegal, which is what `read_only`
+    /// promises the search.
+    fn read_only(&self, input: &Self::Input, output: Option<&Self::Output>) -> bool {
+        self.0.read_only(input, output)
     }
 
     fn describe_operation(&self, input: &Self::Input, output: Option<&Self::Output>) -> String {

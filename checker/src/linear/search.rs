@@ -537,7 +537,7 @@ impl<'a, M: Model> Search<'a, M> {
     }
 
     /// Notes how far this branch got before it had to backtrack.
-    fn note_dead_end(&mut self, calls: &[(u32, M::State)], state: &M::State, blocked: u32) {
+    fn note_dead_end(&mut self, calls: &[(u32, M::State, bool)], state: &M::State, blocked: u32) {
         let depth = calls.len();
         match &mut self.best {
             Some(_) if self.best_prefix.len() > depth => {}
@@ -552,7 +552,7 @@ impl<'a, M: Model> Search<'a, M> {
                 self.best_prefix.extend(
                     calls[self.best_common..]
                         .iter()
-                        .map(|&(call, _)| part[entries.op[call as usize] as usize]),
+                        .map(|&(call, _, _)| part[entries.op[call as usize] as usize]),
                 );
                 self.best_common = depth;
                 self.best = Some(Evidence {
@@ -589,11 +589,53 @@ impl<'a, M: Model> Search<'a, M> {
         None
     }
 
+    /// Linearizes at once every pending read-only operation (see
+    /// [`Model::read_only`]) that the model accepts in `state` without
+    /// changing it: an acquire refused as busy while the lock is held, a
+    /// release refused as not held, a read of the value held. Taking one
+    /// costs nothing. Any order that completes the history from here places
+    /// it somewhere; taken out of there, it changes no state, so the same
+    /// order without it completes the history after it. So the configuration
+    /// with it linearized succeeds exactly when the one without does, and the
+    /// search never branches on it. Without this, a contended lock's refused
+    /// acquires in flight are tried in every order and subset, which is
+    /// exponential in the number of clients.
+    fn absorb(
+        &mut self,
+        state: &M::State,
+        calls: &mut Vec<(u32, M::State, bool)>,
+        remaining_returns: &mut usize,
+    ) {
+        let mut entry = self.entries.next[self.entries.head as usize];
+        while entry != NIL && self.entries.is_call[entry as usize] {
+            let op = self.entries.op[entry as usize];
+            let operation = self.operation(op);
+            let (input, output) = (&operation.input, operation.output.as_ref());
+            let unchanged = self.model.read_only(input, output)
+                && self.model.step(state, input, output).is_some_and(|next| next == *state);
+            if !unchanged {
+                entry = self.entries.next[entry as usize];
+                continue;
+            }
+            self.toggle(op);
+            if self.entries.return_of[op as usize] != NIL {
+                *remaining_returns -= 1;
+            }
+            self.entries.lift(entry);
+            calls.push((entry, state.clone(), true));
+            // The entry's own links still name its neighbours; its return
+            // may have been the next entry, so go on from the one before.
+            entry = self.entries.next[self.entries.prev[entry as usize] as usize];
+        }
+    }
+
     fn run(mut self) -> (SearchOutcome<M::State>, SearchStats) {
         let mut remaining_returns = self.entries.return_of.iter().filter(|&&r| r != NIL).count();
         let mut state = self.model.init();
-        // The calls linearized so far, with the state before each.
-        let mut calls: Vec<(u32, M::State)> = Vec::new();
+        // The calls linearized so far, with the state before each, and
+        // whether each was absorbed (see `absorb`) rather than chosen.
+        let mut calls: Vec<(u32, M::State, bool)> = Vec::new();
+        self.absorb(&state, &mut calls, &mut remaining_returns);
         let mut entry = self.entries.next[self.entries.head as usize];
         let outcome = loop {
             if remaining_returns == 0 {
@@ -619,11 +661,12 @@ impl<'a, M: Model> Search<'a, M> {
                         self.forced % FORCED_REMEMBERED_EVERY != 0
                     };
                     if skip || self.remember(&next_state) {
-                        calls.push((entry, std::mem::replace(&mut state, next_state)));
+                        calls.push((entry, std::mem::replace(&mut state, next_state), false));
                         if self.entries.return_of[op as usize] != NIL {
                             remaining_returns -= 1;
                         }
                         self.entries.lift(entry);
+                        self.absorb(&state, &mut calls, &mut remaining_returns);
                         entry = self.entries.next[self.entries.head as usize];
                         continue;
                     }
@@ -636,19 +679,29 @@ impl<'a, M: Model> Search<'a, M> {
             if op != NIL {
                 self.note_dead_end(&calls, &state, op);
             }
-            let Some((call, previous)) = calls.pop() else {
+            // Absorbed operations are undone on the way: the configuration
+            // before each fails exactly when the one after it does.
+            let call = loop {
+                let Some((call, previous, absorbed)) = calls.pop() else {
+                    break None;
+                };
+                let undone = self.entries.op[call as usize];
+                state = previous;
+                self.toggle(undone);
+                if self.entries.return_of[undone as usize] != NIL {
+                    remaining_returns += 1;
+                }
+                self.entries.unlift(call);
+                if !absorbed {
+                    break Some(call);
+                }
+            };
+            self.best_common = self.best_common.min(calls.len());
+            let Some(call) = call else {
                 let mut evidence = self.best.take().expect("a failed search has met a dead end");
                 evidence.prefix = std::mem::take(&mut self.best_prefix);
                 break SearchOutcome::NotLinearizable(evidence);
             };
-            self.best_common = self.best_common.min(calls.len());
-            let undone = self.entries.op[call as usize];
-            state = previous;
-            self.toggle(undone);
-            if self.entries.return_of[undone as usize] != NIL {
-                remaining_returns += 1;
-            }
-            self.entries.unlift(call);
             entry = self.entries.next[call as usize];
         };
         self.stats.cached_states = self.cache.len() as u64;

@@ -175,6 +175,10 @@ impl Model for Kv {
         }
     }
 
+    fn read_only(&self, input: &KvInput, _output: Option<&KvOutput>) -> bool {
+        input.call == KvCall::Get
+    }
+
     fn state_heap_bytes(&self, state: &KvState) -> usize {
         // The texts are shared between states, but an appended one is new.
         state.0.values.capacity() * std::mem::size_of::<(u32, Text)>()

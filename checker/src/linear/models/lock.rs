@@ -69,6 +69,16 @@ fn describe(input: &LockInput, output: Option<&LockOutput>) -> String {
     format!("{call} -> {result}")
 }
 
+/// Refusals, failures without effect, and renewals change no lock state
+/// (a renewal's lease is the mutual-exclusion checker's business).
+fn lock_read_only(input: &LockInput, output: Option<&LockOutput>) -> bool {
+    matches!(
+        (input.call, output),
+        (_, Some(LockOutput::Busy | LockOutput::NotHeld | LockOutput::NoEffect))
+            | (LockCall::Renew, Some(LockOutput::Done) | None)
+    )
+}
+
 /// A lock without a TTL: it is free, or held by one client until that client
 /// releases it.
 #[derive(Debug, Clone, Copy, Default)]
@@ -112,6 +122,10 @@ impl Model for Mutex {
             }
             _ => None,
         }
+    }
+
+    fn read_only(&self, input: &LockInput, output: Option<&LockOutput>) -> bool {
+        lock_read_only(input, output)
     }
 
     fn describe_operation(&self, input: &LockInput, output: Option<&LockOutput>) -> String {
@@ -192,6 +206,10 @@ impl Model for FencedLease {
             (LockCall::Renew, Some(LockOutput::Done) | None) => holds.then_some(*state),
             _ => None,
         }
+    }
+
+    fn read_only(&self, input: &LockInput, output: Option<&LockOutput>) -> bool {
+        lock_read_only(input, output)
     }
 
     fn describe_operation(&self, input: &LockInput, output: Option<&LockOutput>) -> String {

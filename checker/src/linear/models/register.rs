@@ -95,6 +95,14 @@ macro_rules! register_model {
                 }
             }
 
+            fn read_only(&self, input: &RegisterInput, output: Option<&RegisterOutput>) -> bool {
+                matches!(
+                    (input, output),
+                    (RegisterInput::Read, _)
+                        | (RegisterInput::Cas(..), Some(RegisterOutput::Cas(false)))
+                )
+            }
+
             fn describe_operation(
                 &self,
                 input: &RegisterInput,
