@@ -12,6 +12,7 @@ mod analysis;
 mod beliefs;
 mod event;
 mod expect;
+mod fastline;
 mod fence;
 mod history;
 pub mod import;

@@ -11,6 +11,7 @@ use rayon::prelude::*;
 use thiserror::Error;
 
 use crate::event::{Event, EventRef, ValueFields};
+use crate::fastline;
 use crate::history::{History, HistoryBuilder};
 use crate::quote;
 
@@ -214,6 +215,9 @@ fn read<R: BufRead>(
         let parsed: Vec<Result<ParsedLine<'_>, LineError>> = (0..line_starts.len())
             .into_par_iter()
             .map(|position| {
+                if let Some((event, fields)) = fastline::parse(line_text(position)) {
+                    return Ok((event, Ok(fields)));
+                }
                 let event = serde_json::from_slice::<EventRef<'_>>(line_text(position))
                     .map_err(|error| (error.to_string(), error.is_eof()))?;
                 let fields = event.value_fields();
