@@ -80,11 +80,14 @@ fn stale_release(operations: &[Operation<LockInput, LockOutput>]) -> Option<Refu
     let mut grants: Vec<usize> =
         (0..operations.len()).filter(|&at| granted(&operations[at]).is_some()).collect();
     grants.sort_unstable_by_key(|&at| operations[at].call);
-    // Each client's grants, in call order, to find a release's own grant
-    // by bisection rather than by a scan of every grant.
-    let mut by_client: FxHashMap<i64, Vec<usize>> = FxHashMap::default();
-    for &grant in &grants {
-        by_client.entry(operations[grant].client).or_default().push(grant);
+    // The grants' calls side by side, so that a bisection reads one small
+    // array rather than scattered operations.
+    let grant_calls: Vec<u64> = grants.iter().map(|&at| operations[at].call).collect();
+    // Each client's grants (call, position), in call order, to find a
+    // release's own grant by bisection rather than by a scan of every grant.
+    let mut by_client: FxHashMap<i64, Vec<(u64, usize)>> = FxHashMap::default();
+    for (&grant, &call) in grants.iter().zip(&grant_calls) {
+        by_client.entry(operations[grant].client).or_default().push((call, grant));
     }
     for (at, release) in operations.iter().enumerate() {
         if !matches!(
@@ -95,10 +98,10 @@ fn stale_release(operations: &[Operation<LockInput, LockOutput>]) -> Option<Refu
         }
         // The releasing client's own latest grant before its release.
         let Some(own_grants) = by_client.get(&release.client) else { continue };
-        let before = own_grants.partition_point(|&grant| operations[grant].call < release.call);
-        let Some(&own) = before.checked_sub(1).map(|last| &own_grants[last]) else { continue };
+        let before = own_grants.partition_point(|&(call, _)| call < release.call);
+        let Some(&(_, own)) = before.checked_sub(1).map(|last| &own_grants[last]) else { continue };
         let own_ret = operations[own].ret.expect("granted operations returned");
-        let start = grants.partition_point(|&grant| operations[grant].call <= own_ret);
+        let start = grant_calls.partition_point(|&call| call <= own_ret);
         let usurper = grants[start..]
             .iter()
             .take_while(|&&grant| operations[grant].call < release.call)
