@@ -2,7 +2,7 @@
 //!
 //! Nearly every line lockcheck reads is one lockcheck (or a harness that
 //! copied its format) wrote: the fields in their usual order, no spaces, no
-//! escapes, and a `value` that is `null` or a few integers. [`parse`] reads
+//! escapes, and a `value` that is `null` or a few integers and a string. [`parse`] reads
 //! exactly that shape, three to four times faster than serde_json, and says
 //! `None` for anything else: the line is then read by serde_json, which also
 //! gives every error message. So a line read here is read as serde_json would
@@ -101,8 +101,9 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// `null`, or an object of the integer fields the checkers read, each
-    /// once (a repeated or any other field leaves the line to serde_json).
+    /// `null`, or an object of the fields the checkers read that are
+    /// integers, or a plain string (`data`), each once (a repeated or any
+    /// other field leaves the line to serde_json).
     fn value(&mut self) -> Option<ValueFields> {
         let mut fields = ValueFields::default();
         if self.peek() == Some(b'n') {
@@ -117,6 +118,20 @@ impl<'a> Cursor<'a> {
         loop {
             let name = self.plain_string()?;
             self.literal(b":")?;
+            if name == "data" {
+                if fields.data.is_some() {
+                    return None;
+                }
+                fields.data = Some(self.plain_string()?.to_string());
+                match self.peek()? {
+                    b',' => {
+                        self.at += 1;
+                        continue;
+                    }
+                    b'}' => break,
+                    _ => return None,
+                }
+            }
             let number = self.unsigned()?;
             let slot = match name {
                 "fence" => &mut fields.fence,
@@ -228,7 +243,7 @@ mod tests {
         )
     }
 
-    const LINES: [&str; 8] = [
+    const LINES: [&str; 9] = [
         r#"{"index":0,"time":1000000000,"process":1,"type":"invoke","f":"acquire","key":"report","value":{"ttl_ms":10000}}"#,
         r#"{"index":1,"time":1003000000,"process":1,"type":"ok","f":"acquire","key":"report","value":{"fence":33}}"#,
         r#"{"index":2,"time":2000000000,"process":"nemesis","type":"info","f":"start","key":null,"value":null}"#,
@@ -236,6 +251,7 @@ mod tests {
         r#"{"index":4,"time":8,"process":2,"type":"invoke","f":"acquire","key":"s","value":{"permits":3,"ttl_ms":5}}"#,
         r#"{"index":5,"time":9,"process":2,"type":"info","f":"frobnicate","key":"s","value":{},"error":null}"#,
         "{\"index\":6,\"time\":9,\"process\":2,\"type\":\"ok\",\"f\":\"release\",\"key\":\"s\",\"value\":null}  \r\n",
+        r#"{"index":9,"time":10,"process":3,"type":"invoke","f":"write","key":"res-1","value":{"fence":1,"data":"w1"}}"#,
         r#"{"index":18446744073709551615,"time":0,"process":-9223372036854775808,"type":"ok","f":"read","key":"","value":null}"#,
     ];
 
@@ -261,7 +277,9 @@ mod tests {
             r#"{"index":1,"time":2,"process":1,"type":"ok","f":"acquire","key":"a\"b","value":null}"#,
             r#"{"index":1,"time":2,"process":1,"type":"ok","f":"acquire","key":"é","value":null}"#,
             r#"{"index":1,"time":2,"process":1,"type":"ok","f":"acquire","key":"a","value":{"fence":1,"fence":2}}"#,
-            r#"{"index":1,"time":2,"process":1,"type":"ok","f":"acquire","key":"a","value":{"data":"x"}}"#,
+            r#"{"index":1,"time":2,"process":1,"type":"ok","f":"write","key":"a","value":{"data":7}}"#,
+            r#"{"index":1,"time":2,"process":1,"type":"ok","f":"write","key":"a","value":{"data":"x","data":"y"}}"#,
+            r#"{"index":1,"time":2,"process":1,"type":"ok","f":"write","key":"a","value":{"fault":"pause"}}"#,
             r#"{"index":1,"time":2,"process":1,"type":"ok","f":"acquire","key":"a","value":{"permits":4294967296}}"#,
             r#"{"index":1,"time":2,"process":1,"type":"ok","f":"acquire","key":"a","value":7}"#,
             r#"{"index":1,"time":2,"process":1,"type":"ok","f":"acquire","key":"a","value":null,"trace":"x"}"#,
