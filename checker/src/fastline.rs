@@ -118,44 +118,17 @@ impl<'a> Cursor<'a> {
         loop {
             let name = self.plain_string()?;
             self.literal(b":")?;
-            if name == "data" {
-                if fields.data.is_some() {
-                    return None;
+            match name {
+                "fence" if fields.fence.is_none() => fields.fence = Some(self.unsigned()?),
+                "ttl_ms" if fields.ttl_ms.is_none() => fields.ttl_ms = Some(self.unsigned()?),
+                "permits" if fields.permits.is_none() => {
+                    fields.permits = Some(u32::try_from(self.unsigned()?).ok()?)
                 }
-                fields.data = Some(self.plain_string()?.to_string());
-                match self.peek()? {
-                    b',' => {
-                        self.at += 1;
-                        continue;
-                    }
-                    b'}' => break,
-                    _ => return None,
-                }
-            }
-            let number = self.unsigned()?;
-            let slot = match name {
-                "fence" => &mut fields.fence,
-                "ttl_ms" => &mut fields.ttl_ms,
-                "permits" => {
-                    if fields.permits.is_some() {
-                        return None;
-                    }
-                    fields.permits = Some(u32::try_from(number).ok()?);
-                    match self.peek()? {
-                        b',' => {
-                            self.at += 1;
-                            continue;
-                        }
-                        b'}' => break,
-                        _ => return None,
-                    }
+                "data" if fields.data.is_none() => {
+                    fields.data = Some(self.plain_string()?.to_string())
                 }
                 _ => return None,
-            };
-            if slot.is_some() {
-                return None;
             }
-            *slot = Some(number);
             match self.peek()? {
                 b',' => self.at += 1,
                 b'}' => break,
