@@ -52,11 +52,15 @@ impl EventType {
     }
 
     fn parse(text: &str) -> Option<EventType> {
+        EventType::from_bytes(text.as_bytes())
+    }
+
+    pub(crate) fn from_bytes(text: &[u8]) -> Option<EventType> {
         Some(match text {
-            "invoke" => EventType::Invoke,
-            "ok" => EventType::Ok,
-            "fail" => EventType::Fail,
-            "info" => EventType::Info,
+            b"invoke" => EventType::Invoke,
+            b"ok" => EventType::Ok,
+            b"fail" => EventType::Fail,
+            b"info" => EventType::Info,
             _ => return None,
         })
     }

@@ -73,24 +73,6 @@ impl<'a> Cursor<'a> {
         std::str::from_utf8(self.plain_bytes()?).ok()
     }
 
-    fn event_type(&mut self) -> Option<EventType> {
-        Some(match self.plain_bytes()? {
-            b"invoke" => EventType::Invoke,
-            b"ok" => EventType::Ok,
-            b"fail" => EventType::Fail,
-            b"info" => EventType::Info,
-            _ => return None,
-        })
-    }
-
-    fn function(&mut self) -> Option<Function> {
-        Some(match self.plain_bytes()? {
-            b"acquire" => Function::Acquire,
-            b"release" => Function::Release,
-            other => Function::parse(std::str::from_utf8(other).ok()?),
-        })
-    }
-
     /// `null` or a plain string.
     fn optional_string(&mut self) -> Option<Option<&'a str>> {
         if self.peek() == Some(b'n') {
@@ -158,9 +140,9 @@ pub(crate) fn parse(line: &[u8]) -> Option<(EventRef<'_>, ValueFields)> {
         Process::Client(cursor.signed()?)
     };
     cursor.literal(b",\"type\":")?;
-    let event_type = cursor.event_type()?;
+    let event_type = EventType::from_bytes(cursor.plain_bytes()?)?;
     cursor.literal(b",\"f\":")?;
-    let f = cursor.function()?;
+    let f = Function::parse(cursor.plain_string()?);
     cursor.literal(b",\"key\":")?;
     let key = cursor.optional_string()?;
     cursor.literal(b",\"value\":")?;

@@ -215,10 +215,11 @@ fn read<R: BufRead>(
         let parsed: Vec<Result<ParsedLine<'_>, LineError>> = (0..line_starts.len())
             .into_par_iter()
             .map(|position| {
-                if let Some((event, fields)) = fastline::parse(line_text(position)) {
+                let line = line_text(position);
+                if let Some((event, fields)) = fastline::parse(line) {
                     return Ok((event, Ok(fields)));
                 }
-                let event = serde_json::from_slice::<EventRef<'_>>(line_text(position))
+                let event = serde_json::from_slice::<EventRef<'_>>(line)
                     .map_err(|error| (error.to_string(), error.is_eof()))?;
                 let fields = event.value_fields();
                 Ok((event, fields))

@@ -104,7 +104,9 @@ fn stale_release(operations: &[Operation<LockInput, LockOutput>]) -> Option<Refu
         let start = grant_calls.partition_point(|&call| call <= own_ret);
         let usurper = grants[start..]
             .iter()
-            .take_while(|&&grant| operations[grant].call < release.call)
+            .zip(&grant_calls[start..])
+            .take_while(|&(_, &call)| call < release.call)
+            .map(|(grant, _)| grant)
             .find(|&&grant| {
                 operations[grant].client != release.client
                     && operations[grant].ret.is_some_and(|ret| ret < release.call)
