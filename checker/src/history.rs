@@ -12,7 +12,7 @@ use std::fmt;
 
 use thiserror::Error;
 
-use crate::event::{Event, EventRef, EventType, Function, Process, ValueFields};
+use crate::event::{Event, EventType, Function, Process, ValueFields};
 
 /// Index of a key (lock name or resource name) in [`History::keys`].
 pub type KeyId = u32;
@@ -201,28 +201,17 @@ pub enum HistoryError {
 }
 
 /// What the builder reads of one event, however it was parsed.
-struct EventParts<'e> {
-    at: Moment,
-    process: Process,
-    event_type: EventType,
-    f: &'e Function,
-    key: Option<&'e str>,
-    error: Option<&'e str>,
+pub(crate) struct EventParts<'e> {
+    pub(crate) at: Moment,
+    pub(crate) process: Process,
+    pub(crate) event_type: EventType,
+    pub(crate) f: &'e Function,
+    pub(crate) key: Option<&'e str>,
+    pub(crate) error: Option<&'e str>,
 }
 
 impl<'e> EventParts<'e> {
     fn of(event: &'e Event) -> Self {
-        EventParts {
-            at: Moment { index: event.index, time_ns: event.time_ns },
-            process: event.process,
-            event_type: event.event_type,
-            f: &event.f,
-            key: event.key.as_deref(),
-            error: event.error.as_deref(),
-        }
-    }
-
-    fn of_borrowed(event: &'e EventRef<'_>) -> Self {
         EventParts {
             at: Moment { index: event.index, time_ns: event.time_ns },
             process: event.process,
@@ -241,6 +230,7 @@ pub struct HistoryBuilder {
     key_ids: HashMap<Box<str>, KeyId>,
     open: HashMap<i64, OpId>,
     crashed: HashMap<i64, u64>,
+    last_key: Option<KeyId>,
 }
 
 impl HistoryBuilder {
@@ -260,17 +250,9 @@ impl HistoryBuilder {
         self.push_parts(EventParts::of(event), event.value_fields())
     }
 
-    /// The reader's path: the event borrowed from its line, and its value's
-    /// fields already parsed (in parallel).
-    pub(crate) fn push_borrowed(
-        &mut self,
-        event: &EventRef<'_>,
-        fields: Result<ValueFields, String>,
-    ) -> Result<(), HistoryError> {
-        self.push_parts(EventParts::of_borrowed(event), fields)
-    }
-
-    fn push_parts(
+    /// The reader's path: an event's parts, borrowed from its line, and its
+    /// value's fields already parsed (in parallel).
+    pub(crate) fn push_parts(
         &mut self,
         event: EventParts<'_>,
         fields: Result<ValueFields, String>,
@@ -316,12 +298,22 @@ impl HistoryBuilder {
     }
 
     fn key_id(&mut self, key: &str) -> KeyId {
-        if let Some(&id) = self.key_ids.get(key) {
-            return id;
+        // Runs of events on one key are common: compare before hashing.
+        if let Some(last) = self.last_key {
+            if *self.history.keys[last as usize] == *key {
+                return last;
+            }
         }
-        let id = self.history.keys.len() as KeyId;
-        self.history.keys.push(key.into());
-        self.key_ids.insert(key.into(), id);
+        let id = match self.key_ids.get(key) {
+            Some(&id) => id,
+            None => {
+                let id = self.history.keys.len() as KeyId;
+                self.history.keys.push(key.into());
+                self.key_ids.insert(key.into(), id);
+                id
+            }
+        };
+        self.last_key = Some(id);
         id
     }
 
@@ -349,7 +341,8 @@ impl HistoryBuilder {
                 return Err(HistoryError::MissingKey { index: at.index, f: f.to_string() })
             }
         };
-        if let Some(crashed_at) = self.crashed.remove(&process) {
+        let crashed = if self.crashed.is_empty() { None } else { self.crashed.remove(&process) };
+        if let Some(crashed_at) = crashed {
             self.history.warnings.push(format!(
                 "process {process} invokes again at index {} after its operation ended in info at index {crashed_at}; \
                  it is treated as a new client that holds nothing",

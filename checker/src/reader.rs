@@ -5,21 +5,16 @@
 //! operations the checkers keep. Chunks are parsed in parallel and fed to the
 //! [`HistoryBuilder`] in order, so the result does not depend on the thread count.
 
-use std::io::{self, BufRead, Write};
+use std::borrow::Cow;
+use std::io::{self, BufRead, Read, Write};
 
 use rayon::prelude::*;
 use thiserror::Error;
 
-use crate::event::{Event, EventRef, ValueFields};
+use crate::event::{Event, EventRef, EventType, Function, Process, ValueFields};
 use crate::fastline;
-use crate::history::{History, HistoryBuilder};
+use crate::history::{EventParts, History, HistoryBuilder, Moment};
 use crate::quote;
-
-/// Lines parsed per parallel chunk: large enough to amortise the fork/join,
-/// small enough that the chunk's buffers are reused by the allocator rather
-/// than returned to the kernel and faulted in again (measured: 16K lines cost
-/// a third more time in page clearing).
-const CHUNK_LINES: usize = 4096;
 
 /// A history that could not be read. Each variant names where the problem is.
 #[derive(Debug, Error)]
@@ -126,14 +121,6 @@ fn parse_line(text: &str) -> Result<Event, String> {
     serde_json::from_str::<Event>(text).map_err(|error| explain(error.to_string(), text.as_bytes()))
 }
 
-/// One line parsed off the main thread: the event borrowed from the chunk's
-/// text, and its value's fields (or why they are malformed).
-type ParsedLine<'a> = (EventRef<'a>, Result<ValueFields, String>);
-
-/// Why a line is not an event, and whether it is JSON cut short (the input
-/// ended inside a value).
-type LineError = (String, bool);
-
 /// Reads a whole history into its compact, paired form, validating as it goes.
 pub fn read_history<R: BufRead>(input: R, source_name: &str) -> Result<History, ReadError> {
     read_history_sized(input, source_name, 0)
@@ -170,81 +157,269 @@ fn read<R: BufRead>(
     // The shortest realistic event line is about 80 bytes; reserving too much
     // costs only address space, as untouched capacity is never resident.
     let events_hint = (size_bytes / 80).min(1 << 31) as usize;
-    let mut builder = HistoryBuilder::with_capacity(events_hint);
-    let mut text: Vec<u8> = Vec::new();
-    let mut line_starts: Vec<(u64, usize)> = Vec::with_capacity(CHUNK_LINES);
-    let mut line_number = 0u64;
-    let mut notes = Vec::new();
-    // Past the first line that is not an event, the rest are only counted.
-    let mut bad = BadLines::default();
-    let io_error = |error| ReadError::Io { source_name: source_name.to_string(), error };
-    let malformed = |line: u64, message: String| ReadError::Malformed {
-        source_name: source_name.to_string(),
-        line,
-        message,
+    let mut feed = Feed {
+        builder: HistoryBuilder::with_capacity(events_hint),
+        source_name,
+        tolerate_truncated,
+        notes: Vec::new(),
+        bad: BadLines::default(),
     };
+    let io_error = |error| ReadError::Io { source_name: source_name.to_string(), error };
+    // A pipeline of two chunks: while one is parsed (in parallel), the one
+    // before it is fed to the builder, in order; then the next is read.
+    let mut current = Chunk::default();
+    let mut previous = Chunk::default();
+    let mut carry = Vec::new();
+    let mut have_previous = false;
+    let mut eof = false;
+    let mut next_line = 0u64;
     loop {
-        text.clear();
-        line_starts.clear();
-        // Gather one chunk of non-blank lines, remembering where each starts.
-        while line_starts.len() < CHUNK_LINES {
-            let start = text.len();
-            let read = input.read_until(b'\n', &mut text).map_err(io_error)?;
-            if read == 0 {
-                break;
-            }
-            line_number += 1;
-            if text[start..].trim_ascii().is_empty() {
-                text.truncate(start);
-            } else {
-                line_starts.push((line_number, start));
+        let got = !eof && {
+            eof = current.fill(&mut input, &mut carry).map_err(io_error)?;
+            !current.text.trim_ascii().is_empty()
+        };
+        if got {
+            current.first_line = next_line + current.skipped_lines;
+        }
+        // Whether a non-blank line follows the previous chunk's last.
+        previous.at_end = !got;
+        match (got, have_previous) {
+            (false, false) => break,
+            (true, false) => current.parse(),
+            (false, true) => feed.chunk(&mut previous)?,
+            (true, true) => {
+                let ((), fed) = rayon::join(|| current.parse(), || feed.chunk(&mut previous));
+                fed?;
             }
         }
-        if line_starts.is_empty() {
+        if !got {
             break;
         }
-        // Whether this chunk's last line is the input's last non-blank one.
-        let at_end =
-            line_starts.len() < CHUNK_LINES || input.fill_buf().map_err(io_error)?.is_empty();
-        let line_text = |position: usize| {
-            let start = line_starts[position].1;
-            let end = line_starts.get(position + 1).map_or(text.len(), |next| next.1);
-            &text[start..end]
-        };
-        // Parse in parallel, borrowing from `text`; feed the builder in order.
-        let parsed: Vec<Result<ParsedLine<'_>, LineError>> = (0..line_starts.len())
-            .into_par_iter()
-            .map(|position| {
-                let line = line_text(position);
-                if let Some((event, fields)) = fastline::parse(line) {
-                    return Ok((event, Ok(fields)));
-                }
-                let event = serde_json::from_slice::<EventRef<'_>>(line)
-                    .map_err(|error| (error.to_string(), error.is_eof()))?;
-                let fields = event.value_fields();
-                Ok((event, fields))
-            })
-            .collect();
-        let last = line_starts.len() - 1;
-        for (position, parsed) in parsed.into_iter().enumerate() {
-            let line = line_starts[position].0;
-            let explained = |message: String| explain(message, line_text(position));
-            match parsed {
-                Err((_, true)) if at_end && position == last && tolerate_truncated => {
-                    notes.push(format!("{source_name}:{line}: truncated final line, ignored"));
-                }
-                Err((message, _)) => bad.add(line, explained(message)),
-                Ok(_) if !bad.is_empty() => {}
-                Ok((event, fields)) => builder
-                    .push_borrowed(&event, fields)
-                    .map_err(|error| malformed(line, explained(error.to_string())))?,
+        next_line = current.first_line + current.line_count;
+        std::mem::swap(&mut current, &mut previous);
+        have_previous = true;
+    }
+    if let Some((line, message)) = feed.bad.error("lines") {
+        return Err(feed.malformed(line, message));
+    }
+    Ok((feed.builder.finish(), feed.notes))
+}
+
+/// Where the string of a parsed line is: a span of its chunk's text, or
+/// owned (a string serde_json unescaped).
+#[derive(Debug)]
+enum Text {
+    Span(usize, usize),
+    Owned(Box<str>),
+}
+
+impl Text {
+    fn of(text: Cow<'_, str>, chunk: &[u8]) -> Text {
+        let start = (text.as_ptr() as usize).checked_sub(chunk.as_ptr() as usize);
+        match (start, text) {
+            (Some(start), Cow::Borrowed(text)) if start + text.len() <= chunk.len() => {
+                Text::Span(start, start + text.len())
             }
+            (_, text) => Text::Owned(text.into()),
         }
     }
-    if let Some((line, message)) = bad.error("lines") {
-        return Err(malformed(line, message));
+
+    fn get<'c>(&'c self, chunk: &'c [u8]) -> &'c str {
+        match self {
+            // A span was a `&str` when parsed, so it is whole UTF-8.
+            Text::Span(start, end) => std::str::from_utf8(&chunk[*start..*end]).unwrap_or(""),
+            Text::Owned(text) => text,
+        }
     }
-    Ok((builder.finish(), notes))
+}
+
+/// One line parsed off the main thread, its strings located in the chunk.
+#[derive(Debug)]
+struct Parsed {
+    at: Moment,
+    process: Process,
+    event_type: EventType,
+    f: Function,
+    key: Option<Text>,
+    error: Option<Text>,
+    fields: Result<ValueFields, String>,
+}
+
+impl Parsed {
+    fn of(event: EventRef<'_>, fields: Result<ValueFields, String>, chunk: &[u8]) -> Parsed {
+        Parsed {
+            at: Moment { index: event.index, time_ns: event.time_ns },
+            process: event.process,
+            event_type: event.event_type,
+            f: event.f,
+            key: event.key.map(|key| Text::of(key, chunk)),
+            error: event.error.map(|error| Text::of(error, chunk)),
+            fields,
+        }
+    }
+}
+
+/// Why a line is not an event, and whether it is JSON cut short (the input
+/// ended inside a value).
+type LineError = (String, bool);
+
+/// Bytes read at a time: about 20,000 lines, enough to amortise the parallel
+/// fork and join; the chunk's tables are reused, so their pages are touched
+/// once.
+const CHUNK_BYTES: usize = 1 << 21;
+
+/// Bytes asked for by each read: the 1 MiB buffer the CLI reads files
+/// through, which a larger read bypasses.
+const READ_BYTES: usize = 1 << 20;
+
+/// Whole lines of the input, and what they parsed to. Two chunks are reused
+/// in turn, so their buffers are allocated once.
+#[derive(Debug, Default)]
+struct Chunk {
+    text: Vec<u8>,
+    /// Blank lines read and dropped before `text`.
+    skipped_lines: u64,
+    /// The line number of `text`'s first line, less one.
+    first_line: u64,
+    /// Lines in `text`, blank ones included.
+    line_count: u64,
+    /// Non-blank lines: number within `text` (from 1), start and end.
+    lines: Vec<(u64, usize, usize)>,
+    parsed: Vec<Result<Parsed, LineError>>,
+    /// No non-blank line follows this chunk.
+    at_end: bool,
+}
+
+impl Chunk {
+    /// Reads whole lines: the line begun in the last read (`carry`), then
+    /// input up to at least `CHUNK_BYTES` and on to the last newline, which
+    /// leaves the rest in `carry`. Text that is all blank lines is counted
+    /// and dropped. True at the end of the input.
+    fn fill<R: Read>(&mut self, input: &mut R, carry: &mut Vec<u8>) -> io::Result<bool> {
+        self.text.clear();
+        self.skipped_lines = 0;
+        loop {
+            self.text.append(carry);
+            let eof = loop {
+                // Each read asks for READ_BYTES, at least a reader's buffer,
+                // so that a `BufReader` reads into `text` without a copy.
+                let len = self.text.len();
+                self.text.resize(len + READ_BYTES, 0);
+                let read = input.read(&mut self.text[len..]);
+                self.text.truncate(len + *read.as_ref().unwrap_or(&0));
+                match read {
+                    Ok(0) => break true,
+                    Ok(_) => {}
+                    Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(error) => return Err(error),
+                }
+                if self.text.len() < CHUNK_BYTES {
+                    continue;
+                }
+                // A line longer than a chunk reads on.
+                if let Some(last) = memchr::memrchr(b'\n', &self.text[len..]) {
+                    carry.extend_from_slice(&self.text[len + last + 1..]);
+                    self.text.truncate(len + last + 1);
+                    break false;
+                }
+            };
+            if eof || !self.text.trim_ascii().is_empty() {
+                return Ok(eof);
+            }
+            self.skipped_lines += memchr::memchr_iter(b'\n', &self.text).count() as u64;
+            self.text.clear();
+        }
+    }
+
+    /// Finds the lines and parses them in parallel.
+    fn parse(&mut self) {
+        self.lines.clear();
+        let mut start = 0;
+        let mut number = 0;
+        let ends = memchr::memchr_iter(b'\n', &self.text).map(|newline| newline + 1);
+        let last =
+            (!self.text.ends_with(b"\n") && !self.text.is_empty()).then_some(self.text.len());
+        for end in ends.chain(last) {
+            number += 1;
+            if !self.text[start..end].trim_ascii().is_empty() {
+                self.lines.push((number, start, end));
+            }
+            start = end;
+        }
+        self.line_count = number;
+        let text = &self.text;
+        self.lines
+            .par_iter()
+            .map(|&(_, start, end)| {
+                let line = &text[start..end];
+                if let Some((event, fields)) = fastline::parse(line) {
+                    return Ok(Parsed::of(event, Ok(fields), text));
+                }
+                let event = serde_json::from_slice::<EventRef<'_>>(line)
+                    .map_err(|error| (error.to_string(), cut_short(line, &error)))?;
+                let fields = event.value_fields();
+                Ok(Parsed::of(event, fields, text))
+            })
+            .collect_into_vec(&mut self.parsed);
+    }
+}
+
+/// Whether a line that is not an event is JSON that ends inside a value (a
+/// writer stopped mid-line). An error inside a field's value is reworded
+/// with the field's name, which loses serde_json's end-of-input category,
+/// so the line is read again as any JSON to tell.
+fn cut_short(line: &[u8], error: &serde_json::Error) -> bool {
+    error.is_eof()
+        || serde_json::from_slice::<serde::de::IgnoredAny>(line).is_err_and(|error| error.is_eof())
+}
+
+/// The builder and what reading has found so far, fed a chunk at a time.
+struct Feed<'s> {
+    builder: HistoryBuilder,
+    source_name: &'s str,
+    tolerate_truncated: bool,
+    notes: Vec<String>,
+    // Past the first line that is not an event, the rest are only counted.
+    bad: BadLines,
+}
+
+impl Feed<'_> {
+    fn malformed(&self, line: u64, message: String) -> ReadError {
+        ReadError::Malformed { source_name: self.source_name.to_string(), line, message }
+    }
+
+    fn chunk(&mut self, chunk: &mut Chunk) -> Result<(), ReadError> {
+        let Chunk { text, first_line, lines, parsed, at_end, .. } = chunk;
+        let last = lines.len().saturating_sub(1);
+        for (position, (&(number, start, end), parsed)) in
+            lines.iter().zip(parsed.drain(..)).enumerate()
+        {
+            let line = *first_line + number;
+            let explained = |message: String| explain(message, &text[start..end]);
+            match parsed {
+                Err((_, true)) if *at_end && position == last && self.tolerate_truncated => {
+                    let source_name = self.source_name;
+                    self.notes.push(format!("{source_name}:{line}: truncated final line, ignored"));
+                }
+                Err((message, _)) => self.bad.add(line, explained(message)),
+                Ok(_) if !self.bad.is_empty() => {}
+                Ok(parsed) => {
+                    let parts = EventParts {
+                        at: parsed.at,
+                        process: parsed.process,
+                        event_type: parsed.event_type,
+                        f: &parsed.f,
+                        key: parsed.key.as_ref().map(|key| key.get(text)),
+                        error: parsed.error.as_ref().map(|error| error.get(text)),
+                    };
+                    self.builder
+                        .push_parts(parts, parsed.fields)
+                        .map_err(|error| self.malformed(line, explained(error.to_string())))?;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A parse error for people: a long value quoted in it cut short, and an
@@ -364,5 +539,119 @@ mod tests {
         let error = read_history(text.as_bytes(), "h.jsonl").unwrap_err().to_string();
         assert!(error.starts_with("h.jsonl:1: "), "{error}");
         assert!(error.contains("no open invoke"), "{error}");
+    }
+
+    /// A reader that hands out a few bytes at a time, as a pipe may.
+    struct Trickle<'a> {
+        text: &'a [u8],
+        step: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.step.min(buf.len()).min(self.text.len());
+            buf[..n].copy_from_slice(&self.text[..n]);
+            self.text = &self.text[n..];
+            Ok(n)
+        }
+    }
+
+    /// The same history read line by line, without chunks: what the
+    /// chunked reader must agree with.
+    fn line_by_line(text: &str) -> Result<History, String> {
+        let mut builder = HistoryBuilder::new();
+        for item in EventReader::new(text.as_bytes(), "x") {
+            let (line, event) = item.map_err(|error| error.to_string())?;
+            builder.push(&event).map_err(|error| format!("x:{line}: {error}"))?;
+        }
+        Ok(builder.finish())
+    }
+
+    fn same(chunked: &History, expected: &History) {
+        assert_eq!(chunked.ops(), expected.ops());
+        assert!(chunked.steps().eq(expected.steps()));
+        assert_eq!(chunked.event_count(), expected.event_count());
+        assert_eq!(chunked.warnings(), expected.warnings());
+        assert_eq!(chunked.key_count(), expected.key_count());
+    }
+
+    /// Lines of acquires and releases on three keys, with runs of blank
+    /// lines (one of them longer than a chunk) and a write whose data is
+    /// longer than a chunk: several chunks, with lines across their edges.
+    fn many_chunks(events: u64) -> String {
+        let mut text = String::new();
+        let mut index = 0;
+        for round in 0..events / 4 {
+            let (process, key) = (round % 4, format!("k{}", round % 3));
+            for (event_type, f) in
+                [("invoke", "acquire"), ("ok", "acquire"), ("invoke", "release"), ("ok", "release")]
+            {
+                text.push_str(&format!(
+                    r#"{{"index":{index},"time":{index},"process":{process},"type":"{event_type}","f":"{f}","key":"{key}","value":null}}"#
+                ));
+                text.push('\n');
+                index += 1;
+            }
+            match round % 5_000 {
+                17 => text.push_str(&" \n".repeat(CHUNK_BYTES)),
+                101 => text.push_str("\n\n   \n"),
+                _ => {}
+            }
+            if round == 2_222 {
+                let data = "d".repeat(CHUNK_BYTES * 3 / 2);
+                for event_type in ["invoke", "ok"] {
+                    text.push_str(&format!(
+                        r#"{{"index":{index},"time":{index},"process":9,"type":"{event_type}","f":"write","key":"r","value":{{"data":"{data}"}}}}"#
+                    ));
+                    text.push('\n');
+                    index += 1;
+                }
+            }
+        }
+        text
+    }
+
+    #[test]
+    fn chunks_read_as_lines_do_whatever_the_reads_return() {
+        let text = many_chunks(80_000);
+        assert!(text.len() > 4 * CHUNK_BYTES, "{}", text.len());
+        let expected = line_by_line(&text).unwrap();
+        same(&read_history(text.as_bytes(), "x").unwrap(), &expected);
+        let trickle =
+            io::BufReader::with_capacity(64, Trickle { text: text.as_bytes(), step: 4_099 });
+        same(&read_history(trickle, "x").unwrap(), &expected);
+        // Without a final newline, and with blank lines at the end.
+        let cut = text.trim_end();
+        same(&read_history(cut.as_bytes(), "x").unwrap(), &line_by_line(cut).unwrap());
+        let padded = format!("{text}{}", "\n \n".repeat(CHUNK_BYTES));
+        same(&read_history(padded.as_bytes(), "x").unwrap(), &expected);
+    }
+
+    #[test]
+    fn a_bad_line_in_a_later_chunk_is_named_by_its_line() {
+        let text = many_chunks(80_000);
+        let mut lines: Vec<&str> = text.split('\n').collect();
+        let bad_line = lines.len() - 1_000;
+        assert!(lines[bad_line - 1].starts_with('{'));
+        lines[bad_line - 1] = r#"{"index":"soon"}"#;
+        let broken = lines.join("\n");
+        let error = read_history(broken.as_bytes(), "x").unwrap_err().to_string();
+        assert!(error.starts_with(&format!("x:{bad_line}: ")), "{error}");
+        assert_eq!(line_by_line(&broken).unwrap_err().split(' ').next(), error.split(' ').next());
+    }
+
+    #[test]
+    fn a_final_line_cut_short_is_ignored_across_chunks() {
+        let text = many_chunks(40_000);
+        let lines = text.lines().count();
+        for tail in ["", "\n", "\n  \n", &"\n \n".repeat(CHUNK_BYTES)] {
+            let cut = format!("{text}{{\"index\":99999999,\"time\":{tail}");
+            let (history, notes) = read_history_tolerant(cut.as_bytes(), "x", 0).unwrap();
+            same(&history, &line_by_line(&text).unwrap());
+            assert_eq!(notes, [format!("x:{}: truncated final line, ignored", lines + 1)]);
+            // Read strictly, the same line is an error.
+            let error = read_history(cut.as_bytes(), "x").unwrap_err().to_string();
+            assert!(error.starts_with(&format!("x:{}: ", lines + 1)), "{error}");
+        }
     }
 }
