@@ -17,7 +17,7 @@ use crate::mutex::MutualExclusion;
 use crate::once::ExactlyOnce;
 use crate::resource::ResourceSafety;
 use crate::verdict::{CheckOptions, CheckResult, Checker, Subject, Verdict};
-use crate::{lock_keys, resource_keys};
+use crate::KeyStats;
 
 /// What was checked: the size and span of the history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -70,12 +70,16 @@ pub fn default_checkers() -> Vec<Box<dyn Checker>> {
 }
 
 pub fn summarize(history: &History) -> Summary {
+    summarize_with(history, &KeyStats::of(history))
+}
+
+fn summarize_with(history: &History, stats: &KeyStats) -> Summary {
     Summary {
         events: history.event_count(),
         ops: history.ops().len() as u64,
-        lock_keys: lock_keys(history).len() as u64,
-        resource_keys: resource_keys(history) as u64,
-        clients: history.clients().len() as u64,
+        lock_keys: stats.lock_keys.len() as u64,
+        resource_keys: stats.resource_keys as u64,
+        clients: stats.clients as u64,
         nemesis_events: history.nemesis_events().len() as u64,
         start_ns: history.start().map_or(0, |start| start.time_ns),
         end_ns: history.end().time_ns,
@@ -165,7 +169,7 @@ pub fn analyze(
         .unwrap_or(Verdict::Unknown);
     Analysis {
         verdict,
-        summary: summarize(history),
+        summary: summarize_with(history, subject.key_stats()),
         results,
         warnings: history.warnings().to_vec(),
     }

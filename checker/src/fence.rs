@@ -4,12 +4,12 @@
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::event::Function;
+use crate::format_time;
 use crate::history::{History, KeyId, Op, OpId};
 use crate::realtime::{largest_preceding, Timed};
 use crate::verdict::{
     CheckOptions, CheckResult, Checker, Findings, Subject, Violation, ViolationKind,
 };
-use crate::{format_time, lock_keys};
 
 /// Per lock: a grant that completed before another was invoked must carry a
 /// strictly smaller token; no two grants may share a token; a lock whose
@@ -24,7 +24,7 @@ impl Checker for FenceMonotonicity {
     }
 
     fn judge(&self, history: &Subject<'_>, options: &CheckOptions) -> CheckResult {
-        let keys = lock_keys(history);
+        let keys = history.lock_keys();
         let mut grants: Vec<Vec<OpId>> = vec![Vec::new(); history.key_count()];
         for (id, op) in history.ops().iter().enumerate() {
             if op.f == Function::Acquire && op.is_ok() {
@@ -35,7 +35,7 @@ impl Checker for FenceMonotonicity {
             return CheckResult::not_applicable(self.name(), "no grant carries a fencing token");
         }
         let mut findings = Findings::new(self.name(), options);
-        for (key, _) in keys {
+        for &(key, _) in keys {
             let key_grants = &grants[key as usize];
             let violations = check_key(history, key, key_grants);
             findings.key(history.key_name(key), key_grants.len() as u64, violations);

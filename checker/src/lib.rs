@@ -83,36 +83,63 @@ pub(crate) fn is_refusal(error: Option<&str>) -> bool {
     }
 }
 
-/// Keys that some acquire names, in first-seen order, with their count of
-/// lock operations (acquire, release, renew).
-pub(crate) fn lock_keys(history: &History) -> Vec<(KeyId, u64)> {
-    let mut counts = vec![0u64; history.key_count()];
-    let mut acquired = vec![false; history.key_count()];
-    for op in history.ops() {
-        match op.f {
-            Function::Acquire => {
-                acquired[op.key as usize] = true;
-                counts[op.key as usize] += 1;
-            }
-            Function::Release | Function::Renew => counts[op.key as usize] += 1,
-            _ => {}
-        }
-    }
-    (0..history.key_count())
-        .filter(|&key| acquired[key])
-        .map(|key| (key as KeyId, counts[key]))
-        .collect()
+/// What one scan of a history's operations finds about its keys and
+/// clients, which several checkers and the summary need.
+#[derive(Debug)]
+pub(crate) struct KeyStats {
+    /// Keys that some acquire names, in key order, with their count of lock
+    /// operations (acquire, release, renew).
+    pub lock_keys: Vec<(KeyId, u64)>,
+    /// Per key: how many may hold it at once (the most permits an acquire
+    /// asked for; 1 when none did).
+    pub permits: Vec<u32>,
+    /// How many keys are written or read.
+    pub resource_keys: usize,
+    /// Distinct client processes.
+    pub clients: usize,
 }
 
-/// How many keys are written or read.
-pub(crate) fn resource_keys(history: &History) -> usize {
-    let mut seen = vec![false; history.key_count()];
-    for op in history.ops() {
-        if matches!(op.f, Function::Write | Function::Read) {
-            seen[op.key as usize] = true;
+impl KeyStats {
+    pub(crate) fn of(history: &History) -> KeyStats {
+        let keys = history.key_count();
+        let mut counts = vec![0u64; keys];
+        let mut acquired = vec![false; keys];
+        let mut resource = vec![false; keys];
+        let mut permits = vec![1u32; keys];
+        // Clients numbered from 0 (the usual) in a table, others hashed.
+        let mut small_clients = vec![false; 1 << 16];
+        let mut clients = rustc_hash::FxHashSet::default();
+        for op in history.ops() {
+            match usize::try_from(op.process) {
+                Ok(process) if process < small_clients.len() => small_clients[process] = true,
+                _ => {
+                    clients.insert(op.process);
+                }
+            }
+            let key = op.key as usize;
+            match op.f {
+                Function::Acquire => {
+                    acquired[key] = true;
+                    counts[key] += 1;
+                    if let Some(asked) = op.permits {
+                        permits[key] = permits[key].max(asked);
+                    }
+                }
+                Function::Release | Function::Renew => counts[key] += 1,
+                Function::Write | Function::Read => resource[key] = true,
+                _ => {}
+            }
+        }
+        KeyStats {
+            lock_keys: (0..keys)
+                .filter(|&key| acquired[key])
+                .map(|key| (key as KeyId, counts[key]))
+                .collect(),
+            permits,
+            resource_keys: resource.into_iter().filter(|&seen| seen).count(),
+            clients: clients.len() + small_clients.into_iter().filter(|&seen| seen).count(),
         }
     }
-    seen.into_iter().filter(|&seen| seen).count()
 }
 
 /// Builds a history from compact lines `time process type f key [value]`

@@ -9,7 +9,7 @@ use crate::history::{History, KeyId, Moment, Op, OpId, Outcome};
 use crate::verdict::{
     CheckOptions, CheckResult, Checker, Findings, Subject, Violation, ViolationKind, Window,
 };
-use crate::{format_seconds, format_time, is_refusal, lock_keys};
+use crate::{format_seconds, format_time, is_refusal};
 
 /// Per lock: a stretch of time in which no client believed it held the lock,
 /// no acquire of unknown outcome might have taken it, and clients kept asking
@@ -38,7 +38,7 @@ impl Checker for Liveness {
     }
 
     fn judge(&self, history: &Subject<'_>, options: &CheckOptions) -> CheckResult {
-        let keys = lock_keys(history);
+        let keys = history.lock_keys();
         if keys.is_empty() {
             return CheckResult::not_applicable(self.name(), "no acquire operations");
         }
@@ -66,7 +66,7 @@ impl Checker for Liveness {
             }
         }
         let mut findings = Findings::new(self.name(), options);
-        for (key, _) in keys {
+        for &(key, _) in keys {
             let held = held_spans(history, beliefs, key, &attempts[key as usize]);
             let violations = stuck_stretches(history, &held, &attempts[key as usize], bound_ns);
             findings.key(history.key_name(key), attempts[key as usize].len() as u64, violations);

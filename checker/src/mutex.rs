@@ -5,7 +5,7 @@ use crate::history::History;
 use crate::verdict::{
     CheckOptions, CheckResult, Checker, Findings, Subject, Violation, ViolationKind, Window,
 };
-use crate::{format_seconds, format_time, lock_keys};
+use crate::{format_seconds, format_time};
 
 /// Finds pairs of clients whose beliefs (see [`crate::beliefs`]) definitely
 /// overlap. Only an acquire's `ok` starts a belief, so an `info` acquire (which
@@ -19,14 +19,14 @@ impl Checker for MutualExclusion {
     }
 
     fn judge(&self, history: &Subject<'_>, options: &CheckOptions) -> CheckResult {
-        let keys = lock_keys(history);
+        let keys = history.lock_keys();
         if keys.is_empty() {
             return CheckResult::not_applicable(self.name(), "no acquire operations");
         }
         let beliefs = history.beliefs();
-        let permits = permits_per_key(history);
+        let permits = history.permits();
         let mut findings = Findings::new(self.name(), options);
-        for (key, ops) in keys {
+        for &(key, ops) in keys {
             let violations = match permits[key as usize] {
                 0 | 1 => overlaps(history, beliefs.of_key(key)),
                 limit => over_limit(history, beliefs.of_key(key), limit as usize),
@@ -35,19 +35,6 @@ impl Checker for MutualExclusion {
         }
         findings.finish()
     }
-}
-
-/// How many may hold each key at once: the largest `permits` its acquires
-/// ask for (a semaphore), else 1.
-pub(crate) fn permits_per_key(history: &History) -> Vec<u32> {
-    let mut permits = vec![1u32; history.key_count()];
-    for op in history.ops().iter().filter(|op| op.f == crate::event::Function::Acquire) {
-        if let Some(asked) = op.permits {
-            let limit = &mut permits[op.key as usize];
-            *limit = (*limit).max(asked);
-        }
-    }
-    permits
 }
 
 /// A semaphore's beliefs: more than `limit` clients at once is a violation,

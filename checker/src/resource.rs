@@ -37,12 +37,12 @@ impl Checker for ResourceSafety {
             return CheckResult::not_applicable(self.name(), "no write or read operations");
         }
         let beliefs = history.beliefs();
-        let permits = crate::mutex::permits_per_key(history);
+        let permits = history.permits();
         let mut findings = Findings::new(self.name(), options);
         let mut unguarded = 0u64;
         for (key, ops) in per_key.iter().enumerate().filter(|(_, ops)| !ops.is_empty()) {
             let mut violations = stale_writes(history, ops);
-            let (double_charges, unguarded_here) = double_charges(history, beliefs, &permits, ops);
+            let (double_charges, unguarded_here) = double_charges(history, beliefs, permits, ops);
             violations.extend(double_charges);
             unguarded += unguarded_here;
             violations.extend(ReadCheck::new(history, ops).stale_reads(ops));

@@ -6,7 +6,8 @@ use std::ops::Deref;
 use std::sync::OnceLock;
 
 use crate::beliefs::Beliefs;
-use crate::history::History;
+use crate::history::{History, KeyId};
+use crate::KeyStats;
 
 /// A checker's conclusion. `Unknown` means it could not decide (a bound was
 /// hit, the history lacks what it needs); a checker that could not decide never
@@ -248,11 +249,27 @@ pub trait Checker: Sync {
 pub struct Subject<'a> {
     history: &'a History,
     beliefs: OnceLock<Beliefs>,
+    key_stats: OnceLock<KeyStats>,
 }
 
 impl<'a> Subject<'a> {
     pub fn new(history: &'a History) -> Self {
-        Subject { history, beliefs: OnceLock::new() }
+        Subject { history, beliefs: OnceLock::new(), key_stats: OnceLock::new() }
+    }
+
+    /// The keys and clients, from one scan of the operations (on first use).
+    pub(crate) fn key_stats(&self) -> &KeyStats {
+        self.key_stats.get_or_init(|| KeyStats::of(self.history))
+    }
+
+    /// Keys that some acquire names, with their count of lock operations.
+    pub(crate) fn lock_keys(&self) -> &[(KeyId, u64)] {
+        &self.key_stats().lock_keys
+    }
+
+    /// Per key: how many may hold it at once.
+    pub(crate) fn permits(&self) -> &[u32] {
+        &self.key_stats().permits
     }
 
     /// Who believed they held which lock, when (computed on first use).

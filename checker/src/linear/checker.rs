@@ -9,17 +9,16 @@ use super::explain::violation;
 use super::model::{EitherWay, Model, Operation};
 use super::models::{FencedLease, LockCall, LockInput, LockOutput, Mutex};
 use super::refute::{refute, Refutation};
-use super::search::{search_until, SearchLimits, SearchOutcome};
+use super::search::{search_all_until, SearchLimits, SearchOutcome};
 use super::PartEvidence;
 use crate::event::Function;
 use crate::history::{History, KeyId, Op, OpId, Outcome};
 use crate::import::ModelChoice;
-use crate::mutex::permits_per_key;
+use crate::is_refusal;
 use crate::verdict::{
     CheckOptions, CheckResult, Checker, Findings, LinearizationEvidence, Subject, Violation,
     ViolationKind,
 };
-use crate::{is_refusal, lock_keys};
 
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Linearizability;
@@ -38,8 +37,8 @@ impl Checker for Linearizability {
 
     fn judge(&self, history: &Subject<'_>, options: &CheckOptions) -> CheckResult {
         // A semaphore (permits > 1) is no lock: neither model fits it.
-        let permits = permits_per_key(history);
-        let all_keys = lock_keys(history);
+        let permits = history.permits();
+        let all_keys = history.lock_keys();
         let keys: Vec<(KeyId, u64)> =
             all_keys.iter().copied().filter(|&(key, _)| permits[key as usize] <= 1).collect();
         if keys.is_empty() {
@@ -51,6 +50,9 @@ impl Checker for Linearizability {
             return CheckResult::not_applicable(self.name(), reason);
         }
         let mut per_key: Vec<Vec<OpId>> = vec![Vec::new(); history.key_count()];
+        for &(key, ops) in &keys {
+            per_key[key as usize].reserve_exact(ops as usize);
+        }
         for (id, op) in history.ops().iter().enumerate() {
             if matches!(op.f, Function::Acquire | Function::Release | Function::Renew) {
                 per_key[op.key as usize].push(id as OpId);
@@ -131,8 +133,10 @@ fn check_key(
     limits: &SearchLimits,
     stop: &AtomicBool,
 ) -> KeyOutcome {
+    // In parallel: for a history of one lock, this is most of the work
+    // outside the search, and the other checkers are done by now.
     let operations: Vec<Operation<LockInput, LockOutput>> =
-        ids.iter().map(|&id| lock_operation(history.op(id))).collect();
+        ids.par_iter().map(|&id| lock_operation(history.op(id))).collect();
     let leased = match choice {
         ModelChoice::Mutex => false,
         ModelChoice::FencedLease => true,
@@ -204,8 +208,7 @@ fn judge<M: Model<Input = LockInput, Output = LockOutput>>(
     limits: &SearchLimits,
     stop: &AtomicBool,
 ) -> KeyOutcome {
-    let all: Vec<usize> = (0..operations.len()).collect();
-    match search_until(model, operations, &all, limits, stop).0 {
+    match search_all_until(model, operations, limits, stop).0 {
         SearchOutcome::Linearizable => KeyOutcome::Valid,
         SearchOutcome::Unknown(reason) => KeyOutcome::Unknown(reason),
         SearchOutcome::NotLinearizable(evidence) => {

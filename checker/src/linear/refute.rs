@@ -77,41 +77,49 @@ fn tokens(operations: &[Operation<LockInput, LockOutput>]) -> Option<Refutation>
 }
 
 fn stale_release(operations: &[Operation<LockInput, LockOutput>]) -> Option<Refutation> {
-    let mut grants: Vec<usize> =
-        (0..operations.len()).filter(|&at| granted(&operations[at]).is_some()).collect();
-    grants.sort_unstable_by_key(|&at| operations[at].call);
-    // The grants' calls side by side, so that a bisection reads one small
-    // array rather than scattered operations.
-    let grant_calls: Vec<u64> = grants.iter().map(|&at| operations[at].call).collect();
-    // Each client's grants (call, position), in call order, to find a
-    // release's own grant by bisection rather than by a scan of every grant.
-    let mut by_client: FxHashMap<i64, Vec<(u64, usize)>> = FxHashMap::default();
-    for (&grant, &call) in grants.iter().zip(&grant_calls) {
-        by_client.entry(operations[grant].client).or_default().push((call, grant));
+    // One sweep in call order (the order a history's operations are in
+    // already; others are sorted first).
+    let sorted = operations.is_sorted_by_key(|operation| operation.call);
+    let mut order: Vec<usize> = Vec::new();
+    if !sorted {
+        order.extend(0..operations.len());
+        order.sort_by_key(|&at| operations[at].call);
     }
-    for (at, release) in operations.iter().enumerate() {
+    // The grants so far, in call order, and their calls side by side, so
+    // that a bisection reads one small array rather than scattered
+    // operations; each client's latest grant so far.
+    let mut grants: Vec<u32> = Vec::new();
+    let mut grant_calls: Vec<u64> = Vec::new();
+    let mut latest: FxHashMap<i64, usize> = FxHashMap::default();
+    let positions = (0..operations.len()).map(|position| match sorted {
+        true => position,
+        false => order[position],
+    });
+    for at in positions {
+        let release = &operations[at];
+        if granted(release).is_some() {
+            grants.push(at as u32);
+            grant_calls.push(release.call);
+            latest.insert(release.client, at);
+            continue;
+        }
         if !matches!(
             (release.input.call, &release.output),
             (LockCall::Release { .. }, Some(LockOutput::Done))
         ) {
             continue;
         }
-        // The releasing client's own latest grant before its release.
-        let Some(own_grants) = by_client.get(&release.client) else { continue };
-        let before = own_grants.partition_point(|&(call, _)| call < release.call);
-        let Some(&(_, own)) = before.checked_sub(1).map(|last| &own_grants[last]) else { continue };
+        // The releasing client's own latest grant before its release, and a
+        // grant to another client between that grant's return and the
+        // release (every grant so far was called before the release).
+        let Some(&own) = latest.get(&release.client) else { continue };
         let own_ret = operations[own].ret.expect("granted operations returned");
         let start = grant_calls.partition_point(|&call| call <= own_ret);
-        let usurper = grants[start..]
-            .iter()
-            .zip(&grant_calls[start..])
-            .take_while(|&(_, &call)| call < release.call)
-            .map(|(grant, _)| grant)
-            .find(|&&grant| {
-                operations[grant].client != release.client
-                    && operations[grant].ret.is_some_and(|ret| ret < release.call)
-            });
-        if let Some(&usurper) = usurper {
+        let usurper = grants[start..].iter().map(|&grant| grant as usize).find(|&grant| {
+            operations[grant].client != release.client
+                && operations[grant].ret.is_some_and(|ret| ret < release.call)
+        });
+        if let Some(usurper) = usurper {
             return Some(Refutation {
                 operations: vec![own, usurper, at],
                 reason: format!(
@@ -196,6 +204,10 @@ mod tests {
         let history = [grant(1, 1, 0, 1), grant(2, 2, 2, 3), release(1, 4, 5)];
         assert!(agrees(&history, true));
         assert!(agrees(&[grant(1, 1, 0, 1), grant(2, 2, 2, 3), release(1, 4, 5)], false));
+        // Operations out of call order are swept in call order all the same.
+        let mut reversed = history;
+        reversed.reverse();
+        assert!(agrees(&reversed, true));
         // If 2's grant may have come after 1's release, nothing is proved.
         let overlapping = [grant(1, 1, 0, 1), grant(2, 2, 2, 6), release(1, 4, 5)];
         assert!(!agrees(&overlapping, true));

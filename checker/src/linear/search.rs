@@ -20,6 +20,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use rayon::slice::ParallelSliceMut;
 use rustc_hash::{FxHashMap, FxHasher};
 
 use super::model::{Model, Operation};
@@ -134,40 +135,56 @@ struct Entries {
 }
 
 impl Entries {
-    fn new<I, O>(operations: &[Operation<I, O>], part: &[usize]) -> Entries {
-        let mut raw: Vec<(u64, bool, u32)> = Vec::with_capacity(part.len() * 2);
-        for (local, &global) in part.iter().enumerate() {
-            let operation = &operations[global];
-            // Calls sort before returns at the same position: concurrent,
-            // the permissive reading, so a tie can never make a false Invalid.
-            raw.push((operation.call, false, local as u32));
-            if let Some(ret) = operation.ret {
-                raw.push((ret.max(operation.call), true, local as u32));
-            }
-        }
-        raw.sort_unstable();
-        let count = raw.len();
-        let head = count as u32;
+    /// `part` is in call order (ties in their order in `part`).
+    fn new<I, O>(operations: &[Operation<I, O>], part: &[u32]) -> Entries {
+        // Calls come in part order; returns are sorted apart and merged in.
+        // Calls sort before returns at the same position: concurrent, the
+        // permissive reading, so a tie can never make a false Invalid.
+        let mut returns: Vec<(u64, u32)> = part
+            .iter()
+            .enumerate()
+            .filter_map(|(local, &global)| {
+                let operation = &operations[global as usize];
+                operation.ret.map(|ret| (ret.max(operation.call), local as u32))
+            })
+            .collect();
+        returns.par_sort_unstable();
+        let count = part.len() + returns.len();
         let mut entries = Entries {
-            next: vec![NIL; count + 1],
-            prev: vec![NIL; count + 1],
+            next: Vec::with_capacity(count + 1),
+            prev: Vec::with_capacity(count + 1),
             op: Vec::with_capacity(count),
             is_call: Vec::with_capacity(count),
             return_of: vec![NIL; part.len()],
-            head,
+            head: count as u32,
         };
-        let mut previous = head;
-        for (at, &(_, is_return, op)) in raw.iter().enumerate() {
-            let at = at as u32;
+        let mut push = |is_call: bool, op: u32| {
+            let at = entries.op.len() as u32;
             entries.op.push(op);
-            entries.is_call.push(!is_return);
-            if is_return {
+            entries.is_call.push(is_call);
+            if !is_call {
                 entries.return_of[op as usize] = at;
             }
-            entries.next[previous as usize] = at;
-            entries.prev[at as usize] = previous;
-            previous = at;
+        };
+        let mut pending = returns.iter().peekable();
+        for (local, &global) in part.iter().enumerate() {
+            let call = operations[global as usize].call;
+            while let Some(&(_, op)) = pending.next_if(|&&(ret, _)| ret < call) {
+                push(false, op);
+            }
+            push(true, local as u32);
         }
+        for &(_, op) in pending {
+            push(false, op);
+        }
+        drop(returns);
+        // A list in array order, from the head (at `count`) to NIL.
+        let count = count as u32;
+        let first = if count == 0 { NIL } else { 0 };
+        entries.next.extend((0..count).map(|at| if at + 1 < count { at + 1 } else { NIL }));
+        entries.next.push(first);
+        entries.prev.extend((0..count).map(|at| at.checked_sub(1).unwrap_or(count)));
+        entries.prev.push(NIL);
         entries
     }
 
@@ -231,6 +248,18 @@ pub fn search<M: Model>(
     search_until(model, operations, part, limits, &AtomicBool::new(false))
 }
 
+/// As [`search_until`], of every operation: one part.
+pub(crate) fn search_all_until<M: Model>(
+    model: &M,
+    operations: &[Operation<M::Input, M::Output>],
+    limits: &SearchLimits,
+    stop: &AtomicBool,
+) -> (SearchOutcome<M::State>, SearchStats) {
+    assert!(operations.len() <= u32::MAX as usize, "at most 2^32 operations");
+    let all = (0..operations.len() as u32).collect();
+    Search::with_part(model, operations, all, limits, stop).run()
+}
+
 /// As [`search`], giving up as unknown once `stop` is set (by another part).
 pub fn search_until<M: Model>(
     model: &M,
@@ -247,7 +276,7 @@ struct Search<'a, M: Model> {
     operations: &'a [Operation<M::Input, M::Output>],
     /// The part's operations (positions in `operations`) in call order:
     /// an operation's rank here is its bit in the linearized set.
-    part: Vec<usize>,
+    part: Vec<u32>,
     limits: &'a SearchLimits,
     stop: &'a AtomicBool,
     entries: Entries,
@@ -293,12 +322,26 @@ impl<'a, M: Model> Search<'a, M> {
         limits: &'a SearchLimits,
         stop: &'a AtomicBool,
     ) -> Self {
-        let mut part = part.to_vec();
-        part.sort_by_key(|&global| operations[global].call);
+        assert!(operations.len() <= u32::MAX as usize, "at most 2^32 operations");
+        let part: Vec<u32> = part.iter().map(|&global| global as u32).collect();
+        Self::with_part(model, operations, part, limits, stop)
+    }
+
+    /// As `new`, with the part's positions given as a vector to keep.
+    fn with_part(
+        model: &'a M,
+        operations: &'a [Operation<M::Input, M::Output>],
+        mut part: Vec<u32>,
+        limits: &'a SearchLimits,
+        stop: &'a AtomicBool,
+    ) -> Self {
+        if !part.is_sorted_by_key(|&global| operations[global as usize].call) {
+            part.sort_by_key(|&global| operations[global as usize].call);
+        }
         let words = part.len().div_ceil(64);
         let mut unknown = vec![0; words];
         for (rank, &global) in part.iter().enumerate() {
-            if operations[global].ret.is_none() {
+            if operations[global as usize].ret.is_none() {
                 unknown[rank / 64] |= 1u64 << (rank % 64);
             }
         }
@@ -306,7 +349,7 @@ impl<'a, M: Model> Search<'a, M> {
         let windowed = words * 64 > limits.window_from_ops;
         let pending_unknown = if windowed {
             (0..part.len() as u32)
-                .filter(|&rank| operations[part[rank as usize]].ret.is_none())
+                .filter(|&rank| operations[part[rank as usize] as usize].ret.is_none())
                 .collect()
         } else {
             BTreeSet::new()
@@ -342,7 +385,7 @@ impl<'a, M: Model> Search<'a, M> {
     }
 
     fn operation(&self, op: u32) -> &'a Operation<M::Input, M::Output> {
-        &self.operations[self.part[op as usize]]
+        &self.operations[self.part[op as usize] as usize]
     }
 
     /// Moves `low` past every rank that is linearized or unknown.
@@ -552,12 +595,12 @@ impl<'a, M: Model> Search<'a, M> {
                 self.best_prefix.extend(
                     calls[self.best_common..]
                         .iter()
-                        .map(|&(call, _, _)| part[entries.op[call as usize] as usize]),
+                        .map(|&(call, _, _)| part[entries.op[call as usize] as usize] as usize),
                 );
                 self.best_common = depth;
                 self.best = Some(Evidence {
                     prefix: Vec::new(),
-                    blocked: self.part[blocked as usize],
+                    blocked: self.part[blocked as usize] as usize,
                     states: vec![state.clone()],
                 });
             }
