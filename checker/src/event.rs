@@ -100,17 +100,22 @@ impl Function {
     }
 
     pub fn parse(text: &str) -> Function {
-        match text {
-            "acquire" => Function::Acquire,
-            "release" => Function::Release,
-            "renew" => Function::Renew,
-            "write" => Function::Write,
-            "read" => Function::Read,
-            "start" => Function::Start,
-            "stop" => Function::Stop,
-            "run" => Function::Run,
-            other => Function::Other(other.into()),
-        }
+        Function::known(text.as_bytes()).unwrap_or_else(|| Function::Other(text.into()))
+    }
+
+    /// A function other than `Other`, by its name.
+    pub(crate) fn known(text: &[u8]) -> Option<Function> {
+        Some(match text {
+            b"acquire" => Function::Acquire,
+            b"release" => Function::Release,
+            b"renew" => Function::Renew,
+            b"write" => Function::Write,
+            b"read" => Function::Read,
+            b"start" => Function::Start,
+            b"stop" => Function::Stop,
+            b"run" => Function::Run,
+            _ => return None,
+        })
     }
 }
 

@@ -206,7 +206,8 @@ pub(crate) struct EventParts<'e> {
     pub(crate) process: Process,
     pub(crate) event_type: EventType,
     pub(crate) f: &'e Function,
-    pub(crate) key: Option<&'e str>,
+    /// The key's text: UTF-8, as it was read from a string.
+    pub(crate) key: Option<&'e [u8]>,
     pub(crate) error: Option<&'e str>,
 }
 
@@ -217,7 +218,7 @@ impl<'e> EventParts<'e> {
             process: event.process,
             event_type: event.event_type,
             f: &event.f,
-            key: event.key.as_deref(),
+            key: event.key.as_deref().map(str::as_bytes),
             error: event.error.as_deref(),
         }
     }
@@ -227,7 +228,7 @@ impl<'e> EventParts<'e> {
 #[derive(Debug, Default)]
 pub struct HistoryBuilder {
     history: History,
-    key_ids: HashMap<Box<str>, KeyId>,
+    key_ids: HashMap<Box<[u8]>, KeyId>,
     open: HashMap<i64, OpId>,
     crashed: HashMap<i64, u64>,
     last_key: Option<KeyId>,
@@ -247,7 +248,7 @@ impl HistoryBuilder {
     }
 
     pub fn push(&mut self, event: &Event) -> Result<(), HistoryError> {
-        self.push_parts(EventParts::of(event), event.value_fields())
+        self.push_parts(EventParts::of(event), event.value_fields().as_mut().map_err(|e| &**e))
     }
 
     /// The reader's path: an event's parts, borrowed from its line, and its
@@ -255,7 +256,7 @@ impl HistoryBuilder {
     pub(crate) fn push_parts(
         &mut self,
         event: EventParts<'_>,
-        fields: Result<ValueFields, String>,
+        fields: Result<&mut ValueFields, &str>,
     ) -> Result<(), HistoryError> {
         let at = event.at;
         if at.index > MAX_INDEX {
@@ -276,15 +277,17 @@ impl HistoryBuilder {
                 });
             }
         }
-        let fields =
-            fields.map_err(|message| HistoryError::BadValue { index: at.index, message })?;
+        let fields = fields.map_err(|message| HistoryError::BadValue {
+            index: at.index,
+            message: message.to_string(),
+        })?;
         match event.process {
             Process::Nemesis => self.history.nemesis.push(NemesisEvent {
                 at,
                 event_type: event.event_type,
                 f: event.f.clone(),
-                fault: fields.fault,
-                targets: fields.targets.unwrap_or_default(),
+                fault: fields.fault.take(),
+                targets: fields.targets.take().unwrap_or_default(),
             }),
             Process::Client(process) => match event.event_type {
                 EventType::Invoke => self.invoke(process, &event, fields)?,
@@ -297,10 +300,10 @@ impl HistoryBuilder {
         Ok(())
     }
 
-    fn key_id(&mut self, key: &str) -> KeyId {
+    fn key_id(&mut self, key: &[u8]) -> KeyId {
         // Runs of events on one key are common: compare before hashing.
         if let Some(last) = self.last_key {
-            if *self.history.keys[last as usize] == *key {
+            if *self.history.keys[last as usize].as_bytes() == *key {
                 return last;
             }
         }
@@ -308,7 +311,7 @@ impl HistoryBuilder {
             Some(&id) => id,
             None => {
                 let id = self.history.keys.len() as KeyId;
-                self.history.keys.push(key.into());
+                self.history.keys.push(String::from_utf8_lossy(key).into());
                 self.key_ids.insert(key.into(), id);
                 id
             }
@@ -321,7 +324,7 @@ impl HistoryBuilder {
         &mut self,
         process: i64,
         event: &EventParts<'_>,
-        fields: ValueFields,
+        fields: &mut ValueFields,
     ) -> Result<(), HistoryError> {
         let at = event.at;
         if let Some(&open) = self.open.get(&process) {
@@ -336,7 +339,7 @@ impl HistoryBuilder {
         }
         let key = match (event.key, event.f) {
             (Some(key), _) => self.key_id(key),
-            (None, Function::Other(_)) => self.key_id(""),
+            (None, Function::Other(_)) => self.key_id(b""),
             (None, f) => {
                 return Err(HistoryError::MissingKey { index: at.index, f: f.to_string() })
             }
@@ -355,7 +358,9 @@ impl HistoryBuilder {
         }
         let id = id as OpId;
         let (fence, data) = match event.f {
-            Function::Release | Function::Write | Function::Run => (fields.fence, fields.data),
+            Function::Release | Function::Write | Function::Run => {
+                (fields.fence, fields.data.take())
+            }
             _ => (None, None),
         };
         self.history.ops.push(Op {
@@ -381,7 +386,7 @@ impl HistoryBuilder {
         process: i64,
         event_type: EventType,
         event: &EventParts<'_>,
-        fields: ValueFields,
+        fields: &mut ValueFields,
     ) -> Result<(), HistoryError> {
         let at = event.at;
         let Some(id) = self.open.remove(&process) else {
@@ -394,7 +399,7 @@ impl HistoryBuilder {
         };
         let open_key = self.history.ops[id as usize].key;
         let key_matches = match event.key {
-            Some(key) => *self.history.keys[open_key as usize] == *key,
+            Some(key) => *self.history.keys[open_key as usize].as_bytes() == *key,
             None => true,
         };
         let op = &mut self.history.ops[id as usize];
@@ -403,7 +408,7 @@ impl HistoryBuilder {
                 index: at.index,
                 process,
                 f: event.f.to_string(),
-                key: event.key.map(str::to_string),
+                key: event.key.map(|key| String::from_utf8_lossy(key).into_owned()),
                 open_f: op.f.to_string(),
                 open_key: self.history.keys[open_key as usize].to_string(),
                 open_index: op.invoke.index,
@@ -421,7 +426,7 @@ impl HistoryBuilder {
                 Function::Acquire => op.fence = fields.fence,
                 Function::Read => {
                     op.fence = fields.fence;
-                    op.data = fields.data.map(String::into_boxed_str);
+                    op.data = fields.data.take().map(String::into_boxed_str);
                 }
                 _ => {}
             }

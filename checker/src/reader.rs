@@ -224,6 +224,14 @@ impl Text {
         }
     }
 
+    /// The text's bytes: UTF-8, as they were a `&str` when parsed.
+    fn bytes<'c>(&'c self, chunk: &'c [u8]) -> &'c [u8] {
+        match self {
+            Text::Span(start, end) => &chunk[*start..*end],
+            Text::Owned(text) => text.as_bytes(),
+        }
+    }
+
     fn get<'c>(&'c self, chunk: &'c [u8]) -> &'c str {
         match self {
             // A span was a `&str` when parsed, so it is whole UTF-8.
@@ -392,7 +400,7 @@ impl Feed<'_> {
         let Chunk { text, first_line, lines, parsed, at_end, .. } = chunk;
         let last = lines.len().saturating_sub(1);
         for (position, (&(number, start, end), parsed)) in
-            lines.iter().zip(parsed.drain(..)).enumerate()
+            lines.iter().zip(parsed.iter_mut()).enumerate()
         {
             let line = *first_line + number;
             let explained = |message: String| explain(message, &text[start..end]);
@@ -401,7 +409,7 @@ impl Feed<'_> {
                     let source_name = self.source_name;
                     self.notes.push(format!("{source_name}:{line}: truncated final line, ignored"));
                 }
-                Err((message, _)) => self.bad.add(line, explained(message)),
+                Err((message, _)) => self.bad.add(line, explained(std::mem::take(message))),
                 Ok(_) if !self.bad.is_empty() => {}
                 Ok(parsed) => {
                     let parts = EventParts {
@@ -409,11 +417,11 @@ impl Feed<'_> {
                         process: parsed.process,
                         event_type: parsed.event_type,
                         f: &parsed.f,
-                        key: parsed.key.as_ref().map(|key| key.get(text)),
+                        key: parsed.key.as_ref().map(|key| key.bytes(text)),
                         error: parsed.error.as_ref().map(|error| error.get(text)),
                     };
                     self.builder
-                        .push_parts(parts, parsed.fields)
+                        .push_parts(parts, parsed.fields.as_mut().map_err(|message| &**message))
                         .map_err(|error| self.malformed(line, explained(error.to_string())))?;
                 }
             }

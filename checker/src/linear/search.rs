@@ -365,7 +365,7 @@ impl<'a, M: Model> Search<'a, M> {
             low: 0,
             windowed,
             pending_unknown,
-            high: Vec::new(),
+            high: Vec::with_capacity(if windowed { words * 64 } else { 0 }),
             linearized: vec![0; words],
             linearized_hash: 0,
             exact_index: FxHashMap::default(),
@@ -677,7 +677,9 @@ impl<'a, M: Model> Search<'a, M> {
         let mut state = self.model.init();
         // The calls linearized so far, with the state before each, and
         // whether each was absorbed (see `absorb`) rather than chosen.
-        let mut calls: Vec<(u32, M::State, bool)> = Vec::new();
+        // At most one per operation: reserved (untouched pages cost only
+        // address space) so that a long history never copies it to grow.
+        let mut calls: Vec<(u32, M::State, bool)> = Vec::with_capacity(self.part.len());
         self.absorb(&state, &mut calls, &mut remaining_returns);
         let mut entry = self.entries.next[self.entries.head as usize];
         let outcome = loop {
