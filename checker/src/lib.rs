@@ -165,3 +165,40 @@ pub(crate) fn history_from(lines: &str) -> History {
     }
     builder.finish()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_scan_finds_lock_keys_permits_resources_and_clients() {
+        let history = history_from(
+            r#"
+            1 0 invoke acquire a
+            2 0 ok acquire a
+            3 70000 invoke acquire s {"permits":3}
+            4 70000 fail acquire s !busy
+            5 -3 invoke write r {"data":"x"}
+            6 -3 ok write r
+            7 0 invoke release a
+            8 0 ok release a
+            9 5 invoke read q
+            10 5 ok read q
+            11 9 invoke renew b
+            "#,
+        );
+        let stats = KeyStats::of(&history);
+        let names: Vec<(&str, u64)> =
+            stats.lock_keys.iter().map(|&(key, ops)| (history.key_name(key), ops)).collect();
+        // `b` is renewed but never acquired: not a lock key.
+        assert_eq!(names, [("a", 2), ("s", 1)]);
+        let permits: Vec<(&str, u32)> = (0..history.key_count())
+            .map(|key| (history.key_name(key as KeyId), stats.permits[key]))
+            .collect();
+        assert_eq!(permits, [("a", 1), ("s", 3), ("r", 1), ("q", 1), ("b", 1)]);
+        assert_eq!(stats.resource_keys, 2);
+        // Numbered from 0 in the table, the others hashed: 0, 5, 9, 70000, -3.
+        assert_eq!(stats.clients, 5);
+        assert_eq!(stats.clients, history.clients().len());
+    }
+}
