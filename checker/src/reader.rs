@@ -167,6 +167,9 @@ fn read<R: BufRead>(
     let io_error = |error| ReadError::Io { source_name: source_name.to_string(), error };
     // A pipeline of two chunks: while one is parsed (in parallel), the one
     // before it is fed to the builder, in order; then the next is read.
+    // A small input gets small chunks, so that it is parsed in parallel all
+    // the same and its buffers cost little to set up.
+    let size = Size::for_input(size_bytes);
     let mut current = Chunk::default();
     let mut previous = Chunk::default();
     let mut carry = Vec::new();
@@ -175,7 +178,7 @@ fn read<R: BufRead>(
     let mut next_line = 0u64;
     loop {
         let got = !eof && {
-            eof = current.fill(&mut input, &mut carry).map_err(io_error)?;
+            eof = current.fill(&mut input, &mut carry, size).map_err(io_error)?;
             !current.text.trim_ascii().is_empty()
         };
         if got {
@@ -271,14 +274,36 @@ impl Parsed {
 /// ended inside a value).
 type LineError = (String, bool);
 
-/// Bytes read at a time: about 20,000 lines, enough to amortise the parallel
-/// fork and join; the chunk's tables are reused, so their pages are touched
-/// once.
+/// Bytes read at a time from a large input (or one of unknown size): about
+/// 20,000 lines, enough to amortise the parallel fork and join; the chunk's
+/// tables are reused, so their pages are touched once.
 const CHUNK_BYTES: usize = 1 << 21;
+
+/// The smallest chunk, for inputs known to be small.
+const MIN_CHUNK_BYTES: usize = 1 << 16;
 
 /// Bytes asked for by each read: the 1 MiB buffer the CLI reads files
 /// through, which a larger read bypasses.
 const READ_BYTES: usize = 1 << 20;
+
+/// How much a chunk holds at least, and how much each read asks for.
+#[derive(Debug, Clone, Copy)]
+struct Size {
+    chunk: usize,
+    read: usize,
+}
+
+impl Size {
+    /// For an input of `size_bytes` (0: unknown): about a sixteenth of it
+    /// per chunk, between `MIN_CHUNK_BYTES` and `CHUNK_BYTES`.
+    fn for_input(size_bytes: u64) -> Size {
+        let chunk = match usize::try_from(size_bytes) {
+            Ok(0) | Err(_) => CHUNK_BYTES,
+            Ok(size) => (size / 16).clamp(MIN_CHUNK_BYTES, CHUNK_BYTES),
+        };
+        Size { chunk, read: READ_BYTES.min(chunk) }
+    }
+}
 
 /// Whole lines of the input, and what they parsed to. Two chunks are reused
 /// in turn, so their buffers are allocated once.
@@ -300,19 +325,25 @@ struct Chunk {
 
 impl Chunk {
     /// Reads whole lines: the line begun in the last read (`carry`), then
-    /// input up to at least `CHUNK_BYTES` and on to the last newline, which
+    /// input up to at least `size.chunk` and on to the last newline, which
     /// leaves the rest in `carry`. Text that is all blank lines is counted
     /// and dropped. True at the end of the input.
-    fn fill<R: Read>(&mut self, input: &mut R, carry: &mut Vec<u8>) -> io::Result<bool> {
+    fn fill<R: Read>(
+        &mut self,
+        input: &mut R,
+        carry: &mut Vec<u8>,
+        size: Size,
+    ) -> io::Result<bool> {
         self.text.clear();
         self.skipped_lines = 0;
         loop {
             self.text.append(carry);
             let eof = loop {
-                // Each read asks for READ_BYTES, at least a reader's buffer,
-                // so that a `BufReader` reads into `text` without a copy.
+                // Reads of a large input ask for READ_BYTES, at least a
+                // reader's buffer, so that a `BufReader` reads into `text`
+                // without a copy.
                 let len = self.text.len();
-                self.text.resize(len + READ_BYTES, 0);
+                self.text.resize(len + size.read, 0);
                 let read = input.read(&mut self.text[len..]);
                 self.text.truncate(len + *read.as_ref().unwrap_or(&0));
                 match read {
@@ -321,7 +352,7 @@ impl Chunk {
                     Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
                     Err(error) => return Err(error),
                 }
-                if self.text.len() < CHUNK_BYTES {
+                if self.text.len() < size.chunk {
                     continue;
                 }
                 // A line longer than a chunk reads on.
@@ -628,6 +659,10 @@ mod tests {
         let trickle =
             io::BufReader::with_capacity(64, Trickle { text: text.as_bytes(), step: 4_099 });
         same(&read_history(trickle, "x").unwrap(), &expected);
+        // Chunks sized for the input's size, right or wrong.
+        for size in [text.len() as u64, 100_000, 1] {
+            same(&read_history_sized(text.as_bytes(), "x", size).unwrap(), &expected);
+        }
         // Without a final newline, and with blank lines at the end.
         let cut = text.trim_end();
         same(&read_history(cut.as_bytes(), "x").unwrap(), &line_by_line(cut).unwrap());
