@@ -103,6 +103,14 @@ impl Function {
         Function::known(text.as_bytes()).unwrap_or_else(|| Function::Other(text.into()))
     }
 
+    /// A function by its name's bytes; `None` if they are not UTF-8.
+    pub(crate) fn from_bytes(text: &[u8]) -> Option<Function> {
+        match Function::known(text) {
+            Some(f) => Some(f),
+            None => Some(Function::Other(std::str::from_utf8(text).ok()?.into())),
+        }
+    }
+
     /// A function other than `Other`, by its name.
     pub(crate) fn known(text: &[u8]) -> Option<Function> {
         Some(match text {

@@ -142,11 +142,7 @@ pub(crate) fn parse(line: &[u8]) -> Option<(EventRef<'_>, ValueFields)> {
     cursor.literal(b",\"type\":")?;
     let event_type = EventType::from_bytes(cursor.plain_bytes()?)?;
     cursor.literal(b",\"f\":")?;
-    let f = cursor.plain_bytes()?;
-    let f = match Function::known(f) {
-        Some(f) => f,
-        None => Function::Other(std::str::from_utf8(f).ok()?.into()),
-    };
+    let f = Function::from_bytes(cursor.plain_bytes()?)?;
     cursor.literal(b",\"key\":")?;
     let key = cursor.optional_string()?;
     cursor.literal(b",\"value\":")?;

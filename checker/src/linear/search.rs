@@ -255,7 +255,6 @@ pub(crate) fn search_all_until<M: Model>(
     limits: &SearchLimits,
     stop: &AtomicBool,
 ) -> (SearchOutcome<M::State>, SearchStats) {
-    assert!(operations.len() <= u32::MAX as usize, "at most 2^32 operations");
     let all = (0..operations.len() as u32).collect();
     Search::with_part(model, operations, all, limits, stop).run()
 }
@@ -322,7 +321,6 @@ impl<'a, M: Model> Search<'a, M> {
         limits: &'a SearchLimits,
         stop: &'a AtomicBool,
     ) -> Self {
-        assert!(operations.len() <= u32::MAX as usize, "at most 2^32 operations");
         let part: Vec<u32> = part.iter().map(|&global| global as u32).collect();
         Self::with_part(model, operations, part, limits, stop)
     }
@@ -335,6 +333,8 @@ impl<'a, M: Model> Search<'a, M> {
         limits: &'a SearchLimits,
         stop: &'a AtomicBool,
     ) -> Self {
+        // Positions are kept in 32 bits.
+        assert!(operations.len() <= u32::MAX as usize, "at most 2^32 operations");
         if !part.is_sorted_by_key(|&global| operations[global as usize].call) {
             part.sort_by_key(|&global| operations[global as usize].call);
         }
