@@ -427,12 +427,6 @@ impl CheckArgs {
                 })?);
             }
         }
-        if faults.contains(&FaultKind::Failover) && !backend.can_fail_over() {
-            return Err(format!(
-                "{} has no replica to fail over to: failover applies to the sim-redis backends",
-                backend.name()
-            ));
-        }
         let mut partition_shapes = Vec::new();
         for name in self.partition_shapes.split(',').map(str::trim).filter(|name| !name.is_empty())
         {
@@ -443,32 +437,7 @@ impl CheckArgs {
         if partition_shapes.is_empty() {
             return Err("--partition-shapes needs at least one shape".to_string());
         }
-        let servers = backend.lock_hosts().len() as u32;
-        if faults.contains(&FaultKind::Partition)
-            && !partition_shapes.iter().any(|shape| shape.applies(servers, backend.is_cluster()))
-        {
-            let why = if backend.is_cluster() {
-                "ring needs five members (sim-etcd-5)"
-            } else {
-                "its lock hosts do not talk to each other; use client"
-            };
-            return Err(format!(
-                "none of the partition shapes {:?} splits anything in {}: {why}",
-                self.partition_shapes,
-                backend.name(),
-            ));
-        }
-        if self.clients == 0 || self.locks == 0 {
-            return Err("--clients and --locks must be at least 1".to_string());
-        }
-        let ttl_ms = self.ttl.as_millis() as u64;
-        if !(10..=600_000).contains(&ttl_ms) {
-            return Err("--ttl must be between 10ms and 10m".to_string());
-        }
-        if self.time_limit.is_zero() || self.time_limit > Duration::from_secs(24 * 3600) {
-            return Err("--time-limit must be between 1ms and 24h".to_string());
-        }
-        Ok(SimOptions {
+        let options = SimOptions {
             backend,
             workload,
             faults,
@@ -477,11 +446,13 @@ impl CheckArgs {
             time_limit: self.time_limit,
             clients: self.clients,
             locks: self.locks,
-            ttl_ms,
+            ttl_ms: self.ttl.as_millis() as u64,
             seed: self.seed.unwrap_or_default(),
             fencing: !self.no_fencing,
             persistent: self.persistent,
-        })
+        };
+        options.check()?;
+        Ok(options)
     }
 }
 

@@ -9,14 +9,15 @@ use anyhow::Context;
 use lockcheck_checker::{write_events, Analysis, Verdict};
 use lockcheck_reports::Analyzed;
 use lockcheck_sim::{check_run, run_recorded, shrink, SimOptions, SimRun};
-use lockcheck_workloads::{interrupt, HistoryFile};
+use lockcheck_workloads::interrupt::{self, hold_before};
+use lockcheck_workloads::HistoryFile;
 
 use crate::args::{CheckArgs, Format};
 use crate::exit;
 use crate::options::{check_options, random_seed};
 use crate::output::{print, render};
 use crate::progress::Progress;
-use crate::store::{hold_before, interrupted_at, last_words, stored_so_far, Stored};
+use crate::store::{interrupted_at, last_words, stored_so_far, Stored};
 
 /// `lockcheck check` on a simulated backend (`main` sends a real one to
 /// `crate::real`).

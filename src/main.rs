@@ -99,7 +99,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if let Err(reason) = lockcheck_workloads::interrupt::install_cooperative() {
                 anyhow::bail!("cannot catch signals: {reason}");
             }
-            match real::RealBackend::parse(&args.backend) {
+            match lockcheck_real::RealBackend::parse(&args.backend) {
                 Some(backend) => real::run_check(&args, backend),
                 None => check::run(&args),
             }

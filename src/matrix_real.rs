@@ -11,7 +11,7 @@ use lockcheck_checker::{Expect, Judgement};
 use crate::args::{Cli, Command, MatrixArgs};
 use crate::exit;
 use crate::progress::Progress;
-use crate::real::{execute, RealBackend};
+use lockcheck_real::{execute, RealBackend, RealRun};
 
 use lockcheck_checker::names::FENCE_MONOTONICITY as FENCE;
 use lockcheck_checker::names::LINEARIZABILITY as LINEAR;
@@ -239,10 +239,12 @@ fn run_cell(cell: &RealCell, args: &MatrixArgs, progress: &Progress) -> Result<O
             no_store: true,
             ..*check
         };
+        let test =
+            crate::real::real_options(&check).map_err(|message| format!("{line}: {message}"))?;
         let what = cell.args.strip_prefix("--backend ").unwrap_or(cell.args);
         let label = format!("{what}, run {}/{runs}", seed + 1);
         let run = progress
-            .watch(&label, time_limit, || execute(&check, backend, seed, false))
+            .watch(&label, time_limit, || execute(&test, backend, seed, false))
             .map_err(|failure| failure.to_string())?;
         let replay = format!("lockcheck check {line}");
         if let Judgement::Decided { matches, found } =
@@ -331,7 +333,7 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
 /// A cell that did not come out as expected keeps what shows why: its
 /// history in the temporary folder and the report on stderr, since a real
 /// run on a loaded machine may not come out the same way twice.
-fn keep_evidence(replay: &str, run: &crate::real::RealRun) {
+fn keep_evidence(replay: &str, run: &RealRun) {
     let path = std::env::temp_dir().join(format!(
         "lockcheck-matrix-{}-{}.jsonl",
         std::process::id(),

@@ -13,7 +13,7 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use lockcheck_checker::{redact, write_events, Analysis, Event};
@@ -206,21 +206,6 @@ pub fn last_words(seed: u64, stored: Option<&Stored>) {
     let stored = stored.cloned();
     let words = move || format!("at seed {seed}; {}", stored_so_far(stored.as_ref()));
     interrupt::set_last_words(Some(Box::new(words)));
-}
-
-/// For the interrupt tests (`tests/cli_interrupt.rs`): with
-/// `LOCKCHECK_TEST_HOLD_BEFORE=check` (or `store`) the run stops before
-/// its checkers run (or its files are stored) for up to two minutes, as a
-/// long computation would, without looking for an interrupt: a signal then
-/// ends the tool through the handler's grace period.
-pub fn hold_before(phase: &str) {
-    if std::env::var("LOCKCHECK_TEST_HOLD_BEFORE").is_ok_and(|hold| hold == phase) {
-        eprintln!("lockcheck: holding before {phase} (LOCKCHECK_TEST_HOLD_BEFORE)");
-        let until = std::time::Instant::now() + Duration::from_secs(120);
-        while std::time::Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
 }
 
 /// `20261130T113300.123Z`: a store folder's name, sortable, in UTC.

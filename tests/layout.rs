@@ -188,3 +188,33 @@ fn only_the_real_world_crate_depends_on_drivers() {
         assert!(real.iter().any(|name| name == driver), "real/ lost {driver}: {real:?}");
     }
 }
+
+#[test]
+fn the_binary_starts_no_server_and_plans_no_fault() {
+    // What belongs to the real world's crate (servers, proxy, fault
+    // schedules) or to a backend's own code is named nowhere in `src/`.
+    let banned = [
+        "ManagedServer",
+        "ServerKind",
+        "Proxy",
+        "schedule(",
+        "lockcheck_real::servers",
+        "lockcheck_real::nemesis",
+        "lockcheck_real::netfault",
+        "lockcheck_real::failover",
+        "lockcheck_real::redis",
+        "lockcheck_real::sql",
+        "lockcheck_real::etcd",
+        "match backend",
+    ];
+    let mut found = Vec::new();
+    for file in files_under(&root().join("src")) {
+        let code = code_of(&std::fs::read_to_string(&file).unwrap());
+        for word in banned {
+            if code.contains(word) {
+                found.push(format!("{}: {word}", file.display()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "src/ is glue only, yet names:\n{}", found.join("\n"));
+}

@@ -4,6 +4,16 @@
 
 use std::time::Duration;
 
+mod catalogue;
+mod plan;
+mod provision;
+mod run;
+
+pub use catalogue::RealBackend;
+pub use plan::{plan, Faults, RealOptions};
+pub use run::{execute, execute_recorded, RealFailure, RealRun};
+
+pub mod bench;
 pub mod driver;
 pub mod etcd;
 pub mod exec;

@@ -75,6 +75,52 @@ impl Default for SimOptions {
 }
 
 impl SimOptions {
+    /// What is wrong with these options, if anything: a fault that cannot
+    /// strike the backend, partition shapes that split nothing in it, or
+    /// sizes out of range.
+    pub fn check(&self) -> Result<(), String> {
+        let backend = self.backend;
+        if self.faults.contains(&FaultKind::Failover) && !backend.can_fail_over() {
+            return Err(format!(
+                "{} has no replica to fail over to: failover applies to the sim-redis backends",
+                backend.name()
+            ));
+        }
+        if self.partition_shapes.is_empty() {
+            return Err("--partition-shapes needs at least one shape".to_string());
+        }
+        let servers = backend.lock_hosts().len() as u32;
+        if self.faults.contains(&FaultKind::Partition)
+            && !self
+                .partition_shapes
+                .iter()
+                .any(|shape| shape.applies(servers, backend.is_cluster()))
+        {
+            let why = if backend.is_cluster() {
+                "ring needs five members (sim-etcd-5)"
+            } else {
+                "its lock hosts do not talk to each other; use client"
+            };
+            let shapes: Vec<&str> =
+                self.partition_shapes.iter().map(|shape| shape.name()).collect();
+            return Err(format!(
+                "none of the partition shapes {:?} splits anything in {}: {why}",
+                shapes.join(","),
+                backend.name(),
+            ));
+        }
+        if self.clients == 0 || self.locks == 0 {
+            return Err("--clients and --locks must be at least 1".to_string());
+        }
+        if !(10..=600_000).contains(&self.ttl_ms) {
+            return Err("--ttl must be between 10ms and 10m".to_string());
+        }
+        if self.time_limit.is_zero() || self.time_limit > Duration::from_secs(24 * 3600) {
+            return Err("--time-limit must be between 1ms and 24h".to_string());
+        }
+        Ok(())
+    }
+
     /// The `check` arguments that replay this run exactly, e.g.
     /// `check --backend sim-redis … --seed 7`.
     pub fn check_arguments(&self) -> String {

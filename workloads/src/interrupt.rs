@@ -158,3 +158,18 @@ pub fn exit(code: u8) -> ! {
     let _exiting = EXITING.lock().unwrap_or_else(PoisonError::into_inner);
     std::process::exit(i32::from(code))
 }
+
+/// For the interrupt tests (`tests/cli_interrupt.rs`): with
+/// `LOCKCHECK_TEST_HOLD_BEFORE=check` (or `store`) the run stops before
+/// its checkers run (or its files are stored) for up to two minutes, as a
+/// long computation would, without looking for an interrupt: a signal then
+/// ends the tool through the handler's grace period.
+pub fn hold_before(phase: &str) {
+    if std::env::var("LOCKCHECK_TEST_HOLD_BEFORE").is_ok_and(|hold| hold == phase) {
+        eprintln!("lockcheck: holding before {phase} (LOCKCHECK_TEST_HOLD_BEFORE)");
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}

@@ -1,0 +1,409 @@
+//! What a real run asks for, checked before any server starts: the options
+//! of `lockcheck check` against real servers, and the faults they turn on.
+
+use std::time::Duration;
+
+use lockcheck_checker::CheckOptions;
+use lockcheck_workloads::Workload;
+
+use crate::catalogue::RealBackend;
+use crate::netfault::Shape;
+use crate::servers::ServerKind;
+
+/// A real test: what `lockcheck check --backend <real>` asks for.
+#[derive(Debug, Clone)]
+pub struct RealOptions {
+    pub workload: Workload,
+    /// The faults, a comma list (`pause` is the usual default).
+    pub nemesis: String,
+    /// The partition shapes asked for, a comma list.
+    pub partition_shapes: String,
+    pub clients: u32,
+    pub locks: u32,
+    pub ttl: Duration,
+    /// Wall time the clients run.
+    pub time_limit: Duration,
+    /// Grants carry no token and the storage accepts any write.
+    pub no_fencing: bool,
+    /// The lock servers keep their keys across a restart.
+    pub persistent: bool,
+    /// How long a killed lock server stays down [default: drawn].
+    pub restart_delay: Option<Duration>,
+    /// The exec backend's servers (`redis*5`, `postgres`, …).
+    pub servers: Vec<String>,
+    /// The exec backend's program and its arguments.
+    pub exec: Vec<String>,
+    /// Running servers to use instead of private ones.
+    pub postgres_url: Option<String>,
+    pub redis_url: Vec<String>,
+    pub mysql_url: Option<String>,
+    pub etcd_url: Vec<String>,
+    /// The checkers' options.
+    pub checks: CheckOptions,
+}
+
+/// The faults a real run has on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Faults {
+    /// Client stalls longer than the TTL: the GC pause.
+    pub(crate) pause: bool,
+    /// SIGSTOP, later SIGCONT, of a lock server.
+    pub(crate) sigstop: bool,
+    /// SIGKILL, later a restart, of lock servers.
+    pub(crate) kill: bool,
+    /// The SQL server ends the lock sessions.
+    pub(crate) conn_kill: bool,
+    /// Links held through the proxy: a client cut off, or members split.
+    pub(crate) partition: bool,
+    /// One client's links delayed through the proxy.
+    pub(crate) slow_net: bool,
+    /// A lock server's wall clock jumps (libfaketime).
+    pub(crate) clock: bool,
+    /// A Redis primary dies and its async replica takes over.
+    pub(crate) failover: bool,
+    /// The exec backend's lock program is killed (SIGKILL).
+    pub(crate) client_kill: bool,
+}
+
+impl Faults {
+    /// The faults on, a comma list (`none` when none is).
+    pub fn names(self) -> String {
+        let names: Vec<&str> = [
+            (self.pause, "pause"),
+            (self.sigstop, "sigstop"),
+            (self.kill, "kill"),
+            (self.conn_kill, "conn-kill"),
+            (self.partition, "partition"),
+            (self.slow_net, "slow-net"),
+            (self.clock, "clock"),
+            (self.failover, "failover"),
+            (self.client_kill, "client-kill"),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, name)| *name)
+        .collect();
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(",")
+        }
+    }
+}
+
+/// The faults a real run of `backend` has on, or what is wrong with the
+/// options.
+pub fn plan(test: &RealOptions, backend: RealBackend) -> Result<Faults, String> {
+    let nemesis = test.nemesis.as_str();
+    let mut faults = Faults::default();
+    for name in nemesis.split(',').map(str::trim).filter(|name| !name.is_empty()) {
+        match name {
+            "none" => {}
+            "pause" => faults.pause = true,
+            "sigstop" => faults.sigstop = true,
+            "kill" => faults.kill = true,
+            "conn-kill" if matches!(backend, RealBackend::Sql(_)) => faults.conn_kill = true,
+            "partition" => faults.partition = true,
+            "slow-net" => faults.slow_net = true,
+            "clock" if backend == RealBackend::Etcd => {
+                return Err(
+                    "clock: etcd is written in Go and reads the time without libc, so libfaketime cannot move its clock (its leases run on the leader's monotonic clock anyway); the simulated sim-etcd has clock faults"
+                        .to_string(),
+                )
+            }
+            "clock" => faults.clock = true,
+            "failover" if matches!(backend, RealBackend::Redis(_)) => faults.failover = true,
+            "client-kill" if backend == RealBackend::Exec => faults.client_kill = true,
+            "client-kill" => {
+                return Err(format!(
+                    "client-kill kills your lock program: it applies to --backend exec, not {}",
+                    backend.name()
+                ))
+            }
+            "failover" => {
+                return Err(format!(
+                    "failover promotes a Redis replica: it applies to the single-Redis backends (redis, redis-fenced, redis-del-release, …), not {}",
+                    backend.name()
+                ))
+            }
+            "conn-kill" => {
+                return Err(format!(
+                    "conn-kill ends SQL sessions: it applies to the postgres-* and mysql-* backends, not {}",
+                    backend.name()
+                ))
+            }
+            other => {
+                return Err(format!(
+                    "the fault {other:?} is not available against real servers: use pause (client stalls), sigstop (SIGSTOP of a lock server), kill (SIGKILL and restart of a lock server), conn-kill (the SQL server ends the lock sessions), partition, slow-net, clock (libfaketime), failover (Redis), client-kill (exec) or none"
+                ))
+            }
+        }
+    }
+    match (backend, test.exec.is_empty()) {
+        (RealBackend::Exec, true) => {
+            return Err(
+                "--backend exec runs your lock program: give it after --, e.g. lockcheck check --backend exec --servers redis -- python3 examples/python/redis_lock.py (docs/exec-protocol.md)"
+                    .to_string(),
+            )
+        }
+        (RealBackend::Exec, false) => {
+            let servers = exec_servers(test)?;
+            if faults.clock && servers.iter().any(|(kind, _)| *kind == ServerKind::Etcd) {
+                return Err(
+                    "clock: etcd is written in Go and ignores libfaketime: leave etcd out of --servers for clock faults"
+                        .to_string(),
+                );
+            }
+        }
+        (_, false) => {
+            return Err(format!(
+                "a program after -- is for --backend exec, not {}",
+                backend.name()
+            ))
+        }
+        (_, true) if !test.servers.is_empty() => {
+            return Err(format!("--servers is for --backend exec, not {}", backend.name()))
+        }
+        (_, true) => {}
+    }
+    let given_url = match backend {
+        RealBackend::Redis(_) | RealBackend::Semaphore { .. } | RealBackend::Redlock => {
+            !test.redis_url.is_empty()
+        }
+        RealBackend::Etcd => !test.etcd_url.is_empty(),
+        RealBackend::Sql(recipe) if recipe.is_mysql() => test.mysql_url.is_some(),
+        RealBackend::Sql(_) => test.postgres_url.is_some(),
+        RealBackend::Exec => false,
+    };
+    if under_faketime() {
+        return Err(
+            "lockcheck itself runs under libfaketime (LD_PRELOAD or FAKETIME is set): the history's times would be fake; run it without, and --nemesis clock fakes only the lock servers' clocks"
+                .to_string(),
+        );
+    }
+    if (faults.kill || faults.sigstop || faults.clock || faults.failover) && given_url {
+        return Err(
+            "kill, sigstop, clock and failover need the lock servers lockcheck starts itself: leave out the --*-url of the lock service"
+                .to_string(),
+        );
+    }
+    shapes(test, backend)?;
+    if backend == RealBackend::Redlock && !test.redis_url.is_empty() {
+        if test.redis_url.len() < 3 {
+            return Err(format!(
+                "redlock needs several independent Redis (five is usual): --redis-url has {}",
+                test.redis_url.len()
+            ));
+        }
+    } else if test.redis_url.len() > 1 {
+        return Err(format!("{} uses one Redis: --redis-url has several", backend.name()));
+    }
+    if test.clients == 0 || test.locks == 0 {
+        return Err("--clients and --locks must be at least 1".to_string());
+    }
+    let ttl_ms = test.ttl.as_millis() as u64;
+    if !(10..=600_000).contains(&ttl_ms) {
+        return Err("--ttl must be between 10ms and 10m".to_string());
+    }
+    if test.time_limit.is_zero() || test.time_limit > Duration::from_secs(24 * 3600) {
+        return Err("--time-limit must be between 1ms and 24h".to_string());
+    }
+    Ok(faults)
+}
+
+/// The servers `--servers` asks for the exec backend: each kind with how
+/// many (`redis*5`: five Redis, for a Redlock).
+pub(crate) fn exec_servers(test: &RealOptions) -> Result<Vec<(ServerKind, usize)>, String> {
+    let mut servers = Vec::new();
+    for word in test.servers.iter().map(|word| word.trim()).filter(|word| !word.is_empty()) {
+        let (name, count) = match word.split_once('*') {
+            Some((name, count)) => match count.parse::<usize>() {
+                Ok(count) if (1..=9).contains(&count) => (name, count),
+                _ => return Err(format!("--servers {word}: the count after * must be 1 to 9")),
+            },
+            None => (word, 1),
+        };
+        let kind = match name {
+            "redis" => ServerKind::Redis,
+            "postgres" if count == 1 => ServerKind::Postgres,
+            "mysql" | "mariadb" if count == 1 => ServerKind::Mariadb,
+            "etcd" if count == 1 => ServerKind::Etcd,
+            "postgres" | "mysql" | "mariadb" | "etcd" => {
+                return Err(format!("--servers {word}: one {name} at most"))
+            }
+            other => {
+                return Err(format!(
+                    "--servers: unknown server {other:?}: use redis (redis*5 for five), postgres, mysql or etcd"
+                ))
+            }
+        };
+        if servers.iter().any(|(seen, _)| *seen == kind) {
+            return Err(format!("--servers names {name} twice"));
+        }
+        servers.push((kind, count));
+    }
+    Ok(servers)
+}
+
+/// Whether this process runs under libfaketime: its times would be fake.
+fn under_faketime() -> bool {
+    std::env::var_os("FAKETIME").is_some()
+        || std::env::var("LD_PRELOAD").is_ok_and(|preload| preload.contains("faketime"))
+}
+
+/// The partition shapes asked for that can strike `backend`: `client`
+/// always; `isolate-one`, `halves` and `ring` split an etcd cluster that
+/// lockcheck starts behind its proxy (five members when `ring` is asked
+/// for, three otherwise). Shapes that cannot strike the backend are left
+/// out; none left is an error.
+pub(crate) fn shapes(test: &RealOptions, backend: RealBackend) -> Result<Vec<Shape>, String> {
+    let mut shapes = Vec::new();
+    let cluster = backend == RealBackend::Etcd && test.etcd_url.is_empty();
+    for name in test.partition_shapes.split(',').map(str::trim).filter(|name| !name.is_empty()) {
+        match Shape::parse(name) {
+            Some(Shape::Client) => shapes.push(Shape::Client),
+            Some(shape) if cluster => shapes.push(shape),
+            Some(_) => {}
+            None => {
+                return Err(format!(
+                    "unknown partition shape {name:?}: use client, isolate-one, halves or ring"
+                ))
+            }
+        }
+    }
+    if shapes.is_empty() {
+        return Err(format!(
+            "none of the partition shapes {:?} applies to {}: against real servers, client cuts a client off from its lock servers, and isolate-one and halves split the three members of an etcd cluster lockcheck starts",
+            test.partition_shapes,
+            backend.name()
+        ));
+    }
+    Ok(shapes)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use lockcheck_checker::CheckOptions;
+    use lockcheck_workloads::Workload;
+
+    use super::{plan, RealOptions};
+    use crate::catalogue::RealBackend;
+
+    fn options(nemesis: &str) -> RealOptions {
+        RealOptions {
+            workload: Workload::FencedWrite,
+            nemesis: nemesis.to_string(),
+            partition_shapes: "client,isolate-one,halves,ring".to_string(),
+            clients: 5,
+            locks: 2,
+            ttl: Duration::from_secs(1),
+            time_limit: Duration::from_secs(60),
+            no_fencing: false,
+            persistent: false,
+            restart_delay: None,
+            servers: Vec::new(),
+            exec: Vec::new(),
+            postgres_url: None,
+            redis_url: Vec::new(),
+            mysql_url: None,
+            etcd_url: Vec::new(),
+            checks: CheckOptions::default(),
+        }
+    }
+
+    fn backend(name: &str) -> RealBackend {
+        RealBackend::parse(name).unwrap()
+    }
+
+    fn refused(options: &RealOptions, name: &str) -> String {
+        match plan(options, backend(name)) {
+            Ok(faults) => panic!("{name} {}: accepted with {}", options.nemesis, faults.names()),
+            Err(message) => message,
+        }
+    }
+
+    #[test]
+    fn every_fault_that_applies_is_taken_by_its_name() {
+        let faults =
+            plan(&options("pause,sigstop,kill,partition,slow-net,clock"), backend("redis"))
+                .unwrap();
+        assert_eq!(faults.names(), "pause,sigstop,kill,partition,slow-net,clock");
+        assert_eq!(
+            plan(&options("failover"), backend("redis-fenced")).unwrap().names(),
+            "failover"
+        );
+        assert_eq!(
+            plan(&options("conn-kill"), backend("postgres-advisory")).unwrap().names(),
+            "conn-kill"
+        );
+        assert_eq!(plan(&options("none"), backend("etcd")).unwrap().names(), "none");
+    }
+
+    #[test]
+    fn a_fault_that_cannot_strike_the_backend_is_refused_with_the_reason() {
+        assert!(refused(&options("conn-kill"), "redis").contains("ends SQL sessions"));
+        assert!(refused(&options("clock"), "etcd").contains("libfaketime"));
+        assert!(refused(&options("failover"), "etcd").contains("promotes a Redis replica"));
+        assert!(refused(&options("client-kill"), "redlock").contains("--backend exec"));
+        assert!(refused(&options("delay"), "redis").contains("not available against real servers"));
+    }
+
+    #[test]
+    fn options_that_make_no_test_are_refused() {
+        assert!(refused(&options("pause"), "exec").contains("give it after --"));
+        let mut program = options("pause");
+        program.exec = vec!["true".to_string()];
+        assert!(refused(&program, "redis").contains("a program after --"));
+        let mut given = options("kill");
+        given.redis_url = vec!["redis://127.0.0.1:1".to_string()];
+        assert!(refused(&given, "redis").contains("need the lock servers lockcheck starts"));
+        let mut two = options("pause");
+        two.redis_url = vec!["redis://a:1".to_string(), "redis://b:1".to_string()];
+        assert!(refused(&two, "redlock").contains("several independent Redis"));
+        assert!(refused(&two, "redis").contains("uses one Redis"));
+        let mut shapes = options("partition");
+        shapes.partition_shapes = "halves".to_string();
+        assert!(refused(&shapes, "redis").contains("none of the partition shapes"));
+        shapes.partition_shapes = "square".to_string();
+        assert!(refused(&shapes, "redis").contains("unknown partition shape"));
+        let mut ttl = options("pause");
+        ttl.ttl = Duration::from_millis(5);
+        assert!(refused(&ttl, "redis").contains("--ttl"));
+        let mut clients = options("pause");
+        clients.clients = 0;
+        assert!(refused(&clients, "redis").contains("--clients"));
+        let mut exec = options("pause");
+        exec.exec = vec!["true".to_string()];
+        exec.servers = vec!["etcd".to_string()];
+        exec.nemesis = "clock".to_string();
+        assert!(refused(&exec, "exec").contains("leave etcd out"));
+        exec.servers = vec!["postgres*2".to_string()];
+        assert!(refused(&exec, "exec").contains("one postgres at most"));
+    }
+
+    #[test]
+    fn every_backend_name_reads_back() {
+        for name in [
+            "redis",
+            "redis-fenced",
+            "redis-del-release",
+            "redis-setnx-expire",
+            "redis-lost-reply",
+            "redlock",
+            "redis-semaphore",
+            "redis-semaphore-client-clock",
+            "etcd",
+            "postgres-advisory",
+            "postgres-advisory-xact",
+            "postgres-lease",
+            "mysql-get-lock",
+            "mysql-lease",
+            "exec",
+        ] {
+            assert_eq!(backend(name).name(), name);
+        }
+        assert_eq!(RealBackend::parse("sim-redis"), None);
+    }
+}

@@ -1,0 +1,309 @@
+//! The servers a real run uses: given by URL, or private ones started for
+//! it, and each client's route to them (through the proxy when a network
+//! fault is on).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::catalogue::{RealBackend, ETCD_MEMBERS, ETCD_RING_MEMBERS, REDLOCK_INSTANCES};
+use crate::failover::RedisPair;
+use crate::nemesis::SharedServer;
+use crate::netfault::{proxied_url, Shape, Topology};
+use crate::plan::{exec_servers, shapes, Faults, RealOptions};
+use crate::proxy::Proxy;
+use crate::servers::{ManagedServer, ServerKind, ServerOptions};
+use crate::RealError;
+
+/// The servers a run uses: URLs given, or private servers started for it.
+/// Dropping it stops and deletes the private ones.
+#[derive(Debug, Default)]
+pub(crate) struct Servers {
+    pub(crate) storage: String,
+    pub(crate) redis: Vec<String>,
+    pub(crate) mysql: Option<String>,
+    pub(crate) etcd: Vec<String>,
+    /// The private servers that hold the locks: the nemesis' targets.
+    pub(crate) lock: Vec<SharedServer>,
+    /// The other private servers (the storage's PostgreSQL).
+    pub(crate) other: Vec<ManagedServer>,
+    /// Say which servers were started.
+    pub(crate) chatty: bool,
+    /// The fault-injecting proxy every client dials through, when a
+    /// network fault is on.
+    pub(crate) proxy: Option<Proxy>,
+    /// etcd members whose peer links go through the proxy.
+    pub(crate) members: usize,
+    /// Each client's URLs: its lock servers', then its storage's.
+    pub(crate) routes: Vec<(Vec<String>, String)>,
+    /// A Redis primary and its replica, for the failover fault: clients
+    /// follow the primary wherever it is (directly, not through the proxy).
+    pub(crate) pair: Option<RedisPair>,
+    /// The exec backend's servers, each with its kind's node name
+    /// (`redis`, `postgres`, `mariadb`, `etcd`), in `--servers` order.
+    pub(crate) exec: Vec<(&'static str, String)>,
+}
+
+impl Servers {
+    /// Starts `count` private servers of `kind`; `lock`: they hold the
+    /// locks (the storage's PostgreSQL may too: the postgres-* backends).
+    pub(crate) fn start(
+        &mut self,
+        kind: ServerKind,
+        count: usize,
+        lock: bool,
+        options: &ServerOptions,
+    ) -> Result<Vec<String>, RealError> {
+        let started = Instant::now();
+        let servers = ManagedServer::start_many(kind, count, options)?;
+        let urls: Vec<String> = servers.iter().map(ManagedServer::url).collect();
+        if self.chatty {
+            eprintln!(
+                "started {count} private {} on {} ({:.1} s)",
+                kind.name(),
+                urls.join(", "),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        if lock {
+            self.lock.extend(servers.into_iter().map(|server| Arc::new(Mutex::new(server))));
+        } else {
+            self.other.extend(servers);
+        }
+        Ok(urls)
+    }
+
+    pub(crate) fn for_backend(
+        test: &RealOptions,
+        backend: RealBackend,
+        faults: Faults,
+        chatty: bool,
+    ) -> Result<Servers, RealError> {
+        let mut servers = Servers { chatty, ..Servers::default() };
+        if faults.partition || faults.slow_net || faults.failover {
+            servers.proxy = Some(Proxy::start()?);
+        }
+        let options = ServerOptions {
+            persistent: test.persistent,
+            faketime: faults.clock,
+            ..ServerOptions::default()
+        };
+        let storage_options = ServerOptions { faketime: false, ..options.clone() };
+        let postgres_locks = matches!(backend, RealBackend::Sql(recipe) if !recipe.is_mysql());
+        servers.storage = match &test.postgres_url {
+            Some(url) => url.clone(),
+            None => {
+                let options = if postgres_locks { &options } else { &storage_options };
+                servers.start(ServerKind::Postgres, 1, postgres_locks, options)?.remove(0)
+            }
+        };
+        match backend {
+            RealBackend::Redis(_) | RealBackend::Semaphore { .. } | RealBackend::Redlock => {
+                let count = if backend == RealBackend::Redlock { REDLOCK_INSTANCES } else { 1 };
+                servers.redis = if let (true, Some(proxy)) = (faults.failover, &servers.proxy) {
+                    let started = Instant::now();
+                    let pair = RedisPair::start(&options, proxy)?;
+                    if chatty {
+                        eprintln!(
+                            "started a private redis primary on {} with an async replica on {}, replicating through the proxy ({:.1} s)",
+                            pair.urls()[0],
+                            pair.urls()[1],
+                            started.elapsed().as_secs_f64()
+                        );
+                    }
+                    servers.lock.extend(pair.servers().iter().cloned());
+                    let urls = vec![pair.urls()[0].clone()];
+                    servers.pair = Some(pair);
+                    urls
+                } else if test.redis_url.is_empty() {
+                    servers.start(ServerKind::Redis, count, true, &options)?
+                } else {
+                    test.redis_url.clone()
+                };
+            }
+            RealBackend::Etcd => {
+                let asked = match faults.partition {
+                    true => shapes(test, backend).unwrap_or_default(),
+                    false => Vec::new(),
+                };
+                let split = asked.iter().any(|shape| *shape != Shape::Client);
+                servers.etcd = match (&servers.proxy, test.etcd_url.is_empty()) {
+                    (_, false) => test.etcd_url.clone(),
+                    (Some(proxy), true) if split => {
+                        let started = Instant::now();
+                        let count = if asked.contains(&Shape::Ring) {
+                            ETCD_RING_MEMBERS
+                        } else {
+                            ETCD_MEMBERS
+                        };
+                        let members =
+                            ManagedServer::start_etcd_cluster_behind(count, &options, proxy)?;
+                        let urls: Vec<String> = members.iter().map(ManagedServer::url).collect();
+                        if chatty {
+                            eprintln!(
+                                "started a private etcd cluster of {count} members, its peers talking through the proxy, on {} ({:.1} s)",
+                                urls.join(", "),
+                                started.elapsed().as_secs_f64()
+                            );
+                        }
+                        servers.members = count;
+                        servers
+                            .lock
+                            .extend(members.into_iter().map(|member| Arc::new(Mutex::new(member))));
+                        urls
+                    }
+                    (_, true) => servers.start(ServerKind::Etcd, 1, true, &options)?,
+                };
+            }
+            RealBackend::Sql(recipe) if recipe.is_mysql() => {
+                servers.mysql = Some(match &test.mysql_url {
+                    Some(url) => url.clone(),
+                    None => servers.start(ServerKind::Mariadb, 1, true, &options)?.remove(0),
+                });
+            }
+            RealBackend::Sql(_) => {}
+            RealBackend::Exec => {
+                for (kind, count) in exec_servers(test).map_err(|reason| RealError::Setup {
+                    what: "the exec backend's servers",
+                    reason,
+                })? {
+                    let urls = match kind {
+                        ServerKind::Postgres => vec![servers.storage.clone()],
+                        kind => servers.start(kind, count, true, &options)?,
+                    };
+                    servers.exec.extend(urls.into_iter().map(|url| (kind.name(), url)));
+                }
+            }
+        }
+        servers.route(backend, test.clients)?;
+        Ok(servers)
+    }
+
+    /// The lock servers' URLs.
+    pub(crate) fn lock_urls(&self, backend: RealBackend) -> Vec<String> {
+        match backend {
+            RealBackend::Redis(_) | RealBackend::Semaphore { .. } | RealBackend::Redlock => {
+                self.redis.clone()
+            }
+            RealBackend::Etcd => self.etcd.clone(),
+            RealBackend::Sql(_) => vec![self.mysql.clone().unwrap_or_else(|| self.storage.clone())],
+            RealBackend::Exec => self.exec.iter().map(|(_, url)| url.clone()).collect(),
+        }
+    }
+
+    /// The lock servers' node names (`redis-0`, `etcd-2`): the history's
+    /// names for them, and the proxy's.
+    pub(crate) fn lock_nodes(&self, backend: RealBackend) -> Vec<String> {
+        if backend == RealBackend::Exec {
+            let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+            return self
+                .exec
+                .iter()
+                .map(|(kind, _)| {
+                    let at = seen.entry(kind).or_default();
+                    *at += 1;
+                    format!("{kind}-{}", *at - 1)
+                })
+                .collect();
+        }
+        let kind = match backend {
+            RealBackend::Redis(_) | RealBackend::Semaphore { .. } | RealBackend::Redlock => "redis",
+            RealBackend::Etcd => "etcd",
+            RealBackend::Sql(recipe) if recipe.is_mysql() => "mariadb",
+            RealBackend::Sql(_) | RealBackend::Exec => "postgres",
+        };
+        (0..self.lock_urls(backend).len()).map(|at| format!("{kind}-{at}")).collect()
+    }
+
+    /// The storage's node: the lock server itself for the postgres-*
+    /// backends.
+    pub(crate) fn storage_node(&self, backend: RealBackend) -> String {
+        match backend {
+            RealBackend::Sql(recipe) if !recipe.is_mysql() => "postgres-0".to_string(),
+            RealBackend::Exec if self.exec.iter().any(|(kind, _)| *kind == "postgres") => {
+                "postgres-0".to_string()
+            }
+            _ => "storage".to_string(),
+        }
+    }
+
+    /// The environment of client `logical`'s program: where its servers
+    /// are (through the proxy when there is one), as docs/exec-protocol.md
+    /// names them.
+    pub(crate) fn exec_env(&self, logical: u32) -> Vec<(String, String)> {
+        let urls = &self.routes[logical as usize].0;
+        let of = |wanted: &str| -> Vec<String> {
+            self.exec
+                .iter()
+                .zip(urls)
+                .filter(|((kind, _), _)| *kind == wanted)
+                .map(|(_, url)| url.clone())
+                .collect()
+        };
+        let mut env = Vec::new();
+        let redis = of("redis");
+        if let Some(first) = redis.first() {
+            env.push(("LOCKCHECK_REDIS_URL".to_string(), first.clone()));
+            env.push(("LOCKCHECK_REDIS_URLS".to_string(), redis.join(",")));
+        }
+        for (kind, name) in
+            [("postgres", "LOCKCHECK_POSTGRES_URL"), ("mariadb", "LOCKCHECK_MYSQL_URL")]
+        {
+            if let Some(url) = of(kind).first() {
+                env.push((name.to_string(), url.clone()));
+            }
+        }
+        let etcd = of("etcd");
+        if !etcd.is_empty() {
+            env.push(("LOCKCHECK_ETCD_ENDPOINTS".to_string(), etcd.join(",")));
+        }
+        env
+    }
+
+    /// Each client's URLs: through the proxy, on links of its own, when
+    /// there is one.
+    pub(crate) fn route(&mut self, backend: RealBackend, clients: u32) -> Result<(), RealError> {
+        let (urls, nodes) = (self.lock_urls(backend), self.lock_nodes(backend));
+        let storage_node = self.storage_node(backend);
+        self.routes = match &self.proxy {
+            None => (0..clients).map(|_| (urls.clone(), self.storage.clone())).collect(),
+            Some(proxy) => {
+                let mut routes = Vec::with_capacity(clients as usize);
+                for client in 0..clients {
+                    let from = format!("client-{client}");
+                    let mut locks = Vec::with_capacity(urls.len());
+                    for (url, node) in urls.iter().zip(&nodes) {
+                        locks.push(proxied_url(proxy, &from, node, url)?);
+                    }
+                    routes.push((locks, proxied_url(proxy, &from, &storage_node, &self.storage)?));
+                }
+                routes
+            }
+        };
+        Ok(())
+    }
+
+    /// The network a fault schedule strikes.
+    pub(crate) fn topology(&self, backend: RealBackend, clients: u32) -> Topology {
+        let storage_node = self.storage_node(backend);
+        let lock_nodes = self.lock_nodes(backend);
+        Topology {
+            clients,
+            storage_node: (!lock_nodes.contains(&storage_node)).then_some(storage_node),
+            lock_nodes,
+            members: self.members,
+        }
+    }
+
+    /// The lock servers' names in the history: `redis-0`, `postgres-0`, …
+    pub(crate) fn lock_names(&self) -> Vec<String> {
+        self.lock
+            .iter()
+            .enumerate()
+            .map(|(at, server)| {
+                let server = server.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                format!("{}-{at}", server.kind().name())
+            })
+            .collect()
+    }
+}

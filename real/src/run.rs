@@ -1,0 +1,447 @@
+//! One real test: its servers started, its clients driven through the
+//! backend's recipe while the fault executors strike on their seeded
+//! schedules, and its history checked.
+
+use std::time::{Duration, Instant};
+
+use lockcheck_checker::{
+    analyze, default_checkers, Analysis, Event, EventType, Function, HistoryBuilder,
+};
+use lockcheck_workloads::{HistoryFile, SharedRecorder, Workload, WorkloadOptions};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+
+use crate::catalogue::{
+    RealBackend, CLIENT_KILL_SEED, ETCD_MIN_TTL_S, FAILOVER_SEED, LOST_REPLY_CHANCE,
+    NET_FAULT_SEED, PERMITS, SERVER_FAULT_SEED,
+};
+use crate::driver::{drive_recorded, DriveOptions, StallNemesis};
+use crate::etcd::EtcdClient;
+use crate::exec::{self, ExecClient, ExecProgram, PidSlot};
+use crate::nemesis::{self, ServerAction, ServerFault};
+use crate::netfault::{self, NetChoice, NetFault, Topology};
+use crate::plan::{plan, shapes, Faults, RealOptions};
+use crate::provision::Servers;
+use crate::redis::{self as real_redis, RedisClient, RedisRecipe};
+use crate::redlock::RedlockClient;
+use crate::semaphore::{self, RedisSemaphoreClient};
+use crate::sql::SqlClient;
+use crate::storage::Storage;
+use crate::{failover, ClientConfig, RealError};
+
+/// One real test, run and checked.
+#[derive(Debug)]
+pub struct RealRun {
+    pub events: Vec<Event>,
+    pub analysis: Analysis,
+    /// Wall time from the servers' start to the clients' end.
+    pub wall_s: f64,
+    /// The faults that were on.
+    pub faults: Faults,
+}
+
+impl RealRun {
+    /// Lock operations (acquire, release, renew) that completed.
+    pub fn lock_ops(&self) -> usize {
+        lock_ops(&self.events)
+    }
+}
+
+/// Lock operations (acquire, release, renew) that completed in `events`.
+pub(crate) fn lock_ops(events: &[Event]) -> usize {
+    events
+        .iter()
+        .filter(|event| {
+            event.event_type != EventType::Invoke
+                && matches!(event.f, Function::Acquire | Function::Release | Function::Renew)
+        })
+        .count()
+}
+
+/// Why a real test did not come to a verdict.
+#[derive(Debug)]
+pub enum RealFailure {
+    /// The arguments do not make a test .
+    Usage(String),
+    /// A server is missing or unreachable, or could not be set up.
+    Server(RealError),
+    /// A bug in lockcheck.
+    Internal(String),
+}
+
+impl std::fmt::Display for RealFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RealFailure::Usage(message) => write!(f, "{message}"),
+            RealFailure::Server(error) => write!(f, "{error}"),
+            RealFailure::Internal(error) => write!(f, "internal error: {error}"),
+        }
+    }
+}
+
+/// Runs one real test with `seed` and checks its history; `chatty`: say on
+/// stderr which servers were started.
+pub fn execute(
+    test: &RealOptions,
+    backend: RealBackend,
+    seed: u64,
+    chatty: bool,
+) -> Result<RealRun, RealFailure> {
+    execute_recorded(test, backend, seed, chatty, None, &|_| {})
+}
+
+/// As [`execute`], writing each event to `history` as it is recorded, and
+/// handing the run's recorder to `watch` (a progress display) when the
+/// clients start. An
+/// interrupt ends it with [`RealError::Interrupted`], the servers stopped.
+pub fn execute_recorded(
+    test: &RealOptions,
+    backend: RealBackend,
+    seed: u64,
+    chatty: bool,
+    history: Option<HistoryFile>,
+    watch: &dyn Fn(&SharedRecorder),
+) -> Result<RealRun, RealFailure> {
+    let faults = plan(test, backend).map_err(RealFailure::Usage)?;
+    let workload = test.workload;
+    let started = Instant::now();
+    let servers = Servers::for_backend(test, backend, faults, chatty)
+        .map_err(|error| RealFailure::Server(error.or_interrupted()))?;
+    let mut ttl_ms = test.ttl.as_millis() as u64;
+    if backend == RealBackend::Etcd {
+        // etcd grants whole seconds, and raises short TTLs to its minimum
+        // (2 s for Debian's 3.4 defaults): stalls must outlast that.
+        let granted = ttl_ms.div_ceil(1000).max(ETCD_MIN_TTL_S) * 1000;
+        if granted != ttl_ms && chatty {
+            eprintln!(
+                "etcd leases are whole seconds, at least {ETCD_MIN_TTL_S}: the TTL is {granted} ms"
+            );
+        }
+        ttl_ms = granted;
+    }
+    let options = DriveOptions {
+        workload: WorkloadOptions {
+            workload,
+            locks: (0..test.locks).map(|lock| format!("lock-{lock}")).collect(),
+            resources: (0..test.locks).map(|lock| format!("resource-{lock}")).collect(),
+            ttl_ms,
+            // An etcd session's holder works a long job under its
+            // keepalive, as the simulated one does.
+            hold_ms: if backend == RealBackend::Etcd {
+                (0, ttl_ms * 2)
+            } else if faults.failover || faults.clock || backend == RealBackend::Redlock {
+                // As the simulator's: a hold long enough for a failover, a
+                // clock jump, or a crash and restart of Redlock's instances
+                // to fall inside one.
+                (0, ttl_ms / 3)
+            } else {
+                (0, (ttl_ms / 10).max(1))
+            },
+            think_ms: (0, 40),
+            send_fence: !test.no_fencing,
+            permits: matches!(backend, RealBackend::Semaphore { .. }).then_some(PERMITS),
+            keepalive_ms: (backend == RealBackend::Etcd).then_some(ttl_ms / 3),
+        },
+        clients: test.clients,
+        time_limit: test.time_limit,
+        seed,
+        stall: faults.pause.then(StallNemesis::default),
+    };
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|error| {
+            RealFailure::Internal(format!("cannot start the async runtime: {error}"))
+        })?;
+    let mut rng = SmallRng::seed_from_u64(seed ^ SERVER_FAULT_SEED);
+    let actions: Vec<ServerAction> = [
+        (faults.sigstop, ServerAction::Pause),
+        (faults.kill, ServerAction::Kill),
+        (faults.conn_kill, ServerAction::ConnKill),
+        (faults.clock, ServerAction::ClockJump),
+        (faults.clock, ServerAction::ClockDrift),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, action)| *action)
+    .collect();
+    let min_down = test.restart_delay.unwrap_or(match backend {
+        // Redlock's delayed restart: a crashed instance stays down longer
+        // than any lease it may have granted.
+        RealBackend::Redlock => Duration::from_millis(ttl_ms * 3 / 2),
+        _ => Duration::ZERO,
+    });
+    let mut server_faults = nemesis::schedule(
+        &actions,
+        servers.lock.len(),
+        ttl_ms,
+        min_down,
+        test.time_limit,
+        &mut rng,
+    );
+    if backend == RealBackend::Redlock {
+        // A lock is held on a majority, often on all five: only a majority
+        // killed at once can free it, so every Redlock kill takes one.
+        let majority = servers.lock.len() / 2 + 1;
+        for fault in server_faults.iter_mut().filter(|fault| fault.action == ServerAction::Kill) {
+            if let Some(&first) = fault.servers.first() {
+                fault.servers = (0..majority).map(|at| (first + at) % servers.lock.len()).collect();
+            }
+        }
+    }
+    if let Some(delay) = test.restart_delay {
+        // A restart delay given is the down time itself: 0 restarts a
+        // killed server at once, while its clients may still hold a lock.
+        for fault in server_faults.iter_mut().filter(|fault| fault.action == ServerAction::Kill) {
+            fault.end = fault.start + delay;
+        }
+    }
+    let names = servers.lock_names();
+    let choice = NetChoice {
+        shapes: if faults.partition {
+            shapes(test, backend).map_err(RealFailure::Usage)?
+        } else {
+            Vec::new()
+        },
+        slow: faults.slow_net,
+    };
+    let topology = servers.topology(backend, test.clients);
+    let net_faults = netfault::schedule(
+        &choice,
+        &topology,
+        ttl_ms,
+        test.time_limit,
+        &mut SmallRng::seed_from_u64(seed ^ NET_FAULT_SEED),
+    );
+    let failovers = if faults.failover {
+        failover::schedule(
+            ttl_ms,
+            test.time_limit,
+            &mut SmallRng::seed_from_u64(seed ^ FAILOVER_SEED),
+        )
+    } else {
+        Vec::new()
+    };
+    let kills = if faults.client_kill {
+        exec::kill_schedule(
+            test.clients,
+            ttl_ms,
+            test.time_limit,
+            &mut SmallRng::seed_from_u64(seed ^ CLIENT_KILL_SEED),
+        )
+    } else {
+        Vec::new()
+    };
+    let slots: Vec<PidSlot> = (0..test.clients).map(|_| PidSlot::default()).collect();
+    let planned = Planned {
+        kills: &kills,
+        slots: &slots,
+        server: &server_faults,
+        names: &names,
+        net: &net_faults,
+        topology: &topology,
+        failovers: &failovers,
+    };
+    let events = runtime
+        .block_on(drive_backend(test, backend, &servers, &options, planned, history, watch))
+        .map_err(|error| RealFailure::Server(error.or_interrupted()))?;
+    let wall_s = started.elapsed().as_secs_f64();
+    drop(servers);
+    lockcheck_workloads::interrupt::hold_before("check");
+    let mut builder = HistoryBuilder::with_capacity(events.len());
+    for event in &events {
+        builder.push(event).map_err(|error| {
+            RealFailure::Internal(format!("the driver recorded a malformed history: {error}"))
+        })?;
+    }
+    let analysis = analyze(&builder.finish(), &default_checkers(), &test.checks);
+    Ok(RealRun { events, analysis, wall_s, faults })
+}
+
+/// The faults a run's nemeses carry out.
+#[derive(Debug, Clone, Copy)]
+struct Planned<'a> {
+    server: &'a [ServerFault],
+    /// The lock servers' names in the history.
+    names: &'a [String],
+    net: &'a [NetFault],
+    topology: &'a Topology,
+    failovers: &'a [failover::Failover],
+    /// The exec backend's program kills, and where each client's program is.
+    kills: &'a [exec::ProgramKill],
+    slots: &'a [PidSlot],
+}
+
+async fn drive_backend(
+    test: &RealOptions,
+    backend: RealBackend,
+    servers: &Servers,
+    options: &DriveOptions,
+    planned: Planned<'_>,
+    history: Option<HistoryFile>,
+    watch: &dyn Fn(&SharedRecorder),
+) -> Result<Vec<Event>, RealError> {
+    let lock_servers = &servers.lock;
+    let sessions = match backend {
+        RealBackend::Sql(recipe) if recipe.is_mysql() => {
+            servers.mysql.as_deref().map(|url| (url, true))
+        }
+        RealBackend::Sql(_) => Some((servers.storage.as_str(), false)),
+        _ => None,
+    };
+    let proxy = servers.proxy.as_ref();
+    let pair = servers.pair.as_ref();
+    let nemesis = |recorder: SharedRecorder, start| async move {
+        watch(&recorder);
+        let net = async {
+            if let Some(proxy) = proxy {
+                netfault::run(planned.net, proxy, planned.topology, &recorder, start).await;
+            }
+        };
+        let failovers = async {
+            match pair {
+                Some(pair) => failover::run(pair, planned.failovers, &recorder, start).await,
+                None => Ok(()),
+            }
+        };
+        let servers =
+            nemesis::run(planned.server, lock_servers, planned.names, sessions, &recorder, start);
+        let kills = exec::kill_programs(planned.kills, planned.slots, &recorder, start);
+        let (done, (), failed_over, ()) = tokio::join!(servers, net, failovers, kills);
+        done.and(failed_over)
+    };
+    let workload = &options.workload;
+    let mut resources = workload.resources.clone();
+    if matches!(workload.workload, Workload::Cron | Workload::CronRelease) {
+        // The cron workload writes a report per day: `resource-0:day-3`.
+        resources.truncate(1);
+    }
+    Storage::prepare(&servers.storage, &resources).await?;
+    let config = |logical: u32| ClientConfig {
+        name: format!("client-{logical}"),
+        deadline: Duration::from_millis((workload.ttl_ms / 4).clamp(20, 2000)),
+        storage_url: servers.routes[logical as usize].1.clone(),
+        fenced_storage: !test.no_fencing,
+    };
+    let urls = |logical: u32| servers.routes[logical as usize].0.as_slice();
+    let locks = &workload.locks;
+    match backend {
+        RealBackend::Redis(recipe) => {
+            let url = &servers.redis[0];
+            real_redis::prepare(url, locks).await?;
+            let fencing = !test.no_fencing;
+            drive_recorded(
+                options,
+                history.clone(),
+                |logical, stall| {
+                    let config = config(logical);
+                    let url = &urls(logical)[0];
+                    async move {
+                        let client = match pair {
+                            Some(pair) => {
+                                RedisClient::connect_following(
+                                    pair.primary(),
+                                    recipe,
+                                    fencing,
+                                    stall,
+                                    &config,
+                                )
+                                .await?
+                            }
+                            None => {
+                                RedisClient::connect(url, recipe, fencing, stall, &config).await?
+                            }
+                        };
+                        Ok(match recipe {
+                            RedisRecipe::LostReply => client
+                                .lose_replies(LOST_REPLY_CHANCE, options.seed ^ u64::from(logical)),
+                            _ => client,
+                        })
+                    }
+                },
+                nemesis,
+            )
+            .await
+        }
+        RealBackend::Semaphore { client_clock } => {
+            semaphore::prepare(&servers.redis[0], locks).await?;
+            drive_recorded(
+                options,
+                history.clone(),
+                |logical, _stall| {
+                    let config = config(logical);
+                    let url = &urls(logical)[0];
+                    async move {
+                        RedisSemaphoreClient::connect(url, PERMITS, client_clock, &config).await
+                    }
+                },
+                nemesis,
+            )
+            .await
+        }
+        RealBackend::Redlock => {
+            for url in &servers.redis {
+                real_redis::prepare(url, locks).await?;
+            }
+            drive_recorded(
+                options,
+                history.clone(),
+                |logical, _stall| {
+                    let config = config(logical);
+                    let urls = urls(logical);
+                    async move { RedlockClient::connect(urls, &config).await }
+                },
+                nemesis,
+            )
+            .await
+        }
+        RealBackend::Etcd => {
+            drive_recorded(
+                options,
+                history.clone(),
+                |logical, _stall| {
+                    let config = config(logical);
+                    let endpoints = urls(logical);
+                    async move { EtcdClient::connect(endpoints, &config).await }
+                },
+                nemesis,
+            )
+            .await
+        }
+        RealBackend::Exec => {
+            let program = ExecProgram::from_words(&test.exec).ok_or_else(|| RealError::Setup {
+                what: "the exec backend",
+                reason: "no program after --".to_string(),
+            })?;
+            let (program, clients) = (&program, options.clients);
+            drive_recorded(
+                options,
+                history.clone(),
+                |logical, stall| {
+                    let config = config(logical);
+                    let env = servers.exec_env(logical);
+                    async move {
+                        let client =
+                            ExecClient::connect(program, logical, clients, &env, &config).await?;
+                        let slot = planned.slots[logical as usize].clone();
+                        Ok(client.freeze_on_stall(stall).share_pid(slot))
+                    }
+                },
+                nemesis,
+            )
+            .await
+        }
+        RealBackend::Sql(recipe) => {
+            SqlClient::prepare(servers.mysql.as_ref().unwrap_or(&servers.storage), recipe).await?;
+            drive_recorded(
+                options,
+                history.clone(),
+                |logical, _stall| {
+                    let config = config(logical);
+                    let url = &urls(logical)[0];
+                    async move { SqlClient::connect(url, recipe, &config).await }
+                },
+                nemesis,
+            )
+            .await
+        }
+    }
+}
