@@ -31,6 +31,20 @@ pub enum Judgement {
     Decided { matches: bool, found: String },
 }
 
+/// How a cell came out over its runs ([`Expect::judge_runs`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellOutcome<R> {
+    /// Whether as expected.
+    pub matches: bool,
+    /// What was found (`mutual-exclusion at seed 3`, `valid over 200 seeds`).
+    pub found: String,
+    /// Runs made.
+    pub runs: u64,
+    /// The run that decided the cell, with its number; none when every run
+    /// was made without a decision.
+    pub decided: Option<(u64, R)>,
+}
+
 /// The checkers of `names` whose verdict on `analysis` is one of `verdicts`.
 fn with_verdict(analysis: &Analysis, names: &[&str], verdicts: &[Verdict]) -> Vec<String> {
     names
@@ -88,6 +102,31 @@ impl Expect {
                 }
             }
         }
+    }
+
+    /// The one loop of every matrix: runs `run(0)`, `run(1)`, … up to
+    /// `runs` of them (at least one) until one decides the cell, judging
+    /// each by the analysis `analysis_of` finds in it; `unit` names a run
+    /// in what is found (`seed`, `run`). A run that fails ends the loop with
+    /// its error.
+    pub fn judge_runs<R, E>(
+        &self,
+        runs: u64,
+        unit: &str,
+        mut run: impl FnMut(u64) -> Result<R, E>,
+        analysis_of: impl Fn(&R) -> &Analysis,
+    ) -> Result<CellOutcome<R>, E> {
+        let runs = runs.max(1);
+        for at in 0..runs {
+            let made = run(at)?;
+            if let Judgement::Decided { matches, found } =
+                self.judge(analysis_of(&made), &format!("{unit} {at}"))
+            {
+                return Ok(CellOutcome { matches, found, runs: at + 1, decided: Some((at, made)) });
+            }
+        }
+        let (matches, found) = self.exhausted(runs, unit);
+        Ok(CellOutcome { matches, found, runs, decided: None })
     }
 
     /// Whether a run can decide the cell for a match: only a violated cell
@@ -195,6 +234,32 @@ mod tests {
         assert_eq!(VIOLATED.exhausted(1, "run"), (false, "not found in 1 run".to_string()));
         assert_eq!(VIOLATED.describe(), "violated: mutual-exclusion; resource-safety safe");
         assert_eq!(Expect::Safe.describe(), "safe");
+    }
+
+    #[test]
+    fn the_runs_stop_at_the_first_that_decides() {
+        let histories = [clean(), clean(), overlapping(), clean()];
+        let mut made = Vec::new();
+        let outcome = VIOLATED
+            .judge_runs(
+                4,
+                "seed",
+                |at| {
+                    made.push(at);
+                    Ok::<_, ()>(histories[at as usize].clone())
+                },
+                |analysis| analysis,
+            )
+            .unwrap();
+        assert_eq!(made, [0, 1, 2]);
+        assert!(outcome.matches);
+        assert_eq!(outcome.found, "mutual-exclusion at seed 2");
+        assert_eq!((outcome.runs, outcome.decided.map(|(at, _)| at)), (3, Some(2)));
+        let outcome = Expect::Safe.judge_runs(2, "run", |_| Ok::<_, ()>(clean()), |a| a).unwrap();
+        assert_eq!((outcome.matches, outcome.runs, outcome.decided), (true, 2, None));
+        assert_eq!(outcome.found, "valid over 2 runs");
+        let failed = Expect::Safe.judge_runs(0, "run", Err::<Analysis, _>, |a| a);
+        assert_eq!(failed, Err(0), "no runs asked: still one made");
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub use analysis::{
 };
 pub use beliefs::{Belief, BeliefEnd, Beliefs};
 pub use event::{Event, EventType, Function, Process, ValueFields};
-pub use expect::{Expect, Judgement};
+pub use expect::{CellOutcome, Expect, Judgement};
 pub use fence::FenceMonotonicity;
 pub use history::{
     History, HistoryBuilder, HistoryError, KeyId, Moment, NemesisEvent, Op, OpId, Outcome, Step,

@@ -10,7 +10,7 @@ mod provision;
 mod run;
 
 pub use catalogue::RealBackend;
-pub use plan::{plan, Faults, RealOptions};
+pub use plan::{plan, Faults, RealFault, RealOptions};
 pub use run::{execute, execute_recorded, RealFailure, RealRun};
 
 pub mod bench;
@@ -19,6 +19,7 @@ pub mod etcd;
 pub mod exec;
 pub mod failover;
 pub mod leftovers;
+pub mod matrix;
 pub mod nemesis;
 pub mod netfault;
 pub mod proxy;

@@ -11,11 +11,11 @@ use crate::netfault::Shape;
 use crate::servers::ServerKind;
 
 /// A real test: what `lockcheck check --backend <real>` asks for.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RealOptions {
     pub workload: Workload,
-    /// The faults, a comma list (`pause` is the usual default).
-    pub nemesis: String,
+    /// The faults that strike (none: a run without faults).
+    pub faults: Vec<RealFault>,
     /// The partition shapes asked for, a comma list.
     pub partition_shapes: String,
     pub clients: u32,
@@ -40,6 +40,34 @@ pub struct RealOptions {
     pub etcd_url: Vec<String>,
     /// The checkers' options.
     pub checks: CheckOptions,
+}
+
+impl Default for RealOptions {
+    /// `lockcheck check --backend <real>` with no other option.
+    fn default() -> Self {
+        RealOptions {
+            workload: Workload::FencedWrite,
+            faults: vec![RealFault::Pause],
+            partition_shapes: "client,isolate-one,halves,ring".to_string(),
+            clients: 5,
+            locks: 2,
+            ttl: Duration::from_secs(1),
+            time_limit: Duration::from_secs(60),
+            no_fencing: false,
+            persistent: false,
+            restart_delay: None,
+            servers: Vec::new(),
+            exec: Vec::new(),
+            postgres_url: None,
+            redis_url: Vec::new(),
+            mysql_url: None,
+            etcd_url: Vec::new(),
+            checks: CheckOptions {
+                linearizability_time_limit: Some(Duration::from_secs(10)),
+                ..CheckOptions::default()
+            },
+        }
+    }
 }
 
 /// The faults a real run has on.
@@ -68,25 +96,127 @@ pub struct Faults {
 impl Faults {
     /// The faults on, a comma list (`none` when none is).
     pub fn names(self) -> String {
-        let names: Vec<&str> = [
-            (self.pause, "pause"),
-            (self.sigstop, "sigstop"),
-            (self.kill, "kill"),
-            (self.conn_kill, "conn-kill"),
-            (self.partition, "partition"),
-            (self.slow_net, "slow-net"),
-            (self.clock, "clock"),
-            (self.failover, "failover"),
-            (self.client_kill, "client-kill"),
-        ]
-        .iter()
-        .filter(|(on, _)| *on)
-        .map(|(_, name)| *name)
-        .collect();
+        let names: Vec<&str> = RealFault::ALL
+            .iter()
+            .filter(|fault| self.has(**fault))
+            .map(|fault| fault.name())
+            .collect();
         if names.is_empty() {
             "none".to_string()
         } else {
             names.join(",")
+        }
+    }
+
+    /// Whether `fault` is on.
+    pub fn has(self, fault: RealFault) -> bool {
+        match fault {
+            RealFault::Pause => self.pause,
+            RealFault::Sigstop => self.sigstop,
+            RealFault::Kill => self.kill,
+            RealFault::ConnKill => self.conn_kill,
+            RealFault::Partition => self.partition,
+            RealFault::SlowNet => self.slow_net,
+            RealFault::Clock => self.clock,
+            RealFault::Failover => self.failover,
+            RealFault::ClientKill => self.client_kill,
+        }
+    }
+}
+
+/// A fault against real servers, by its `--nemesis` name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RealFault {
+    /// Client stalls longer than the TTL: the GC pause.
+    Pause,
+    /// SIGSTOP, later SIGCONT, of a lock server.
+    Sigstop,
+    /// SIGKILL, later a restart, of lock servers.
+    Kill,
+    /// The SQL server ends the lock sessions.
+    ConnKill,
+    /// Links held through the proxy: a client cut off, or members split.
+    Partition,
+    /// One client's links delayed through the proxy.
+    SlowNet,
+    /// A lock server's wall clock jumps or drifts (libfaketime).
+    Clock,
+    /// A Redis primary dies and its async replica takes over.
+    Failover,
+    /// The exec backend's lock program is killed (SIGKILL).
+    ClientKill,
+}
+
+impl RealFault {
+    pub const ALL: [RealFault; 9] = [
+        RealFault::Pause,
+        RealFault::Sigstop,
+        RealFault::Kill,
+        RealFault::ConnKill,
+        RealFault::Partition,
+        RealFault::SlowNet,
+        RealFault::Clock,
+        RealFault::Failover,
+        RealFault::ClientKill,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RealFault::Pause => "pause",
+            RealFault::Sigstop => "sigstop",
+            RealFault::Kill => "kill",
+            RealFault::ConnKill => "conn-kill",
+            RealFault::Partition => "partition",
+            RealFault::SlowNet => "slow-net",
+            RealFault::Clock => "clock",
+            RealFault::Failover => "failover",
+            RealFault::ClientKill => "client-kill",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<RealFault> {
+        RealFault::ALL.into_iter().find(|fault| fault.name() == name)
+    }
+
+    /// A `--nemesis` comma list (`none`, or empty: no fault), or the first
+    /// name that is not a real fault.
+    pub fn parse_list(names: &str) -> Result<Vec<RealFault>, String> {
+        let mut faults = Vec::new();
+        for name in names.split(',').map(str::trim).filter(|name| !name.is_empty()) {
+            match RealFault::parse(name) {
+                Some(fault) if !faults.contains(&fault) => faults.push(fault),
+                Some(_) => {}
+                None if name == "none" => {}
+                None => {
+                    return Err(format!(
+                        "the fault {name:?} is not available against real servers: use pause (client stalls), sigstop (SIGSTOP of a lock server), kill (SIGKILL and restart of a lock server), conn-kill (the SQL server ends the lock sessions), partition, slow-net, clock (libfaketime), failover (Redis), client-kill (exec) or none"
+                    ))
+                }
+            }
+        }
+        Ok(faults)
+    }
+
+    /// Why this fault cannot strike `backend`, if it cannot.
+    pub fn refused_by(self, backend: RealBackend) -> Option<String> {
+        match self {
+            RealFault::ConnKill if !matches!(backend, RealBackend::Sql(_)) => Some(format!(
+                "conn-kill ends SQL sessions: it applies to the postgres-* and mysql-* backends, not {}",
+                backend.name()
+            )),
+            RealFault::Clock if backend == RealBackend::Etcd => Some(
+                "clock: etcd is written in Go and reads the time without libc, so libfaketime cannot move its clock (its leases run on the leader's monotonic clock anyway); the simulated sim-etcd has clock faults"
+                    .to_string(),
+            ),
+            RealFault::Failover if !matches!(backend, RealBackend::Redis(_)) => Some(format!(
+                "failover promotes a Redis replica: it applies to the single-Redis backends (redis, redis-fenced, redis-del-release, …), not {}",
+                backend.name()
+            )),
+            RealFault::ClientKill if backend != RealBackend::Exec => Some(format!(
+                "client-kill kills your lock program: it applies to --backend exec, not {}",
+                backend.name()
+            )),
+            _ => None,
         }
     }
 }
@@ -94,49 +224,21 @@ impl Faults {
 /// The faults a real run of `backend` has on, or what is wrong with the
 /// options.
 pub fn plan(test: &RealOptions, backend: RealBackend) -> Result<Faults, String> {
-    let nemesis = test.nemesis.as_str();
     let mut faults = Faults::default();
-    for name in nemesis.split(',').map(str::trim).filter(|name| !name.is_empty()) {
-        match name {
-            "none" => {}
-            "pause" => faults.pause = true,
-            "sigstop" => faults.sigstop = true,
-            "kill" => faults.kill = true,
-            "conn-kill" if matches!(backend, RealBackend::Sql(_)) => faults.conn_kill = true,
-            "partition" => faults.partition = true,
-            "slow-net" => faults.slow_net = true,
-            "clock" if backend == RealBackend::Etcd => {
-                return Err(
-                    "clock: etcd is written in Go and reads the time without libc, so libfaketime cannot move its clock (its leases run on the leader's monotonic clock anyway); the simulated sim-etcd has clock faults"
-                        .to_string(),
-                )
-            }
-            "clock" => faults.clock = true,
-            "failover" if matches!(backend, RealBackend::Redis(_)) => faults.failover = true,
-            "client-kill" if backend == RealBackend::Exec => faults.client_kill = true,
-            "client-kill" => {
-                return Err(format!(
-                    "client-kill kills your lock program: it applies to --backend exec, not {}",
-                    backend.name()
-                ))
-            }
-            "failover" => {
-                return Err(format!(
-                    "failover promotes a Redis replica: it applies to the single-Redis backends (redis, redis-fenced, redis-del-release, …), not {}",
-                    backend.name()
-                ))
-            }
-            "conn-kill" => {
-                return Err(format!(
-                    "conn-kill ends SQL sessions: it applies to the postgres-* and mysql-* backends, not {}",
-                    backend.name()
-                ))
-            }
-            other => {
-                return Err(format!(
-                    "the fault {other:?} is not available against real servers: use pause (client stalls), sigstop (SIGSTOP of a lock server), kill (SIGKILL and restart of a lock server), conn-kill (the SQL server ends the lock sessions), partition, slow-net, clock (libfaketime), failover (Redis), client-kill (exec) or none"
-                ))
-            }
+    for &fault in &test.faults {
+        if let Some(why) = fault.refused_by(backend) {
+            return Err(why);
+        }
+        match fault {
+            RealFault::Pause => faults.pause = true,
+            RealFault::Sigstop => faults.sigstop = true,
+            RealFault::Kill => faults.kill = true,
+            RealFault::ConnKill => faults.conn_kill = true,
+            RealFault::Partition => faults.partition = true,
+            RealFault::SlowNet => faults.slow_net = true,
+            RealFault::Clock => faults.clock = true,
+            RealFault::Failover => faults.failover = true,
+            RealFault::ClientKill => faults.client_kill = true,
         }
     }
     match (backend, test.exec.is_empty()) {
@@ -288,13 +390,13 @@ mod tests {
     use lockcheck_checker::CheckOptions;
     use lockcheck_workloads::Workload;
 
-    use super::{plan, RealOptions};
+    use super::{plan, RealFault, RealOptions};
     use crate::catalogue::RealBackend;
 
     fn options(nemesis: &str) -> RealOptions {
         RealOptions {
             workload: Workload::FencedWrite,
-            nemesis: nemesis.to_string(),
+            faults: RealFault::parse_list(nemesis).unwrap(),
             partition_shapes: "client,isolate-one,halves,ring".to_string(),
             clients: 5,
             locks: 2,
@@ -319,7 +421,7 @@ mod tests {
 
     fn refused(options: &RealOptions, name: &str) -> String {
         match plan(options, backend(name)) {
-            Ok(faults) => panic!("{name} {}: accepted with {}", options.nemesis, faults.names()),
+            Ok(faults) => panic!("{name} {:?}: accepted with {}", options.faults, faults.names()),
             Err(message) => message,
         }
     }
@@ -347,7 +449,13 @@ mod tests {
         assert!(refused(&options("clock"), "etcd").contains("libfaketime"));
         assert!(refused(&options("failover"), "etcd").contains("promotes a Redis replica"));
         assert!(refused(&options("client-kill"), "redlock").contains("--backend exec"));
-        assert!(refused(&options("delay"), "redis").contains("not available against real servers"));
+        let unknown = RealFault::parse_list("pause,delay").unwrap_err();
+        assert!(unknown.contains("\"delay\" is not available against real servers"), "{unknown}");
+        assert_eq!(RealFault::parse_list("none").unwrap(), vec![]);
+        assert_eq!(
+            RealFault::parse_list(" kill, pause,kill ").unwrap(),
+            vec![RealFault::Kill, RealFault::Pause]
+        );
     }
 
     #[test]
@@ -377,7 +485,7 @@ mod tests {
         let mut exec = options("pause");
         exec.exec = vec!["true".to_string()];
         exec.servers = vec!["etcd".to_string()];
-        exec.nemesis = "clock".to_string();
+        exec.faults = vec![RealFault::Clock];
         assert!(refused(&exec, "exec").contains("leave etcd out"));
         exec.servers = vec!["postgres*2".to_string()];
         assert!(refused(&exec, "exec").contains("one postgres at most"));

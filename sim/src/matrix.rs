@@ -345,18 +345,23 @@ pub fn run_cell_with_progress(
     let (base, check_options) = cell_options(cell, effort);
     let seeds =
         if cell.expect.seeks_violation() { effort.violated_within } else { effort.safe_seeds };
-    for seed in 0..seeds.max(1) {
-        let options = SimOptions { seed, ..base.clone() };
-        let sim = run(&options)?;
-        progress(seed, &sim);
-        let analysis = check_run(&sim, &check_options)
-            .map_err(|error| MatrixError::History { seed, error: Box::new(error) })?;
-        if let Judgement::Decided { matches, found } =
-            cell.expect.judge(&analysis, &format!("seed {seed}"))
-        {
-            return Ok(CellResult { matches, seeds: seed + 1, seed: Some(seed), found, options });
-        }
-    }
-    let (matches, found) = cell.expect.exhausted(seeds, "seed");
-    Ok(CellResult { matches, seeds, seed: None, found, options: SimOptions { seed: 0, ..base } })
+    let outcome = cell.expect.judge_runs(
+        seeds,
+        "seed",
+        |seed| {
+            let sim = run(&SimOptions { seed, ..base.clone() })?;
+            progress(seed, &sim);
+            check_run(&sim, &check_options)
+                .map_err(|error| MatrixError::History { seed, error: Box::new(error) })
+        },
+        |analysis| analysis,
+    )?;
+    let seed = outcome.decided.map(|(seed, _)| seed);
+    Ok(CellResult {
+        matches: outcome.matches,
+        seeds: outcome.runs,
+        seed,
+        found: outcome.found,
+        options: SimOptions { seed: seed.unwrap_or(0), ..base },
+    })
 }
