@@ -191,8 +191,10 @@ pub struct CheckArgs {
     /// day's lock is released after the run).
     #[arg(long, default_value = "fenced-write")]
     pub workload: String,
-    /// Faults, a comma list of pause, clock, kill, delay, loss, skew,
-    /// failover, partition; or none. Against real servers: pause (client
+    /// Faults, a comma list; or none. The same names in both worlds. In the
+    /// simulator: pause, clock, kill, slow-net (also named delay: a lock
+    /// host's replies delayed), loss, skew, failover, partition. Against
+    /// real servers: pause (client
     /// stalls), sigstop (SIGSTOP of a lock server), kill (SIGKILL and
     /// restart), conn-kill (the SQL server ends the lock sessions),
     /// partition and slow-net (through lockcheck's own TCP proxy), clock
@@ -200,7 +202,8 @@ pub struct CheckArgs {
     /// PostgreSQL, MariaDB; etcd, written in Go, ignores libfaketime, so
     /// clock is refused for it), failover (a Redis primary dies and its
     /// async replica is promoted), client-kill (--backend exec: SIGKILL of
-    /// your lock program). [default: pause,clock,kill,delay,loss on a
+    /// your lock program). Each world refuses, with the reason, a fault it
+    /// cannot carry out. [default: pause,clock,kill,slow-net,loss on a
     /// simulated backend; pause on a real one]
     #[arg(long)]
     pub nemesis: Option<String>,
@@ -418,15 +421,10 @@ impl CheckArgs {
             )
         })?;
         let workload = self.workload()?;
-        let mut faults = Vec::new();
-        let nemesis = self.nemesis.as_deref().unwrap_or("pause,clock,kill,delay,loss");
-        if nemesis != "none" {
-            for name in nemesis.split(',').map(str::trim).filter(|name| !name.is_empty()) {
-                faults.push(FaultKind::parse(name).ok_or_else(|| {
-                    format!("unknown fault {name:?}: use pause, clock, kill, delay, loss, skew, failover, partition, or none")
-                })?);
-            }
-        }
+        let faults = match self.nemesis.as_deref() {
+            Some(names) => FaultKind::parse_list(names)?,
+            None => lockcheck_sim::DEFAULT_FAULTS.to_vec(),
+        };
         let mut partition_shapes = Vec::new();
         for name in self.partition_shapes.split(',').map(str::trim).filter(|name| !name.is_empty())
         {

@@ -7,11 +7,9 @@ use std::process::ExitCode;
 
 use lockcheck_checker::Analysis;
 use lockcheck_checker::{Event, Verdict};
-use lockcheck_real::{
-    execute_recorded, RealBackend, RealError, RealFailure, RealFault, RealOptions, RealRun,
-};
+use lockcheck_real::{execute_recorded, RealBackend, RealError, RealFailure, RealOptions, RealRun};
 use lockcheck_reports::Analyzed;
-use lockcheck_workloads::interrupt;
+use lockcheck_workloads::{interrupt, FaultKind};
 
 use crate::args::{CheckArgs, Format};
 use crate::exit;
@@ -28,7 +26,7 @@ pub fn real_options(args: &CheckArgs) -> Result<RealOptions, String> {
     }
     Ok(RealOptions {
         workload,
-        faults: RealFault::parse_list(args.nemesis.as_deref().unwrap_or("pause"))?,
+        faults: FaultKind::parse_list(args.nemesis.as_deref().unwrap_or("pause"))?,
         partition_shapes: args.partition_shapes.clone(),
         clients: args.clients,
         locks: args.locks,

@@ -10,7 +10,7 @@ mod provision;
 mod run;
 
 pub use catalogue::RealBackend;
-pub use plan::{plan, Faults, RealFault, RealOptions};
+pub use plan::{plan, refused_in_real, Faults, RealOptions};
 pub use run::{execute, execute_recorded, RealFailure, RealRun};
 
 pub mod bench;

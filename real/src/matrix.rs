@@ -11,16 +11,17 @@ use lockcheck_checker::{CheckOptions, Expect};
 
 use crate::catalogue::RealBackend;
 use crate::netfault::Shape;
-use crate::plan::{RealFault, RealOptions};
+use crate::plan::RealOptions;
 use crate::redis::RedisRecipe;
 use crate::sql::SqlRecipe;
+use lockcheck_workloads::FaultKind;
 
 /// What a cell runs: a backend, its faults and the options that differ
 /// from `lockcheck check`'s defaults.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Setup {
     pub backend: RealBackend,
-    pub faults: &'static [RealFault],
+    pub faults: &'static [FaultKind],
     /// The partition shapes, when not every one.
     pub shapes: Option<&'static [Shape]>,
     pub ttl: Duration,
@@ -29,7 +30,7 @@ pub struct Setup {
     pub persistent: bool,
 }
 
-fn on(backend: RealBackend, faults: &'static [RealFault], ttl_ms: u64) -> Setup {
+fn on(backend: RealBackend, faults: &'static [FaultKind], ttl_ms: u64) -> Setup {
     Setup {
         backend,
         faults,
@@ -145,8 +146,8 @@ fn cell(setup: Setup, seconds: u64, expect: Expect, note: &'static str) -> RealC
 
 /// The real cells, in docs/truth-table.md's order.
 pub fn cells() -> Vec<RealCell> {
+    use FaultKind as F;
     use RealBackend as B;
-    use RealFault as F;
     vec![
         cell(on(B::Redis(RedisRecipe::Plain), &[], 500), 5, SAFE, "no fault"),
         cell(

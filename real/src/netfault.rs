@@ -36,40 +36,7 @@ use super::proxy::{LinkState, Proxy};
 use super::RealError;
 use lockcheck_workloads::SharedRecorder;
 
-/// The shape of a partition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Shape {
-    Client,
-    IsolateOne,
-    Halves,
-    Ring,
-}
-
-impl Shape {
-    pub const ALL: [Shape; 4] = [Shape::Client, Shape::IsolateOne, Shape::Halves, Shape::Ring];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Shape::Client => "client",
-            Shape::IsolateOne => "isolate-one",
-            Shape::Halves => "halves",
-            Shape::Ring => "ring",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Shape> {
-        Shape::ALL.into_iter().find(|shape| shape.name() == name)
-    }
-
-    /// Whether it splits anything among `members` cluster members.
-    pub fn applies(self, members: usize) -> bool {
-        match self {
-            Shape::Client => true,
-            Shape::IsolateOne | Shape::Halves => members >= 3,
-            Shape::Ring => members >= 5,
-        }
-    }
-}
+pub use lockcheck_workloads::Shape;
 
 /// The nodes of a test, by their names in the proxy and the history.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,8 +90,12 @@ pub fn schedule(
     rng: &mut SmallRng,
 ) -> Vec<NetFault> {
     let mut faults = Vec::new();
-    let shapes: Vec<Shape> =
-        choice.shapes.iter().copied().filter(|shape| shape.applies(topology.members)).collect();
+    let shapes: Vec<Shape> = choice
+        .shapes
+        .iter()
+        .copied()
+        .filter(|shape| shape.applies(topology.members as u32, true))
+        .collect();
     let kinds = shapes.len() + usize::from(choice.slow);
     let quiet_start = Duration::from_secs(1).min(time_limit / 10);
     let quiet_end = Duration::from_millis(ttl_ms * 3).min(time_limit / 5);

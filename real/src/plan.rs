@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use lockcheck_checker::CheckOptions;
-use lockcheck_workloads::Workload;
+use lockcheck_workloads::{FaultKind, Workload};
 
 use crate::catalogue::RealBackend;
 use crate::netfault::Shape;
@@ -15,7 +15,7 @@ use crate::servers::ServerKind;
 pub struct RealOptions {
     pub workload: Workload,
     /// The faults that strike (none: a run without faults).
-    pub faults: Vec<RealFault>,
+    pub faults: Vec<FaultKind>,
     /// The partition shapes asked for, a comma list.
     pub partition_shapes: String,
     pub clients: u32,
@@ -47,7 +47,7 @@ impl Default for RealOptions {
     fn default() -> Self {
         RealOptions {
             workload: Workload::FencedWrite,
-            faults: vec![RealFault::Pause],
+            faults: vec![FaultKind::Pause],
             partition_shapes: "client,isolate-one,halves,ring".to_string(),
             clients: 5,
             locks: 2,
@@ -69,6 +69,19 @@ impl Default for RealOptions {
         }
     }
 }
+
+/// The order a real run names its faults in.
+const REAL_ORDER: [FaultKind; 9] = [
+    FaultKind::Pause,
+    FaultKind::Sigstop,
+    FaultKind::Kill,
+    FaultKind::ConnKill,
+    FaultKind::Partition,
+    FaultKind::SlowNet,
+    FaultKind::Clock,
+    FaultKind::Failover,
+    FaultKind::ClientKill,
+];
 
 /// The faults a real run has on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -96,11 +109,8 @@ pub struct Faults {
 impl Faults {
     /// The faults on, a comma list (`none` when none is).
     pub fn names(self) -> String {
-        let names: Vec<&str> = RealFault::ALL
-            .iter()
-            .filter(|fault| self.has(**fault))
-            .map(|fault| fault.name())
-            .collect();
+        let names: Vec<&str> =
+            REAL_ORDER.iter().filter(|fault| self.has(**fault)).map(|fault| fault.name()).collect();
         if names.is_empty() {
             "none".to_string()
         } else {
@@ -109,115 +119,50 @@ impl Faults {
     }
 
     /// Whether `fault` is on.
-    pub fn has(self, fault: RealFault) -> bool {
+    pub fn has(self, fault: FaultKind) -> bool {
         match fault {
-            RealFault::Pause => self.pause,
-            RealFault::Sigstop => self.sigstop,
-            RealFault::Kill => self.kill,
-            RealFault::ConnKill => self.conn_kill,
-            RealFault::Partition => self.partition,
-            RealFault::SlowNet => self.slow_net,
-            RealFault::Clock => self.clock,
-            RealFault::Failover => self.failover,
-            RealFault::ClientKill => self.client_kill,
+            FaultKind::Pause => self.pause,
+            FaultKind::Sigstop => self.sigstop,
+            FaultKind::Kill => self.kill,
+            FaultKind::ConnKill => self.conn_kill,
+            FaultKind::Partition => self.partition,
+            FaultKind::SlowNet => self.slow_net,
+            FaultKind::Clock => self.clock,
+            FaultKind::Failover => self.failover,
+            FaultKind::ClientKill => self.client_kill,
+            FaultKind::Loss | FaultKind::Skew => false,
         }
     }
 }
 
-/// A fault against real servers, by its `--nemesis` name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum RealFault {
-    /// Client stalls longer than the TTL: the GC pause.
-    Pause,
-    /// SIGSTOP, later SIGCONT, of a lock server.
-    Sigstop,
-    /// SIGKILL, later a restart, of lock servers.
-    Kill,
-    /// The SQL server ends the lock sessions.
-    ConnKill,
-    /// Links held through the proxy: a client cut off, or members split.
-    Partition,
-    /// One client's links delayed through the proxy.
-    SlowNet,
-    /// A lock server's wall clock jumps or drifts (libfaketime).
-    Clock,
-    /// A Redis primary dies and its async replica takes over.
-    Failover,
-    /// The exec backend's lock program is killed (SIGKILL).
-    ClientKill,
-}
-
-impl RealFault {
-    pub const ALL: [RealFault; 9] = [
-        RealFault::Pause,
-        RealFault::Sigstop,
-        RealFault::Kill,
-        RealFault::ConnKill,
-        RealFault::Partition,
-        RealFault::SlowNet,
-        RealFault::Clock,
-        RealFault::Failover,
-        RealFault::ClientKill,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            RealFault::Pause => "pause",
-            RealFault::Sigstop => "sigstop",
-            RealFault::Kill => "kill",
-            RealFault::ConnKill => "conn-kill",
-            RealFault::Partition => "partition",
-            RealFault::SlowNet => "slow-net",
-            RealFault::Clock => "clock",
-            RealFault::Failover => "failover",
-            RealFault::ClientKill => "client-kill",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<RealFault> {
-        RealFault::ALL.into_iter().find(|fault| fault.name() == name)
-    }
-
-    /// A `--nemesis` comma list (`none`, or empty: no fault), or the first
-    /// name that is not a real fault.
-    pub fn parse_list(names: &str) -> Result<Vec<RealFault>, String> {
-        let mut faults = Vec::new();
-        for name in names.split(',').map(str::trim).filter(|name| !name.is_empty()) {
-            match RealFault::parse(name) {
-                Some(fault) if !faults.contains(&fault) => faults.push(fault),
-                Some(_) => {}
-                None if name == "none" => {}
-                None => {
-                    return Err(format!(
-                        "the fault {name:?} is not available against real servers: use pause (client stalls), sigstop (SIGSTOP of a lock server), kill (SIGKILL and restart of a lock server), conn-kill (the SQL server ends the lock sessions), partition, slow-net, clock (libfaketime), failover (Redis), client-kill (exec) or none"
-                    ))
-                }
-            }
-        }
-        Ok(faults)
-    }
-
-    /// Why this fault cannot strike `backend`, if it cannot.
-    pub fn refused_by(self, backend: RealBackend) -> Option<String> {
-        match self {
-            RealFault::ConnKill if !matches!(backend, RealBackend::Sql(_)) => Some(format!(
-                "conn-kill ends SQL sessions: it applies to the postgres-* and mysql-* backends, not {}",
-                backend.name()
-            )),
-            RealFault::Clock if backend == RealBackend::Etcd => Some(
-                "clock: etcd is written in Go and reads the time without libc, so libfaketime cannot move its clock (its leases run on the leader's monotonic clock anyway); the simulated sim-etcd has clock faults"
-                    .to_string(),
-            ),
-            RealFault::Failover if !matches!(backend, RealBackend::Redis(_)) => Some(format!(
-                "failover promotes a Redis replica: it applies to the single-Redis backends (redis, redis-fenced, redis-del-release, …), not {}",
-                backend.name()
-            )),
-            RealFault::ClientKill if backend != RealBackend::Exec => Some(format!(
-                "client-kill kills your lock program: it applies to --backend exec, not {}",
-                backend.name()
-            )),
-            _ => None,
-        }
+/// Why `kind` cannot strike `backend` against real servers, if it cannot.
+pub fn refused_in_real(kind: FaultKind, backend: RealBackend) -> Option<String> {
+    match kind {
+        FaultKind::ConnKill if !matches!(backend, RealBackend::Sql(_)) => Some(format!(
+            "conn-kill ends SQL sessions: it applies to the postgres-* and mysql-* backends, not {}",
+            backend.name()
+        )),
+        FaultKind::Clock if backend == RealBackend::Etcd => Some(
+            "clock: etcd is written in Go and reads the time without libc, so libfaketime cannot move its clock (its leases run on the leader's monotonic clock anyway); the simulated sim-etcd has clock faults"
+                .to_string(),
+        ),
+        FaultKind::Failover if !matches!(backend, RealBackend::Redis(_)) => Some(format!(
+            "failover promotes a Redis replica: it applies to the single-Redis backends (redis, redis-fenced, redis-del-release, …), not {}",
+            backend.name()
+        )),
+        FaultKind::ClientKill if backend != RealBackend::Exec => Some(format!(
+            "client-kill kills your lock program: it applies to --backend exec, not {}",
+            backend.name()
+        )),
+        FaultKind::Loss => Some(
+        "loss is simulated only: against real servers, slow-net delays a client's links and partition cuts them"
+            .to_string(),
+    ),
+    FaultKind::Skew => Some(
+        "skew moves a simulated client's clock: real clients read the machine's clock, and clock moves a lock server's"
+            .to_string(),
+    ),
+    _ => None,
     }
 }
 
@@ -226,19 +171,21 @@ impl RealFault {
 pub fn plan(test: &RealOptions, backend: RealBackend) -> Result<Faults, String> {
     let mut faults = Faults::default();
     for &fault in &test.faults {
-        if let Some(why) = fault.refused_by(backend) {
+        if let Some(why) = refused_in_real(fault, backend) {
             return Err(why);
         }
         match fault {
-            RealFault::Pause => faults.pause = true,
-            RealFault::Sigstop => faults.sigstop = true,
-            RealFault::Kill => faults.kill = true,
-            RealFault::ConnKill => faults.conn_kill = true,
-            RealFault::Partition => faults.partition = true,
-            RealFault::SlowNet => faults.slow_net = true,
-            RealFault::Clock => faults.clock = true,
-            RealFault::Failover => faults.failover = true,
-            RealFault::ClientKill => faults.client_kill = true,
+            FaultKind::Pause => faults.pause = true,
+            FaultKind::Sigstop => faults.sigstop = true,
+            FaultKind::Kill => faults.kill = true,
+            FaultKind::ConnKill => faults.conn_kill = true,
+            FaultKind::Partition => faults.partition = true,
+            FaultKind::SlowNet => faults.slow_net = true,
+            FaultKind::Clock => faults.clock = true,
+            FaultKind::Failover => faults.failover = true,
+            FaultKind::ClientKill => faults.client_kill = true,
+            // Refused above.
+            FaultKind::Loss | FaultKind::Skew => {}
         }
     }
     match (backend, test.exec.is_empty()) {
@@ -388,15 +335,15 @@ mod tests {
     use std::time::Duration;
 
     use lockcheck_checker::CheckOptions;
-    use lockcheck_workloads::Workload;
+    use lockcheck_workloads::{FaultKind, Workload};
 
-    use super::{plan, RealFault, RealOptions};
+    use super::{plan, RealOptions};
     use crate::catalogue::RealBackend;
 
     fn options(nemesis: &str) -> RealOptions {
         RealOptions {
             workload: Workload::FencedWrite,
-            faults: RealFault::parse_list(nemesis).unwrap(),
+            faults: FaultKind::parse_list(nemesis).unwrap(),
             partition_shapes: "client,isolate-one,halves,ring".to_string(),
             clients: 5,
             locks: 2,
@@ -449,13 +396,10 @@ mod tests {
         assert!(refused(&options("clock"), "etcd").contains("libfaketime"));
         assert!(refused(&options("failover"), "etcd").contains("promotes a Redis replica"));
         assert!(refused(&options("client-kill"), "redlock").contains("--backend exec"));
-        let unknown = RealFault::parse_list("pause,delay").unwrap_err();
-        assert!(unknown.contains("\"delay\" is not available against real servers"), "{unknown}");
-        assert_eq!(RealFault::parse_list("none").unwrap(), vec![]);
-        assert_eq!(
-            RealFault::parse_list(" kill, pause,kill ").unwrap(),
-            vec![RealFault::Kill, RealFault::Pause]
-        );
+        assert!(refused(&options("loss"), "redis").contains("simulated only"));
+        assert!(refused(&options("skew"), "etcd").contains("machine's clock"));
+        // delay is slow-net's other name, in both worlds.
+        assert_eq!(plan(&options("delay"), backend("redis")).unwrap().names(), "slow-net");
     }
 
     #[test]
@@ -485,7 +429,7 @@ mod tests {
         let mut exec = options("pause");
         exec.exec = vec!["true".to_string()];
         exec.servers = vec!["etcd".to_string()];
-        exec.faults = vec![RealFault::Clock];
+        exec.faults = vec![FaultKind::Clock];
         assert!(refused(&exec, "exec").contains("leave etcd out"));
         exec.servers = vec!["postgres*2".to_string()];
         assert!(refused(&exec, "exec").contains("one postgres at most"));

@@ -18,7 +18,7 @@ mod run;
 mod server;
 
 pub use client::{Backend, SimClient, REDLOCK_HOSTS};
-pub use nemesis::{Action, Fault, FaultKind, Shape, Targets};
+pub use nemesis::{refused_in_sim, Action, Fault, FaultKind, Shape, Targets, DEFAULT_FAULTS};
 pub use run::{run, run_recorded, run_with_progress, SimError, SimOptions, SimRun, SimStats};
 
 mod matrix;

@@ -6,137 +6,57 @@ use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::Rng;
 
-/// The kinds of fault `--nemesis` names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum FaultKind {
-    /// A client stalls between its grant and its write, longer than the TTL
-    /// (a GC pause), or the lock server is paused (SIGSTOP).
-    Pause,
-    /// The lock server's clock jumps forward, or drifts fast.
-    Clock,
-    /// The lock server crashes and restarts (its keys survive only with
-    /// persistence).
-    Kill,
-    /// Replies from the lock server are delayed.
-    Delay,
-    /// Requests or replies to the lock server are lost.
-    Loss,
-    /// A client's clock jumps (forward or back): harmless to every recipe
-    /// that takes time from the server.
-    Skew,
-    /// The Redis primary crashes before shipping its latest writes to its
-    /// async replica; the replica is promoted and the clients follow it; the
-    /// old primary comes back as the new replica. Only for the single-Redis
-    /// backends (the others run without it): with it on, their lock service
-    /// is a primary and a replica.
-    Failover,
-    /// A client is cut off from the lock service (every lock host): its
-    /// messages are dropped until the partition heals.
-    Partition,
-}
+pub use lockcheck_workloads::{FaultKind, Shape};
 
-impl FaultKind {
-    pub const ALL: [FaultKind; 8] = [
-        FaultKind::Pause,
-        FaultKind::Clock,
-        FaultKind::Kill,
-        FaultKind::Delay,
-        FaultKind::Loss,
-        FaultKind::Skew,
-        FaultKind::Failover,
-        FaultKind::Partition,
-    ];
+/// The faults of a default simulated run: every one that strikes the lock
+/// service.
+pub const DEFAULT_FAULTS: [FaultKind; 5] =
+    [FaultKind::Pause, FaultKind::Clock, FaultKind::Kill, FaultKind::SlowNet, FaultKind::Loss];
 
-    /// The faults of a default run: every one that strikes the lock service.
-    pub const DEFAULT: [FaultKind; 5] =
-        [FaultKind::Pause, FaultKind::Clock, FaultKind::Kill, FaultKind::Delay, FaultKind::Loss];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            FaultKind::Pause => "pause",
-            FaultKind::Clock => "clock",
-            FaultKind::Kill => "kill",
-            FaultKind::Delay => "delay",
-            FaultKind::Loss => "loss",
-            FaultKind::Skew => "skew",
-            FaultKind::Failover => "failover",
-            FaultKind::Partition => "partition",
+/// Why the simulator cannot carry out `kind`, if it cannot: the faults of
+/// real processes and sessions.
+pub fn refused_in_sim(kind: FaultKind) -> Option<&'static str> {
+    match kind {
+        FaultKind::Sigstop => Some(
+            "sigstop stops a real server's process: in the simulator, pause also pauses the lock server",
+        ),
+        FaultKind::ConnKill => {
+            Some("conn-kill ends real SQL sessions: it applies to the postgres-* and mysql-* backends")
         }
-    }
-
-    pub fn parse(name: &str) -> Option<FaultKind> {
-        FaultKind::ALL.into_iter().find(|kind| kind.name() == name)
+        FaultKind::ClientKill => {
+            Some("client-kill kills your lock program: it applies to --backend exec")
+        }
+        _ => None,
     }
 }
 
-/// How a partition splits the network.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Shape {
-    /// One client cut off from every lock host (client↔server).
-    Client,
-    /// One member cut off from the other members (server↔server).
-    IsolateOne,
-    /// The members split into a minority and a majority.
-    Halves,
-    /// Each member sees only its two neighbours: every member is in a
-    /// majority with them, and no two see the same majority (five members).
-    Ring,
-}
-
-impl Shape {
-    pub const ALL: [Shape; 4] = [Shape::Client, Shape::IsolateOne, Shape::Halves, Shape::Ring];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Shape::Client => "client",
-            Shape::IsolateOne => "isolate-one",
-            Shape::Halves => "halves",
-            Shape::Ring => "ring",
+/// The minority side, and the pairs of lock hosts `shape` cuts apart.
+fn split(shape: Shape, servers: u32, rng: &mut SmallRng) -> (Vec<u32>, Vec<(u32, u32)>) {
+    let pairs = (0..servers).flat_map(|a| (a + 1..servers).map(move |b| (a, b)));
+    let mut minority = match shape {
+        Shape::Client | Shape::Ring => Vec::new(),
+        Shape::IsolateOne => vec![rng.gen_range(0..servers)],
+        Shape::Halves => {
+            let mut order: Vec<u32> = (0..servers).collect();
+            order.shuffle(rng);
+            order.truncate(servers as usize / 2);
+            order
         }
-    }
-
-    pub fn parse(name: &str) -> Option<Shape> {
-        Shape::ALL.into_iter().find(|shape| shape.name() == name)
-    }
-
-    /// Whether it splits anything among `servers` lock hosts, which talk to
-    /// each other when they form a `cluster`.
-    pub fn applies(self, servers: u32, cluster: bool) -> bool {
-        match self {
-            Shape::Client => true,
-            Shape::IsolateOne | Shape::Halves => cluster && servers >= 3,
-            Shape::Ring => cluster && servers >= 5,
+    };
+    minority.sort_unstable();
+    let cuts = match shape {
+        Shape::Client => Vec::new(),
+        Shape::IsolateOne | Shape::Halves => {
+            pairs.filter(|(a, b)| minority.contains(a) != minority.contains(b)).collect()
         }
-    }
-
-    /// The minority side, and the pairs of lock hosts the shape cuts apart.
-    fn split(self, servers: u32, rng: &mut SmallRng) -> (Vec<u32>, Vec<(u32, u32)>) {
-        let pairs = (0..servers).flat_map(|a| (a + 1..servers).map(move |b| (a, b)));
-        let mut minority = match self {
-            Shape::Client | Shape::Ring => Vec::new(),
-            Shape::IsolateOne => vec![rng.gen_range(0..servers)],
-            Shape::Halves => {
-                let mut order: Vec<u32> = (0..servers).collect();
-                order.shuffle(rng);
-                order.truncate(servers as usize / 2);
-                order
-            }
-        };
-        minority.sort_unstable();
-        let cuts = match self {
-            Shape::Client => Vec::new(),
-            Shape::IsolateOne | Shape::Halves => {
-                pairs.filter(|(a, b)| minority.contains(a) != minority.contains(b)).collect()
-            }
-            Shape::Ring => pairs
-                .filter(|&(a, b)| {
-                    let apart = b - a;
-                    apart.min(servers - apart) >= 2
-                })
-                .collect(),
-        };
-        (minority, cuts)
-    }
+        Shape::Ring => pairs
+            .filter(|&(a, b)| {
+                let apart = b - a;
+                apart.min(servers - apart) >= 2
+            })
+            .collect(),
+    };
+    (minority, cuts)
 }
 
 /// One fault switched on at `start` and off at `end`.
@@ -186,7 +106,7 @@ impl Action {
             Action::StallClient { .. } | Action::PauseServer => FaultKind::Pause,
             Action::ClockJump { .. } | Action::ClockDrift { .. } => FaultKind::Clock,
             Action::Kill => FaultKind::Kill,
-            Action::Delay { .. } => FaultKind::Delay,
+            Action::Delay { .. } => FaultKind::SlowNet,
             Action::Loss { .. } => FaultKind::Loss,
             Action::SkewClient { .. } => FaultKind::Skew,
             Action::Failover => FaultKind::Failover,
@@ -234,6 +154,9 @@ pub fn schedule(
     if shapes.is_empty() {
         shapes.push(Shape::Client);
     }
+    // The faults of real processes and sessions have no simulated executor.
+    let kinds: Vec<FaultKind> =
+        kinds.iter().copied().filter(|&kind| refused_in_sim(kind).is_none()).collect();
     let mut faults = Vec::new();
     if kinds.is_empty() || time_limit <= rates.quiet_start + rates.quiet_end {
         return faults;
@@ -264,7 +187,7 @@ pub fn schedule(
                 (Action::Kill, rng.gen_range(ttl / 20..=ttl / 5).max(1))
             }
             FaultKind::Kill => (Action::Kill, rng.gen_range(ttl / 4..=ttl * 2).max(min_down_ms)),
-            FaultKind::Delay => (
+            FaultKind::SlowNet => (
                 Action::Delay { max_ms: rng.gen_range(ttl / 10..=ttl / 2).max(1) },
                 rng.gen_range(ttl..=ttl * 3),
             ),
@@ -285,7 +208,7 @@ pub fn schedule(
                         Action::IsolateClient { client: rng.gen_range(0..clients.max(1)) }
                     }
                     shape => {
-                        let (minority, cuts) = shape.split(servers, rng);
+                        let (minority, cuts) = split(shape, servers, rng);
                         Action::SplitServers { shape, minority, cuts }
                     }
                 };
@@ -293,6 +216,9 @@ pub fn schedule(
             }
             // The old primary stays down this long before rejoining.
             FaultKind::Failover => (Action::Failover, rng.gen_range(ttl / 4..=ttl * 2).max(1)),
+            FaultKind::Sigstop | FaultKind::ConnKill | FaultKind::ClientKill => {
+                unreachable!("left out above: {kind:?} has no simulated executor")
+            }
             FaultKind::Skew => {
                 let offset_ms = rng.gen_range(-(ttl as i64) * 5..=ttl as i64 * 5);
                 (

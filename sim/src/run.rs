@@ -19,7 +19,9 @@ use thiserror::Error;
 use crate::client::{Backend, SimClient, REPLICATED_HOSTS};
 use crate::etcd::{self, Member};
 use crate::host::{serve, serve_replicated, DownHosts, Knobs, Primary, ReplicaSet};
-use crate::nemesis::{schedule, Action, Fault, FaultKind, Rates, Shape, Targets};
+use crate::nemesis::{
+    refused_in_sim, schedule, Action, Fault, FaultKind, Rates, Shape, Targets, DEFAULT_FAULTS,
+};
 use crate::server::ServerState;
 
 /// Simulated time per turmoil step. Every step costs a few microseconds of
@@ -60,7 +62,7 @@ impl Default for SimOptions {
         SimOptions {
             backend: Backend::Redis,
             workload: Workload::FencedWrite,
-            faults: FaultKind::DEFAULT.to_vec(),
+            faults: DEFAULT_FAULTS.to_vec(),
             partition_shapes: Shape::ALL.to_vec(),
             swarm: false,
             time_limit: Duration::from_secs(60),
@@ -80,6 +82,9 @@ impl SimOptions {
     /// sizes out of range.
     pub fn check(&self) -> Result<(), String> {
         let backend = self.backend;
+        if let Some(why) = self.faults.iter().find_map(|&kind| refused_in_sim(kind)) {
+            return Err(why.to_string());
+        }
         if self.faults.contains(&FaultKind::Failover) && !backend.can_fail_over() {
             return Err(format!(
                 "{} has no replica to fail over to: failover applies to the sim-redis backends",
@@ -262,6 +267,8 @@ fn plan_faults(options: &SimOptions, rng: &mut SmallRng) -> (Vec<FaultKind>, Rat
     kinds.dedup();
     // Only a single Redis has a replica to fail over to.
     kinds.retain(|&kind| kind != FaultKind::Failover || options.backend.can_fail_over());
+    // The faults of real processes and sessions have no simulated executor.
+    kinds.retain(|&kind| refused_in_sim(kind).is_none());
     let mut rates = Rates {
         gap_ms: (500, 3000),
         quiet_start: Duration::from_secs(1).min(options.time_limit / 10),

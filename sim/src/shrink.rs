@@ -112,7 +112,7 @@ mod tests {
     fn a_pause_violation_shrinks_to_a_smaller_run_that_still_fails() {
         let options = SimOptions {
             backend: Backend::Redis,
-            faults: vec![FaultKind::Pause, FaultKind::Delay],
+            faults: vec![FaultKind::Pause, FaultKind::SlowNet],
             time_limit: Duration::from_secs(20),
             ..SimOptions::default()
         };

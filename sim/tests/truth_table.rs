@@ -502,8 +502,8 @@ fn failover_asked_of_a_backend_without_a_replica_changes_nothing() {
     // Only a single Redis has a replica to fail over to; everyone else runs
     // as if failover had not been asked for, byte for byte.
     for backend in Backend::ALL {
-        let without = SimOptions { seed: 3, ..options(backend, &FaultKind::DEFAULT) };
-        let mut faults = FaultKind::DEFAULT.to_vec();
+        let without = SimOptions { seed: 3, ..options(backend, &lockcheck_sim::DEFAULT_FAULTS) };
+        let mut faults = lockcheck_sim::DEFAULT_FAULTS.to_vec();
         faults.push(FaultKind::Failover);
         let with = SimOptions { faults, ..without.clone() };
         let (without_run, with_run) = (simulate(&without), simulate(&with));
@@ -545,7 +545,10 @@ fn histories_without_failover_are_the_ones_from_before_it() {
             0x6f7e_390b_93f2_45a7,
         ),
         (
-            SimOptions { seed: 7, ..options(Backend::RedlockNoDelay, &FaultKind::DEFAULT) },
+            SimOptions {
+                seed: 7,
+                ..options(Backend::RedlockNoDelay, &lockcheck_sim::DEFAULT_FAULTS)
+            },
             229_008,
             0xc9f8_e35c_57e2_de5a,
         ),

@@ -5,11 +5,13 @@
 //! simulator and the real backends share all of this.
 
 mod client;
+mod fault;
 pub mod interrupt;
 mod recorder;
 pub mod user;
 mod workload;
 
 pub use client::{Grant, LockClient, Outcome};
+pub use fault::{FaultKind, Shape};
 pub use recorder::{HistoryFile, Recorder, SharedRecorder};
 pub use workload::{run_client, ClientPlan, Stall, Workload, WorkloadOptions};

@@ -1,0 +1,202 @@
+//! The fault vocabulary both worlds share: every fault by its `--nemesis`
+//! name, and the shapes a partition takes. Each world carries a fault out
+//! its own way (the simulator's network and hosts; the real world's proxy,
+//! signals and libfaketime) and says which it cannot carry out and why; the
+//! names are the same.
+
+/// A fault, in either world.
+///
+/// The order is the simulator's: it sorts the faults it is given, and a
+/// seed's schedule depends on that order. A new fault goes at the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FaultKind {
+    /// A client stalls between its grant and its write, longer than the TTL
+    /// (a GC pause). In the simulator, a pause may instead stop the lock
+    /// server for a while (as `sigstop` does to a real one).
+    Pause,
+    /// The lock server's clock jumps forward, or drifts fast.
+    Clock,
+    /// The lock server crashes and restarts (its keys survive only with
+    /// persistence).
+    Kill,
+    /// Messages are delayed: the simulator delays a lock host's replies, the
+    /// real world one client's links through its proxy. Also named `delay`.
+    SlowNet,
+    /// Requests or replies to the lock server are lost (simulated only).
+    Loss,
+    /// A client's clock jumps, forward or back (simulated only): harmless to
+    /// every recipe that takes time from the server.
+    Skew,
+    /// The Redis primary crashes before shipping its latest writes to its
+    /// async replica, and the replica is promoted (single-Redis backends).
+    Failover,
+    /// Links are cut: a client from every lock host, or cluster members
+    /// from each other ([`Shape`]).
+    Partition,
+    /// SIGSTOP, later SIGCONT, of a real lock server.
+    Sigstop,
+    /// The SQL server ends the lock sessions (real postgres-* and mysql-*).
+    ConnKill,
+    /// SIGKILL of the user's lock program (real `--backend exec`).
+    ClientKill,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 11] = [
+        FaultKind::Pause,
+        FaultKind::Clock,
+        FaultKind::Kill,
+        FaultKind::SlowNet,
+        FaultKind::Loss,
+        FaultKind::Skew,
+        FaultKind::Failover,
+        FaultKind::Partition,
+        FaultKind::Sigstop,
+        FaultKind::ConnKill,
+        FaultKind::ClientKill,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Pause => "pause",
+            FaultKind::Clock => "clock",
+            FaultKind::Kill => "kill",
+            FaultKind::SlowNet => "slow-net",
+            FaultKind::Loss => "loss",
+            FaultKind::Skew => "skew",
+            FaultKind::Failover => "failover",
+            FaultKind::Partition => "partition",
+            FaultKind::Sigstop => "sigstop",
+            FaultKind::ConnKill => "conn-kill",
+            FaultKind::ClientKill => "client-kill",
+        }
+    }
+
+    /// A fault by its name, or by an older one (`delay` is `slow-net`).
+    pub fn parse(name: &str) -> Option<FaultKind> {
+        match name {
+            "delay" => Some(FaultKind::SlowNet),
+            name => FaultKind::ALL.into_iter().find(|kind| kind.name() == name),
+        }
+    }
+
+    /// A `--nemesis` comma list: its faults in the order given, each once;
+    /// `none` or nothing is no fault. An unknown name is an error that
+    /// lists the known ones.
+    pub fn parse_list(names: &str) -> Result<Vec<FaultKind>, String> {
+        let mut faults = Vec::new();
+        for name in names.split(',').map(str::trim).filter(|name| !name.is_empty()) {
+            match FaultKind::parse(name) {
+                Some(fault) if !faults.contains(&fault) => faults.push(fault),
+                Some(_) => {}
+                None if name == "none" => {}
+                None => {
+                    let known: Vec<&str> = FaultKind::ALL.iter().map(|kind| kind.name()).collect();
+                    return Err(format!(
+                        "unknown fault {name:?}: the faults are {}, or none",
+                        known.join(", ")
+                    ));
+                }
+            }
+        }
+        Ok(faults)
+    }
+}
+
+/// How a partition splits the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Shape {
+    /// One client cut off from every lock host (client↔server).
+    Client,
+    /// One member cut off from the other members (server↔server).
+    IsolateOne,
+    /// The members split into a minority and a majority.
+    Halves,
+    /// Each member sees only its two neighbours: every member is in a
+    /// majority with them, and no two see the same majority (five members).
+    Ring,
+}
+
+impl Shape {
+    pub const ALL: [Shape; 4] = [Shape::Client, Shape::IsolateOne, Shape::Halves, Shape::Ring];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Shape::Client => "client",
+            Shape::IsolateOne => "isolate-one",
+            Shape::Halves => "halves",
+            Shape::Ring => "ring",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Shape> {
+        Shape::ALL.into_iter().find(|shape| shape.name() == name)
+    }
+
+    /// Whether it splits anything among `servers` lock hosts, which talk to
+    /// each other when they form a `cluster`.
+    pub fn applies(self, servers: u32, cluster: bool) -> bool {
+        match self {
+            Shape::Client => true,
+            Shape::IsolateOne | Shape::Halves => cluster && servers >= 3,
+            Shape::Ring => cluster && servers >= 5,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FaultKind, Shape};
+
+    #[test]
+    fn a_fault_reads_back_by_its_name_and_delay_is_slow_net() {
+        for kind in FaultKind::ALL {
+            assert_eq!(FaultKind::parse(kind.name()), Some(kind));
+        }
+        assert_eq!(FaultKind::parse("delay"), Some(FaultKind::SlowNet));
+        assert_eq!(
+            FaultKind::parse_list(" kill, pause,kill,delay ").unwrap(),
+            [FaultKind::Kill, FaultKind::Pause, FaultKind::SlowNet]
+        );
+        assert_eq!(FaultKind::parse_list("none").unwrap(), []);
+        let unknown = FaultKind::parse_list("pause,gc").unwrap_err();
+        assert!(
+            unknown.starts_with("unknown fault \"gc\": the faults are pause, clock"),
+            "{unknown}"
+        );
+    }
+
+    #[test]
+    fn the_simulated_faults_keep_their_order() {
+        // The simulator sorts the faults it is given: this order is part of
+        // every seed's schedule.
+        let mut kinds = FaultKind::ALL.to_vec();
+        kinds.sort();
+        assert_eq!(kinds, FaultKind::ALL);
+        assert_eq!(
+            &FaultKind::ALL[..8],
+            [
+                FaultKind::Pause,
+                FaultKind::Clock,
+                FaultKind::Kill,
+                FaultKind::SlowNet,
+                FaultKind::Loss,
+                FaultKind::Skew,
+                FaultKind::Failover,
+                FaultKind::Partition
+            ]
+        );
+    }
+
+    #[test]
+    fn a_shape_reads_back_and_splits_only_a_cluster_large_enough() {
+        for shape in Shape::ALL {
+            assert_eq!(Shape::parse(shape.name()), Some(shape));
+        }
+        assert_eq!(Shape::parse("square"), None);
+        assert!(Shape::Client.applies(1, false));
+        assert!(!Shape::Halves.applies(5, false), "lock hosts that do not talk are not split");
+        assert!(Shape::Halves.applies(3, true) && !Shape::Halves.applies(2, true));
+        assert!(Shape::Ring.applies(5, true) && !Shape::Ring.applies(3, true));
+    }
+}
