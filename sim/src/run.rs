@@ -230,7 +230,7 @@ fn fault_value(fault: &Fault, lock_hosts: &[&str], host: usize) -> Value {
         }
         Action::Kill => json!({ "fault": "kill", "targets": struck }),
         Action::Delay { max_ms } => {
-            json!({ "fault": "delay", "targets": [lock_host], "max_ms": max_ms })
+            json!({ "fault": "slow-net", "targets": [lock_host], "max_ms": max_ms })
         }
         Action::Loss { probability } => {
             json!({ "fault": "loss", "targets": [lock_host], "probability": probability })
