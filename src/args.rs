@@ -45,6 +45,8 @@ pub enum Command {
         after_help = "Exit codes: 0 every cell matches, 1 a cell does not, 64 usage error, 69 a server is missing or a cell could not run, 70 internal error."
     )]
     Matrix(MatrixArgs),
+    /// List the lock backends of both worlds, each with the faults that strike it; with a name, why each other fault is refused.
+    Backends(BackendsArgs),
     /// Render the HTML report (and a verdict) again, from a stored run's folder or any history file.
     #[command(after_help = EXIT_CODES)]
     Report(ReportArgs),
@@ -452,6 +454,13 @@ impl CheckArgs {
         options.check()?;
         Ok(options)
     }
+}
+
+#[derive(Debug, Args)]
+pub struct BackendsArgs {
+    /// One backend (e.g. redis, sim-etcd): every fault, and why it applies
+    /// or is refused.
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Args)]

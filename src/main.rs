@@ -26,6 +26,7 @@ macro_rules! println {
 
 mod analyze;
 mod args;
+mod backends;
 mod bench;
 mod bench_child;
 mod bench_hard;
@@ -106,6 +107,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Matrix(args) if args.sim => matrix::run(&args),
         Command::Matrix(args) => matrix_real::run(&args),
+        Command::Backends(args) => backends::run(&args),
         Command::Report(args) => report::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Synth(args) => synth::run(&args),

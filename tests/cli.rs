@@ -421,3 +421,42 @@ fn readme_and_help_list_the_exit_codes_of_the_signals() {
         assert!(section.contains(code), "README's exit codes lack {code:?}");
     }
 }
+
+#[test]
+fn backends_lists_both_worlds_and_says_why_a_fault_is_refused() {
+    let output = lockcheck(&["backends"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    for name in ["sim-redis", "sim-etcd-no-quorum", "redis-fenced", "postgres-lease", "exec"] {
+        assert!(text.lines().any(|line| line.trim_start().starts_with(name)), "{name}: {text}");
+    }
+    assert!(
+        text.contains("faults: pause, clock, kill, slow-net, partition, sigstop, conn-kill"),
+        "{text}"
+    );
+
+    // One backend: every fault, and the reason `check` gives for a refusal.
+    let output = lockcheck(&["backends", "sim-etcd"]);
+    let text = stdout(&output);
+    assert!(text.contains("failover     refused: sim-etcd has no replica"), "{text}");
+    assert!(text.contains("partition    applies"), "{text}");
+    let check = lockcheck(&["check", "--backend", "sim-etcd", "--nemesis", "failover"]);
+    assert_eq!(check.status.code(), Some(64));
+    assert!(
+        stderr(&check).contains("sim-etcd has no replica to fail over to"),
+        "{}",
+        stderr(&check)
+    );
+
+    let output = lockcheck(&["backends", "redis"]);
+    let text = stdout(&output);
+    assert!(text.contains("conn-kill    refused: conn-kill ends SQL sessions"), "{text}");
+    assert!(text.contains("loss         refused: loss is simulated only"), "{text}");
+    let check = lockcheck(&["check", "--backend", "redis", "--nemesis", "loss"]);
+    assert_eq!(check.status.code(), Some(64));
+    assert!(stderr(&check).contains("loss is simulated only"), "{}", stderr(&check));
+
+    let output = lockcheck(&["backends", "zookeeper"]);
+    assert_eq!(output.status.code(), Some(64));
+    assert!(stderr(&output).contains("unknown backend \"zookeeper\""), "{}", stderr(&output));
+}

@@ -1,7 +1,12 @@
-//! The real backends: each recipe's name, and the sizes and seeds every
-//! real run of it shares.
+//! The real backends' catalogue: each backend's name, help line, lock
+//! service, the faults it refuses and why, and how its runs are tuned; and
+//! the sizes and seeds every real run shares. The rest of the real world
+//! asks the catalogue, never the backend's name.
+
+use lockcheck_workloads::FaultKind;
 
 use crate::redis::RedisRecipe;
+use crate::servers::ServerKind;
 use crate::sql::SqlRecipe;
 
 /// A real lock backend.
@@ -51,7 +56,198 @@ pub(crate) const ETCD_MIN_TTL_S: u64 = 2;
 /// lost reply to show, and the client injects them itself.
 pub(crate) const LOST_REPLY_CHANCE: f64 = 0.1;
 
+/// Where a backend keeps its locks: the servers lockcheck starts for it (or
+/// is given by URL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockService {
+    /// Independent Redis instances (one, or Redlock's five).
+    Redis { instances: usize },
+    /// An etcd cluster (one member, or three or five behind the proxy when
+    /// a partition splits members).
+    Etcd,
+    /// The PostgreSQL that also holds the protected resources.
+    Postgres,
+    /// A MariaDB (or MySQL) of its own.
+    Mariadb,
+    /// The servers `--servers` names, for the user's program.
+    Exec,
+}
+
+impl LockService {
+    /// The server kind of its lock servers (the exec backend's vary).
+    pub fn kind(self) -> Option<ServerKind> {
+        match self {
+            LockService::Redis { .. } => Some(ServerKind::Redis),
+            LockService::Etcd => Some(ServerKind::Etcd),
+            LockService::Postgres => Some(ServerKind::Postgres),
+            LockService::Mariadb => Some(ServerKind::Mariadb),
+            LockService::Exec => None,
+        }
+    }
+}
+
 impl RealBackend {
+    /// Every real backend, in the order `lockcheck backends` lists them.
+    pub const ALL: [RealBackend; 15] = [
+        RealBackend::Redis(RedisRecipe::Plain),
+        RealBackend::Redis(RedisRecipe::Fenced),
+        RealBackend::Redis(RedisRecipe::DelRelease),
+        RealBackend::Redis(RedisRecipe::SetnxExpire),
+        RealBackend::Redis(RedisRecipe::LostReply),
+        RealBackend::Redlock,
+        RealBackend::Semaphore { client_clock: false },
+        RealBackend::Semaphore { client_clock: true },
+        RealBackend::Etcd,
+        RealBackend::Sql(SqlRecipe::PostgresAdvisory),
+        RealBackend::Sql(SqlRecipe::PostgresAdvisoryXact),
+        RealBackend::Sql(SqlRecipe::PostgresLease),
+        RealBackend::Sql(SqlRecipe::MysqlGetLock),
+        RealBackend::Sql(SqlRecipe::MysqlLease),
+        RealBackend::Exec,
+    ];
+
+    /// One line on what it is.
+    pub fn help(self) -> &'static str {
+        match self {
+            RealBackend::Redis(RedisRecipe::Plain) => {
+                "SET NX PX, Lua release and renew; with fencing, INCR after the grant"
+            }
+            RealBackend::Redis(RedisRecipe::Fenced) => {
+                "SET NX PX and the fence's INCR in one script: the token is atomic with the grant"
+            }
+            RealBackend::Redis(RedisRecipe::DelRelease) => {
+                "broken: release by plain DEL deletes the next holder's lock"
+            }
+            RealBackend::Redis(RedisRecipe::SetnxExpire) => {
+                "broken: SETNX then PEXPIRE, two commands: a crash between them leaves a lock without TTL"
+            }
+            RealBackend::Redis(RedisRecipe::LostReply) => {
+                "broken: a lost SET reply is taken for busy (an orphan lock until its TTL)"
+            }
+            RealBackend::Redlock => {
+                "Redlock over five independent Redis: a majority, validity minus drift, delayed restart"
+            }
+            RealBackend::Semaphore { client_clock: false } => {
+                "a two-permit semaphore: a sorted set per key, by the server's TIME"
+            }
+            RealBackend::Semaphore { client_clock: true } => {
+                "broken: the semaphore by the caller's clock"
+            }
+            RealBackend::Etcd => {
+                "etcd lease + lock: a session's lease, the lock key's create revision as the token"
+            }
+            RealBackend::Sql(SqlRecipe::PostgresAdvisory) => {
+                "pg_try_advisory_lock: held by a session, freed when the session ends"
+            }
+            RealBackend::Sql(SqlRecipe::PostgresAdvisoryXact) => {
+                "pg_try_advisory_xact_lock: held by an open transaction"
+            }
+            RealBackend::Sql(SqlRecipe::PostgresLease) => {
+                "a PostgreSQL lease table: the database's clock, a fence column"
+            }
+            RealBackend::Sql(SqlRecipe::MysqlGetLock) => {
+                "MariaDB/MySQL GET_LOCK: held by a session, freed when the session ends"
+            }
+            RealBackend::Sql(SqlRecipe::MysqlLease) => {
+                "a MariaDB/MySQL lease table: the database's clock, a fence column"
+            }
+            RealBackend::Exec => "your own lock program after --, speaking the exec protocol",
+        }
+    }
+
+    /// Where it keeps its locks.
+    pub fn service(self) -> LockService {
+        match self {
+            RealBackend::Redis(_) | RealBackend::Semaphore { .. } => {
+                LockService::Redis { instances: 1 }
+            }
+            RealBackend::Redlock => LockService::Redis { instances: REDLOCK_INSTANCES },
+            RealBackend::Etcd => LockService::Etcd,
+            RealBackend::Sql(recipe) if recipe.is_mysql() => LockService::Mariadb,
+            RealBackend::Sql(_) => LockService::Postgres,
+            RealBackend::Exec => LockService::Exec,
+        }
+    }
+
+    /// Why `fault` cannot strike it, if it cannot.
+    pub fn refuses(self, fault: FaultKind) -> Option<String> {
+        let name = self.name();
+        match fault {
+            FaultKind::ConnKill if !matches!(self, RealBackend::Sql(_)) => Some(format!(
+                "conn-kill ends SQL sessions: it applies to the postgres-* and mysql-* backends, not {name}"
+            )),
+            FaultKind::Clock if self.service() == LockService::Etcd => Some(
+                "clock: etcd is written in Go and reads the time without libc, so libfaketime cannot move its clock (its leases run on the leader's monotonic clock anyway); the simulated sim-etcd has clock faults"
+                    .to_string(),
+            ),
+            FaultKind::Failover if !matches!(self, RealBackend::Redis(_)) => Some(format!(
+                "failover promotes a Redis replica: it applies to the single-Redis backends (redis, redis-fenced, redis-del-release, …), not {name}"
+            )),
+            FaultKind::ClientKill if self != RealBackend::Exec => Some(format!(
+                "client-kill kills your lock program: it applies to --backend exec, not {name}"
+            )),
+            FaultKind::Loss => Some(
+                "loss is simulated only: against real servers, slow-net delays a client's links and partition cuts them"
+                    .to_string(),
+            ),
+            FaultKind::Skew => Some(
+                "skew moves a simulated client's clock: real clients read the machine's clock, and clock moves a lock server's"
+                    .to_string(),
+            ),
+            _ => None,
+        }
+    }
+
+    /// The lease a run asks for, given `ttl_ms`: etcd grants whole seconds,
+    /// and raises short TTLs to its minimum.
+    pub fn granted_ttl_ms(self, ttl_ms: u64) -> u64 {
+        match self.service() {
+            LockService::Etcd => ttl_ms.div_ceil(1000).max(ETCD_MIN_TTL_S) * 1000,
+            _ => ttl_ms,
+        }
+    }
+
+    /// How long a holder works, drawn from this range: an etcd holder works
+    /// a long job under its keepalive, as the simulated one does; a hold
+    /// long enough for a failover, a clock jump, or a crash and restart of
+    /// Redlock's instances to fall inside one; else a tenth of the TTL.
+    pub fn hold_ms(self, ttl_ms: u64, long_faults: bool) -> (u64, u64) {
+        if self.service() == LockService::Etcd {
+            (0, ttl_ms * 2)
+        } else if long_faults || self == RealBackend::Redlock {
+            (0, ttl_ms / 3)
+        } else {
+            (0, (ttl_ms / 10).max(1))
+        }
+    }
+
+    /// A semaphore's permits (none: a mutex).
+    pub fn permits(self) -> Option<u32> {
+        matches!(self, RealBackend::Semaphore { .. }).then_some(PERMITS)
+    }
+
+    /// The session keepalive's period, for a backend whose holders keep
+    /// their lease alive.
+    pub fn keepalive_ms(self, ttl_ms: u64) -> Option<u64> {
+        (self.service() == LockService::Etcd).then_some(ttl_ms / 3)
+    }
+
+    /// How long a killed lock server stays down at least, unless told:
+    /// Redlock's delayed restart outlives any lease it may have granted.
+    pub fn min_down_ms(self, ttl_ms: u64) -> u64 {
+        match self {
+            RealBackend::Redlock => ttl_ms * 3 / 2,
+            _ => 0,
+        }
+    }
+
+    /// Whether a kill takes a majority of its lock servers at once: a
+    /// Redlock lock is held on a majority, often on all five, and only a
+    /// majority killed at once can free it.
+    pub fn kills_a_majority(self) -> bool {
+        self == RealBackend::Redlock
+    }
+
     pub fn parse(name: &str) -> Option<RealBackend> {
         match name {
             "redlock" => Some(RealBackend::Redlock),

@@ -9,8 +9,8 @@ mod plan;
 mod provision;
 mod run;
 
-pub use catalogue::RealBackend;
-pub use plan::{plan, refused_in_real, Faults, RealOptions};
+pub use catalogue::{LockService, RealBackend};
+pub use plan::{plan, Faults, RealOptions};
 pub use run::{execute, execute_recorded, RealFailure, RealRun};
 
 pub mod bench;

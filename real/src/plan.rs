@@ -6,7 +6,7 @@ use std::time::Duration;
 use lockcheck_checker::CheckOptions;
 use lockcheck_workloads::{FaultKind, Workload};
 
-use crate::catalogue::RealBackend;
+use crate::catalogue::{LockService, RealBackend};
 use crate::netfault::Shape;
 use crate::servers::ServerKind;
 
@@ -135,43 +135,12 @@ impl Faults {
     }
 }
 
-/// Why `kind` cannot strike `backend` against real servers, if it cannot.
-pub fn refused_in_real(kind: FaultKind, backend: RealBackend) -> Option<String> {
-    match kind {
-        FaultKind::ConnKill if !matches!(backend, RealBackend::Sql(_)) => Some(format!(
-            "conn-kill ends SQL sessions: it applies to the postgres-* and mysql-* backends, not {}",
-            backend.name()
-        )),
-        FaultKind::Clock if backend == RealBackend::Etcd => Some(
-            "clock: etcd is written in Go and reads the time without libc, so libfaketime cannot move its clock (its leases run on the leader's monotonic clock anyway); the simulated sim-etcd has clock faults"
-                .to_string(),
-        ),
-        FaultKind::Failover if !matches!(backend, RealBackend::Redis(_)) => Some(format!(
-            "failover promotes a Redis replica: it applies to the single-Redis backends (redis, redis-fenced, redis-del-release, …), not {}",
-            backend.name()
-        )),
-        FaultKind::ClientKill if backend != RealBackend::Exec => Some(format!(
-            "client-kill kills your lock program: it applies to --backend exec, not {}",
-            backend.name()
-        )),
-        FaultKind::Loss => Some(
-        "loss is simulated only: against real servers, slow-net delays a client's links and partition cuts them"
-            .to_string(),
-    ),
-    FaultKind::Skew => Some(
-        "skew moves a simulated client's clock: real clients read the machine's clock, and clock moves a lock server's"
-            .to_string(),
-    ),
-    _ => None,
-    }
-}
-
 /// The faults a real run of `backend` has on, or what is wrong with the
 /// options.
 pub fn plan(test: &RealOptions, backend: RealBackend) -> Result<Faults, String> {
     let mut faults = Faults::default();
     for &fault in &test.faults {
-        if let Some(why) = refused_in_real(fault, backend) {
+        if let Some(why) = backend.refuses(fault) {
             return Err(why);
         }
         match fault {
@@ -188,14 +157,14 @@ pub fn plan(test: &RealOptions, backend: RealBackend) -> Result<Faults, String> 
             FaultKind::Loss | FaultKind::Skew => {}
         }
     }
-    match (backend, test.exec.is_empty()) {
-        (RealBackend::Exec, true) => {
+    match (backend.service(), test.exec.is_empty()) {
+        (LockService::Exec, true) => {
             return Err(
                 "--backend exec runs your lock program: give it after --, e.g. lockcheck check --backend exec --servers redis -- python3 examples/python/redis_lock.py (docs/exec-protocol.md)"
                     .to_string(),
             )
         }
-        (RealBackend::Exec, false) => {
+        (LockService::Exec, false) => {
             let servers = exec_servers(test)?;
             if faults.clock && servers.iter().any(|(kind, _)| *kind == ServerKind::Etcd) {
                 return Err(
@@ -215,14 +184,12 @@ pub fn plan(test: &RealOptions, backend: RealBackend) -> Result<Faults, String> 
         }
         (_, true) => {}
     }
-    let given_url = match backend {
-        RealBackend::Redis(_) | RealBackend::Semaphore { .. } | RealBackend::Redlock => {
-            !test.redis_url.is_empty()
-        }
-        RealBackend::Etcd => !test.etcd_url.is_empty(),
-        RealBackend::Sql(recipe) if recipe.is_mysql() => test.mysql_url.is_some(),
-        RealBackend::Sql(_) => test.postgres_url.is_some(),
-        RealBackend::Exec => false,
+    let given_url = match backend.service() {
+        LockService::Redis { .. } => !test.redis_url.is_empty(),
+        LockService::Etcd => !test.etcd_url.is_empty(),
+        LockService::Mariadb => test.mysql_url.is_some(),
+        LockService::Postgres => test.postgres_url.is_some(),
+        LockService::Exec => false,
     };
     if under_faketime() {
         return Err(
@@ -237,10 +204,12 @@ pub fn plan(test: &RealOptions, backend: RealBackend) -> Result<Faults, String> 
         );
     }
     shapes(test, backend)?;
-    if backend == RealBackend::Redlock && !test.redis_url.is_empty() {
+    let several = matches!(backend.service(), LockService::Redis { instances } if instances > 1);
+    if several && !test.redis_url.is_empty() {
         if test.redis_url.len() < 3 {
             return Err(format!(
-                "redlock needs several independent Redis (five is usual): --redis-url has {}",
+                "{} needs several independent Redis (five is usual): --redis-url has {}",
+                backend.name(),
                 test.redis_url.len()
             ));
         }
@@ -307,7 +276,7 @@ fn under_faketime() -> bool {
 /// out; none left is an error.
 pub(crate) fn shapes(test: &RealOptions, backend: RealBackend) -> Result<Vec<Shape>, String> {
     let mut shapes = Vec::new();
-    let cluster = backend == RealBackend::Etcd && test.etcd_url.is_empty();
+    let cluster = backend.service() == LockService::Etcd && test.etcd_url.is_empty();
     for name in test.partition_shapes.split(',').map(str::trim).filter(|name| !name.is_empty()) {
         match Shape::parse(name) {
             Some(Shape::Client) => shapes.push(Shape::Client),

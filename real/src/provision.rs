@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::catalogue::{RealBackend, ETCD_MEMBERS, ETCD_RING_MEMBERS, REDLOCK_INSTANCES};
+use crate::catalogue::{LockService, RealBackend, ETCD_MEMBERS, ETCD_RING_MEMBERS};
 use crate::failover::RedisPair;
 use crate::nemesis::SharedServer;
 use crate::netfault::{proxied_url, Shape, Topology};
@@ -89,7 +89,8 @@ impl Servers {
             ..ServerOptions::default()
         };
         let storage_options = ServerOptions { faketime: false, ..options.clone() };
-        let postgres_locks = matches!(backend, RealBackend::Sql(recipe) if !recipe.is_mysql());
+        let service = backend.service();
+        let postgres_locks = service == LockService::Postgres;
         servers.storage = match &test.postgres_url {
             Some(url) => url.clone(),
             None => {
@@ -97,9 +98,8 @@ impl Servers {
                 servers.start(ServerKind::Postgres, 1, postgres_locks, options)?.remove(0)
             }
         };
-        match backend {
-            RealBackend::Redis(_) | RealBackend::Semaphore { .. } | RealBackend::Redlock => {
-                let count = if backend == RealBackend::Redlock { REDLOCK_INSTANCES } else { 1 };
+        match service {
+            LockService::Redis { instances } => {
                 servers.redis = if let (true, Some(proxy)) = (faults.failover, &servers.proxy) {
                     let started = Instant::now();
                     let pair = RedisPair::start(&options, proxy)?;
@@ -116,12 +116,12 @@ impl Servers {
                     servers.pair = Some(pair);
                     urls
                 } else if test.redis_url.is_empty() {
-                    servers.start(ServerKind::Redis, count, true, &options)?
+                    servers.start(ServerKind::Redis, instances, true, &options)?
                 } else {
                     test.redis_url.clone()
                 };
             }
-            RealBackend::Etcd => {
+            LockService::Etcd => {
                 let asked = match faults.partition {
                     true => shapes(test, backend).unwrap_or_default(),
                     false => Vec::new(),
@@ -155,14 +155,14 @@ impl Servers {
                     (_, true) => servers.start(ServerKind::Etcd, 1, true, &options)?,
                 };
             }
-            RealBackend::Sql(recipe) if recipe.is_mysql() => {
+            LockService::Mariadb => {
                 servers.mysql = Some(match &test.mysql_url {
                     Some(url) => url.clone(),
                     None => servers.start(ServerKind::Mariadb, 1, true, &options)?.remove(0),
                 });
             }
-            RealBackend::Sql(_) => {}
-            RealBackend::Exec => {
+            LockService::Postgres => {}
+            LockService::Exec => {
                 for (kind, count) in exec_servers(test).map_err(|reason| RealError::Setup {
                     what: "the exec backend's servers",
                     reason,
@@ -181,20 +181,20 @@ impl Servers {
 
     /// The lock servers' URLs.
     pub(crate) fn lock_urls(&self, backend: RealBackend) -> Vec<String> {
-        match backend {
-            RealBackend::Redis(_) | RealBackend::Semaphore { .. } | RealBackend::Redlock => {
-                self.redis.clone()
+        match backend.service() {
+            LockService::Redis { .. } => self.redis.clone(),
+            LockService::Etcd => self.etcd.clone(),
+            LockService::Mariadb | LockService::Postgres => {
+                vec![self.mysql.clone().unwrap_or_else(|| self.storage.clone())]
             }
-            RealBackend::Etcd => self.etcd.clone(),
-            RealBackend::Sql(_) => vec![self.mysql.clone().unwrap_or_else(|| self.storage.clone())],
-            RealBackend::Exec => self.exec.iter().map(|(_, url)| url.clone()).collect(),
+            LockService::Exec => self.exec.iter().map(|(_, url)| url.clone()).collect(),
         }
     }
 
     /// The lock servers' node names (`redis-0`, `etcd-2`): the history's
     /// names for them, and the proxy's.
     pub(crate) fn lock_nodes(&self, backend: RealBackend) -> Vec<String> {
-        if backend == RealBackend::Exec {
+        let Some(kind) = backend.service().kind() else {
             let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
             return self
                 .exec
@@ -205,22 +205,17 @@ impl Servers {
                     format!("{kind}-{}", *at - 1)
                 })
                 .collect();
-        }
-        let kind = match backend {
-            RealBackend::Redis(_) | RealBackend::Semaphore { .. } | RealBackend::Redlock => "redis",
-            RealBackend::Etcd => "etcd",
-            RealBackend::Sql(recipe) if recipe.is_mysql() => "mariadb",
-            RealBackend::Sql(_) | RealBackend::Exec => "postgres",
         };
+        let kind = kind.name();
         (0..self.lock_urls(backend).len()).map(|at| format!("{kind}-{at}")).collect()
     }
 
     /// The storage's node: the lock server itself for the postgres-*
     /// backends.
     pub(crate) fn storage_node(&self, backend: RealBackend) -> String {
-        match backend {
-            RealBackend::Sql(recipe) if !recipe.is_mysql() => "postgres-0".to_string(),
-            RealBackend::Exec if self.exec.iter().any(|(kind, _)| *kind == "postgres") => {
+        match backend.service() {
+            LockService::Postgres => "postgres-0".to_string(),
+            LockService::Exec if self.exec.iter().any(|(kind, _)| *kind == "postgres") => {
                 "postgres-0".to_string()
             }
             _ => "storage".to_string(),

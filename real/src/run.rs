@@ -12,7 +12,7 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
 use crate::catalogue::{
-    RealBackend, CLIENT_KILL_SEED, ETCD_MIN_TTL_S, FAILOVER_SEED, LOST_REPLY_CHANCE,
+    LockService, RealBackend, CLIENT_KILL_SEED, ETCD_MIN_TTL_S, FAILOVER_SEED, LOST_REPLY_CHANCE,
     NET_FAULT_SEED, PERMITS, SERVER_FAULT_SEED,
 };
 use crate::driver::{drive_recorded, DriveOptions, StallNemesis};
@@ -107,17 +107,15 @@ pub fn execute_recorded(
     let started = Instant::now();
     let servers = Servers::for_backend(test, backend, faults, chatty)
         .map_err(|error| RealFailure::Server(error.or_interrupted()))?;
-    let mut ttl_ms = test.ttl.as_millis() as u64;
-    if backend == RealBackend::Etcd {
-        // etcd grants whole seconds, and raises short TTLs to its minimum
-        // (2 s for Debian's 3.4 defaults): stalls must outlast that.
-        let granted = ttl_ms.div_ceil(1000).max(ETCD_MIN_TTL_S) * 1000;
-        if granted != ttl_ms && chatty {
-            eprintln!(
-                "etcd leases are whole seconds, at least {ETCD_MIN_TTL_S}: the TTL is {granted} ms"
-            );
-        }
-        ttl_ms = granted;
+    // etcd grants whole seconds, and raises short TTLs to its minimum (2 s
+    // for Debian's 3.4 defaults): stalls must outlast that.
+    let asked_ms = test.ttl.as_millis() as u64;
+    let ttl_ms = backend.granted_ttl_ms(asked_ms);
+    if ttl_ms != asked_ms && chatty {
+        eprintln!(
+            "{} leases are whole seconds, at least {ETCD_MIN_TTL_S}: the TTL is {ttl_ms} ms",
+            backend.name()
+        );
     }
     let options = DriveOptions {
         workload: WorkloadOptions {
@@ -125,22 +123,11 @@ pub fn execute_recorded(
             locks: (0..test.locks).map(|lock| format!("lock-{lock}")).collect(),
             resources: (0..test.locks).map(|lock| format!("resource-{lock}")).collect(),
             ttl_ms,
-            // An etcd session's holder works a long job under its
-            // keepalive, as the simulated one does.
-            hold_ms: if backend == RealBackend::Etcd {
-                (0, ttl_ms * 2)
-            } else if faults.failover || faults.clock || backend == RealBackend::Redlock {
-                // As the simulator's: a hold long enough for a failover, a
-                // clock jump, or a crash and restart of Redlock's instances
-                // to fall inside one.
-                (0, ttl_ms / 3)
-            } else {
-                (0, (ttl_ms / 10).max(1))
-            },
+            hold_ms: backend.hold_ms(ttl_ms, faults.failover || faults.clock),
             think_ms: (0, 40),
             send_fence: !test.no_fencing,
-            permits: matches!(backend, RealBackend::Semaphore { .. }).then_some(PERMITS),
-            keepalive_ms: (backend == RealBackend::Etcd).then_some(ttl_ms / 3),
+            permits: backend.permits(),
+            keepalive_ms: backend.keepalive_ms(ttl_ms),
         },
         clients: test.clients,
         time_limit: test.time_limit,
@@ -163,12 +150,7 @@ pub fn execute_recorded(
     .filter(|(on, _)| *on)
     .map(|(_, action)| *action)
     .collect();
-    let min_down = test.restart_delay.unwrap_or(match backend {
-        // Redlock's delayed restart: a crashed instance stays down longer
-        // than any lease it may have granted.
-        RealBackend::Redlock => Duration::from_millis(ttl_ms * 3 / 2),
-        _ => Duration::ZERO,
-    });
+    let min_down = test.restart_delay.unwrap_or(Duration::from_millis(backend.min_down_ms(ttl_ms)));
     let mut server_faults = nemesis::schedule(
         &actions,
         servers.lock.len(),
@@ -177,9 +159,7 @@ pub fn execute_recorded(
         test.time_limit,
         &mut rng,
     );
-    if backend == RealBackend::Redlock {
-        // A lock is held on a majority, often on all five: only a majority
-        // killed at once can free it, so every Redlock kill takes one.
+    if backend.kills_a_majority() {
         let majority = servers.lock.len() / 2 + 1;
         for fault in server_faults.iter_mut().filter(|fault| fault.action == ServerAction::Kill) {
             if let Some(&first) = fault.servers.first() {
@@ -280,11 +260,9 @@ async fn drive_backend(
     watch: &dyn Fn(&SharedRecorder),
 ) -> Result<Vec<Event>, RealError> {
     let lock_servers = &servers.lock;
-    let sessions = match backend {
-        RealBackend::Sql(recipe) if recipe.is_mysql() => {
-            servers.mysql.as_deref().map(|url| (url, true))
-        }
-        RealBackend::Sql(_) => Some((servers.storage.as_str(), false)),
+    let sessions = match backend.service() {
+        LockService::Mariadb => servers.mysql.as_deref().map(|url| (url, true)),
+        LockService::Postgres => Some((servers.storage.as_str(), false)),
         _ => None,
     };
     let proxy = servers.proxy.as_ref();

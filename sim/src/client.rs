@@ -3,10 +3,11 @@
 
 use std::time::Duration;
 
-use lockcheck_workloads::{Grant, LockClient, Outcome, Stall};
+use lockcheck_workloads::{FaultKind, Grant, LockClient, Outcome, Stall};
 
 use crate::etcd::ETCD_HOSTS;
 use crate::host::{Connection, DownHosts, Failure, Primary};
+use crate::nemesis::refused_in_sim;
 use crate::protocol::{Request, Response};
 
 /// The simulated lock backends.
@@ -127,6 +128,56 @@ impl Backend {
 
     pub fn is_redlock(self) -> bool {
         matches!(self, Backend::Redlock | Backend::RedlockNoDelay)
+    }
+
+    /// One line on what it is.
+    pub fn help(self) -> &'static str {
+        match self {
+            Backend::Redis => "SET NX PX, Lua compare-and-delete release and renew, INCR fence",
+            Backend::RedisDelRelease => {
+                "broken: release by plain DEL deletes the next holder's lock"
+            }
+            Backend::RedisSetnxExpire => {
+                "broken: SETNX then EXPIRE, two commands: a crash between them leaves a lock without TTL"
+            }
+            Backend::RedisLostReply => {
+                "broken: a lost SET reply is taken for busy (an orphan lock until its TTL)"
+            }
+            Backend::LeaseTable => "the SQL lease table: the database's clock, a fence column",
+            Backend::LeaseTableClientClock => {
+                "broken: the lease table, expiring leases by the client's clock"
+            }
+            Backend::Redlock => {
+                "Redlock over five independent Redis: a majority, validity minus drift, delayed restart"
+            }
+            Backend::RedlockNoDelay => {
+                "broken: Redlock whose crashed instances restart at once, having forgotten their keys"
+            }
+            Backend::RedisSemaphore => {
+                "a two-permit semaphore: a sorted set per key, by the server's TIME"
+            }
+            Backend::RedisSemaphoreClientClock => "broken: the semaphore by the caller's clock",
+            Backend::Etcd => {
+                "etcd of three Raft members: a lease per acquisition, the lock key's create revision as the token"
+            }
+            Backend::Etcd5 => "the same etcd with five members",
+            Backend::EtcdNoQuorum => {
+                "broken: etcd whose leader commits without a majority: a leader cut off goes on granting"
+            }
+        }
+    }
+
+    /// Why the simulator cannot strike it with `fault`, if it cannot.
+    pub fn refuses(self, fault: FaultKind) -> Option<String> {
+        if let Some(why) = refused_in_sim(fault) {
+            return Some(why.to_string());
+        }
+        (fault == FaultKind::Failover && !self.can_fail_over()).then(|| {
+            format!(
+                "{} has no replica to fail over to: failover applies to the sim-redis backends",
+                self.name()
+            )
+        })
     }
 
     /// One Redis, which the failover fault gives an async replica to fail

@@ -82,14 +82,8 @@ impl SimOptions {
     /// sizes out of range.
     pub fn check(&self) -> Result<(), String> {
         let backend = self.backend;
-        if let Some(why) = self.faults.iter().find_map(|&kind| refused_in_sim(kind)) {
-            return Err(why.to_string());
-        }
-        if self.faults.contains(&FaultKind::Failover) && !backend.can_fail_over() {
-            return Err(format!(
-                "{} has no replica to fail over to: failover applies to the sim-redis backends",
-                backend.name()
-            ));
+        if let Some(why) = self.faults.iter().find_map(|&kind| backend.refuses(kind)) {
+            return Err(why);
         }
         if self.partition_shapes.is_empty() {
             return Err("--partition-shapes needs at least one shape".to_string());

@@ -1,0 +1,81 @@
+//! `lockcheck backends`: both worlds' catalogues, each backend with its help
+//! line and the faults that strike it; with a name, why each other fault is
+//! refused.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use lockcheck_real::RealBackend;
+use lockcheck_sim::{Backend, FaultKind};
+
+use crate::args::BackendsArgs;
+use crate::exit;
+use crate::output::print;
+
+/// One backend of either world, as the catalogues describe it.
+struct Entry {
+    name: &'static str,
+    world: &'static str,
+    help: &'static str,
+    refuses: Box<dyn Fn(FaultKind) -> Option<String>>,
+}
+
+fn entries() -> Vec<Entry> {
+    let sim = Backend::ALL.into_iter().map(|backend| Entry {
+        name: backend.name(),
+        world: "simulated",
+        help: backend.help(),
+        refuses: Box::new(move |fault| backend.refuses(fault)),
+    });
+    let real = RealBackend::ALL.into_iter().map(|backend| Entry {
+        name: backend.name(),
+        world: "real",
+        help: backend.help(),
+        refuses: Box::new(move |fault| backend.refuses(fault)),
+    });
+    sim.chain(real).collect()
+}
+
+fn faults(entry: &Entry) -> String {
+    let names: Vec<&str> = FaultKind::ALL
+        .into_iter()
+        .filter(|&fault| (entry.refuses)(fault).is_none())
+        .map(FaultKind::name)
+        .collect();
+    names.join(", ")
+}
+
+pub fn run(args: &BackendsArgs) -> anyhow::Result<ExitCode> {
+    let entries = entries();
+    let mut text = String::new();
+    let Some(name) = &args.name else {
+        let mut world = "";
+        for entry in &entries {
+            if entry.world != world {
+                world = entry.world;
+                text.push_str(match world {
+                    "simulated" => "simulated (no servers; deterministic by seed):\n",
+                    _ => "real (servers lockcheck starts on loopback, or given by --*-url):\n",
+                });
+            }
+            let _ = writeln!(text, "  {:<30} {}", entry.name, entry.help);
+            let _ = writeln!(text, "  {:<30} faults: {}", "", faults(entry));
+        }
+        print(&text)?;
+        return Ok(exit::VALID.into());
+    };
+    let Some(entry) = entries.iter().find(|entry| entry.name == name.as_str()) else {
+        let names: Vec<&str> = entries.iter().map(|entry| entry.name).collect();
+        eprintln!("lockcheck: unknown backend {name:?}: the backends are {}", names.join(", "));
+        return Ok(exit::USAGE.into());
+    };
+    let _ = writeln!(text, "{} ({}): {}", entry.name, entry.world, entry.help);
+    for fault in FaultKind::ALL {
+        let _ = match (entry.refuses)(fault) {
+            None => writeln!(text, "  {:<12} applies", fault.name()),
+            Some(why) => writeln!(text, "  {:<12} refused: {why}", fault.name()),
+        };
+    }
+    print(&text)?;
+    Ok(exit::VALID.into())
+}
