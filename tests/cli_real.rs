@@ -83,7 +83,8 @@ fn faults_a_backend_cannot_take_and_bad_urls_are_usage_errors() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(says), "{args:?} must say {says:?}: {}", both(&output));
     };
-    usage(&["check", "--backend", "redis", "--nemesis", "loss"], "partition, slow-net");
+    usage(&["check", "--backend", "redis", "--nemesis", "loss"], "loss is simulated only");
+    usage(&["check", "--backend", "redis", "--nemesis", "gc"], "unknown fault \"gc\"");
     usage(&["check", "--backend", "redlock", "--redis-url", "redis://x:1"], "five is usual");
     // etcd, written in Go, ignores libfaketime: said, never silently done.
     usage(&["check", "--backend", "etcd", "--nemesis", "clock"], "libfaketime");

@@ -3,11 +3,23 @@
 //! the sizes and seeds every real run shares. The rest of the real world
 //! asks the catalogue, never the backend's name.
 
-use lockcheck_workloads::FaultKind;
+use std::future::Future;
+use std::pin::Pin;
 
-use crate::redis::RedisRecipe;
+use lockcheck_checker::Event;
+use lockcheck_workloads::{FaultKind, HistoryFile, SharedRecorder};
+use tokio::time::Instant;
+
+use crate::driver::{drive_recorded, DriveOptions};
+use crate::etcd::EtcdClient;
+use crate::exec::{ExecClient, ExecProgram, PidSlot};
+use crate::failover::RedisPair;
+use crate::redis::{self as real_redis, RedisClient, RedisRecipe};
+use crate::redlock::RedlockClient;
+use crate::semaphore::{self, RedisSemaphoreClient};
 use crate::servers::ServerKind;
-use crate::sql::SqlRecipe;
+use crate::sql::{SqlClient, SqlRecipe};
+use crate::{ClientConfig, RealError};
 
 /// A real lock backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +97,37 @@ impl LockService {
         }
     }
 }
+
+/// What a backend's client-building gets from the run: the driver's options,
+/// where each logical client's servers are, and the fault executors to run
+/// beside the clients.
+pub(crate) struct Drive<'a> {
+    pub options: &'a DriveOptions,
+    pub history: Option<HistoryFile>,
+    pub nemesis: Nemesis<'a>,
+    /// Each logical client's configuration.
+    pub config: &'a dyn Fn(u32) -> ClientConfig,
+    /// Each logical client's lock servers' URLs (through the proxy when a
+    /// network fault is on) and its storage's.
+    pub routes: &'a [(Vec<String>, String)],
+    /// The lock servers' own URLs, for setting them up.
+    pub lock_urls: &'a [String],
+    /// A Redis primary and its replica, for the failover fault.
+    pub pair: Option<&'a RedisPair>,
+    pub fencing: bool,
+    /// The exec backend's program and its arguments.
+    pub program: &'a [String],
+    /// The exec backend's environment for each logical client's program.
+    pub exec_env: &'a dyn Fn(u32) -> Vec<(String, String)>,
+    /// Where each exec client's program is, for client-kill.
+    pub slots: &'a [PidSlot],
+}
+
+/// The fault executors of a run, started with the clients.
+pub(crate) type Nemesis<'a> = Box<
+    dyn FnOnce(SharedRecorder, Instant) -> Pin<Box<dyn Future<Output = Result<(), RealError>> + 'a>>
+        + 'a,
+>;
 
 impl RealBackend {
     /// Every real backend, in the order `lockcheck backends` lists them.
@@ -246,6 +289,140 @@ impl RealBackend {
     /// majority killed at once can free it.
     pub fn kills_a_majority(self) -> bool {
         self == RealBackend::Redlock
+    }
+
+    /// Sets up the backend's lock servers, connects a client per logical
+    /// client and drives the workload through them, with the faults beside:
+    /// how the real world builds each backend's client.
+    pub(crate) async fn drive(self, run: Drive<'_>) -> Result<Vec<Event>, RealError> {
+        let Drive { options, history, nemesis, config, routes, lock_urls, pair, .. } = run;
+        let urls = |logical: u32| routes[logical as usize].0.as_slice();
+        let locks = &options.workload.locks;
+        match self {
+            RealBackend::Redis(recipe) => {
+                real_redis::prepare(&lock_urls[0], locks).await?;
+                let fencing = run.fencing;
+                drive_recorded(
+                    options,
+                    history.clone(),
+                    |logical, stall| {
+                        let config = config(logical);
+                        let url = &urls(logical)[0];
+                        async move {
+                            let client = match pair {
+                                Some(pair) => {
+                                    RedisClient::connect_following(
+                                        pair.primary(),
+                                        recipe,
+                                        fencing,
+                                        stall,
+                                        &config,
+                                    )
+                                    .await?
+                                }
+                                None => {
+                                    RedisClient::connect(url, recipe, fencing, stall, &config)
+                                        .await?
+                                }
+                            };
+                            Ok(match recipe {
+                                RedisRecipe::LostReply => client.lose_replies(
+                                    LOST_REPLY_CHANCE,
+                                    options.seed ^ u64::from(logical),
+                                ),
+                                _ => client,
+                            })
+                        }
+                    },
+                    nemesis,
+                )
+                .await
+            }
+            RealBackend::Semaphore { client_clock } => {
+                semaphore::prepare(&lock_urls[0], locks).await?;
+                drive_recorded(
+                    options,
+                    history.clone(),
+                    |logical, _stall| {
+                        let config = config(logical);
+                        let url = &urls(logical)[0];
+                        async move {
+                            RedisSemaphoreClient::connect(url, PERMITS, client_clock, &config).await
+                        }
+                    },
+                    nemesis,
+                )
+                .await
+            }
+            RealBackend::Redlock => {
+                for url in lock_urls {
+                    real_redis::prepare(url, locks).await?;
+                }
+                drive_recorded(
+                    options,
+                    history.clone(),
+                    |logical, _stall| {
+                        let config = config(logical);
+                        let urls = urls(logical);
+                        async move { RedlockClient::connect(urls, &config).await }
+                    },
+                    nemesis,
+                )
+                .await
+            }
+            RealBackend::Etcd => {
+                drive_recorded(
+                    options,
+                    history.clone(),
+                    |logical, _stall| {
+                        let config = config(logical);
+                        let endpoints = urls(logical);
+                        async move { EtcdClient::connect(endpoints, &config).await }
+                    },
+                    nemesis,
+                )
+                .await
+            }
+            RealBackend::Exec => {
+                let program =
+                    ExecProgram::from_words(run.program).ok_or_else(|| RealError::Setup {
+                        what: "the exec backend",
+                        reason: "no program after --".to_string(),
+                    })?;
+                let (program, clients) = (&program, options.clients);
+                drive_recorded(
+                    options,
+                    history.clone(),
+                    |logical, stall| {
+                        let config = config(logical);
+                        let env = (run.exec_env)(logical);
+                        async move {
+                            let client =
+                                ExecClient::connect(program, logical, clients, &env, &config)
+                                    .await?;
+                            let slot = run.slots[logical as usize].clone();
+                            Ok(client.freeze_on_stall(stall).share_pid(slot))
+                        }
+                    },
+                    nemesis,
+                )
+                .await
+            }
+            RealBackend::Sql(recipe) => {
+                SqlClient::prepare(&lock_urls[0], recipe).await?;
+                drive_recorded(
+                    options,
+                    history.clone(),
+                    |logical, _stall| {
+                        let config = config(logical);
+                        let url = &urls(logical)[0];
+                        async move { SqlClient::connect(url, recipe, &config).await }
+                    },
+                    nemesis,
+                )
+                .await
+            }
+        }
     }
 
     pub fn parse(name: &str) -> Option<RealBackend> {

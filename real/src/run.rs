@@ -12,20 +12,15 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
 use crate::catalogue::{
-    LockService, RealBackend, CLIENT_KILL_SEED, ETCD_MIN_TTL_S, FAILOVER_SEED, LOST_REPLY_CHANCE,
-    NET_FAULT_SEED, PERMITS, SERVER_FAULT_SEED,
+    Drive, LockService, RealBackend, CLIENT_KILL_SEED, ETCD_MIN_TTL_S, FAILOVER_SEED,
+    NET_FAULT_SEED, SERVER_FAULT_SEED,
 };
-use crate::driver::{drive_recorded, DriveOptions, StallNemesis};
-use crate::etcd::EtcdClient;
-use crate::exec::{self, ExecClient, ExecProgram, PidSlot};
+use crate::driver::{DriveOptions, StallNemesis};
+use crate::exec::{self, PidSlot};
 use crate::nemesis::{self, ServerAction, ServerFault};
 use crate::netfault::{self, NetChoice, NetFault, Topology};
 use crate::plan::{plan, shapes, Faults, RealOptions};
 use crate::provision::Servers;
-use crate::redis::{self as real_redis, RedisClient, RedisRecipe};
-use crate::redlock::RedlockClient;
-use crate::semaphore::{self, RedisSemaphoreClient};
-use crate::sql::SqlClient;
 use crate::storage::Storage;
 use crate::{failover, ClientConfig, RealError};
 
@@ -299,127 +294,21 @@ async fn drive_backend(
         storage_url: servers.routes[logical as usize].1.clone(),
         fenced_storage: !test.no_fencing,
     };
-    let urls = |logical: u32| servers.routes[logical as usize].0.as_slice();
-    let locks = &workload.locks;
-    match backend {
-        RealBackend::Redis(recipe) => {
-            let url = &servers.redis[0];
-            real_redis::prepare(url, locks).await?;
-            let fencing = !test.no_fencing;
-            drive_recorded(
-                options,
-                history.clone(),
-                |logical, stall| {
-                    let config = config(logical);
-                    let url = &urls(logical)[0];
-                    async move {
-                        let client = match pair {
-                            Some(pair) => {
-                                RedisClient::connect_following(
-                                    pair.primary(),
-                                    recipe,
-                                    fencing,
-                                    stall,
-                                    &config,
-                                )
-                                .await?
-                            }
-                            None => {
-                                RedisClient::connect(url, recipe, fencing, stall, &config).await?
-                            }
-                        };
-                        Ok(match recipe {
-                            RedisRecipe::LostReply => client
-                                .lose_replies(LOST_REPLY_CHANCE, options.seed ^ u64::from(logical)),
-                            _ => client,
-                        })
-                    }
-                },
-                nemesis,
-            )
-            .await
-        }
-        RealBackend::Semaphore { client_clock } => {
-            semaphore::prepare(&servers.redis[0], locks).await?;
-            drive_recorded(
-                options,
-                history.clone(),
-                |logical, _stall| {
-                    let config = config(logical);
-                    let url = &urls(logical)[0];
-                    async move {
-                        RedisSemaphoreClient::connect(url, PERMITS, client_clock, &config).await
-                    }
-                },
-                nemesis,
-            )
-            .await
-        }
-        RealBackend::Redlock => {
-            for url in &servers.redis {
-                real_redis::prepare(url, locks).await?;
-            }
-            drive_recorded(
-                options,
-                history.clone(),
-                |logical, _stall| {
-                    let config = config(logical);
-                    let urls = urls(logical);
-                    async move { RedlockClient::connect(urls, &config).await }
-                },
-                nemesis,
-            )
-            .await
-        }
-        RealBackend::Etcd => {
-            drive_recorded(
-                options,
-                history.clone(),
-                |logical, _stall| {
-                    let config = config(logical);
-                    let endpoints = urls(logical);
-                    async move { EtcdClient::connect(endpoints, &config).await }
-                },
-                nemesis,
-            )
-            .await
-        }
-        RealBackend::Exec => {
-            let program = ExecProgram::from_words(&test.exec).ok_or_else(|| RealError::Setup {
-                what: "the exec backend",
-                reason: "no program after --".to_string(),
-            })?;
-            let (program, clients) = (&program, options.clients);
-            drive_recorded(
-                options,
-                history.clone(),
-                |logical, stall| {
-                    let config = config(logical);
-                    let env = servers.exec_env(logical);
-                    async move {
-                        let client =
-                            ExecClient::connect(program, logical, clients, &env, &config).await?;
-                        let slot = planned.slots[logical as usize].clone();
-                        Ok(client.freeze_on_stall(stall).share_pid(slot))
-                    }
-                },
-                nemesis,
-            )
-            .await
-        }
-        RealBackend::Sql(recipe) => {
-            SqlClient::prepare(servers.mysql.as_ref().unwrap_or(&servers.storage), recipe).await?;
-            drive_recorded(
-                options,
-                history.clone(),
-                |logical, _stall| {
-                    let config = config(logical);
-                    let url = &urls(logical)[0];
-                    async move { SqlClient::connect(url, recipe, &config).await }
-                },
-                nemesis,
-            )
-            .await
-        }
-    }
+    let exec_env = |logical: u32| servers.exec_env(logical);
+    let lock_urls = servers.lock_urls(backend);
+    backend
+        .drive(Drive {
+            options,
+            history,
+            nemesis: Box::new(move |recorder, start| Box::pin(nemesis(recorder, start))),
+            config: &config,
+            routes: &servers.routes,
+            lock_urls: &lock_urls,
+            pair,
+            fencing: !test.no_fencing,
+            program: &test.exec,
+            exec_env: &exec_env,
+            slots: planned.slots,
+        })
+        .await
 }
