@@ -1,11 +1,8 @@
-//! Redlock over N independent Redis servers (docs/guide.md#redlock), as its
-//! description goes and as the simulator drives it (`sim/src/redlock.rs`):
-//! the same key and value on every instance, each with a short timeout of
-//! its own (asked at once, so that a slow instance costs the grant little of
-//! its validity); held if a majority said OK and the time spent is below the
-//! TTL, for a validity of TTL − elapsed − drift; otherwise release
-//! everywhere and fail with `no-majority`. The workload's random pause
-//! between attempts is the random back-off. Redlock issues no fencing token.
+//! Redlock over N independent Redis servers (docs/guide.md#redlock): the
+//! recipe of `lockcheck_workloads::redlock`, which the simulator runs too,
+//! over real connections. Every instance is asked at once, each with a short
+//! timeout of its own, so that a slow instance costs the grant little of its
+//! validity.
 
 use std::time::Duration;
 
@@ -16,12 +13,9 @@ use tokio::time::Instant;
 use super::redis::{lock_key, Command, Failure, Instance};
 use super::storage::Storage;
 use super::{ClientConfig, RealError};
+use lockcheck_workloads::redlock::{self, RedisQuorum};
+use lockcheck_workloads::user::Uncertain;
 use lockcheck_workloads::{Grant, LockClient, Outcome};
-
-/// Clock drift allowance: Redis' own suggestion, 1% of the TTL plus 2 ms.
-fn drift_ms(ttl_ms: u64) -> u64 {
-    ttl_ms / 100 + 2
-}
 
 /// One session of one logical client against every Redlock instance.
 #[derive(Debug)]
@@ -35,6 +29,8 @@ pub struct RedlockClient {
     /// that fails can still release everywhere within the deadline.
     instance_timeout: Duration,
     storage: Storage,
+    /// The client's own clock, which a grant's validity is measured by.
+    clock: Instant,
 }
 
 impl RedlockClient {
@@ -61,11 +57,8 @@ impl RedlockClient {
             grants: 0,
             instance_timeout: config.deadline / 2,
             storage: Storage::connect(config).await?,
+            clock: Instant::now(),
         })
-    }
-
-    fn majority(&self) -> usize {
-        self.instances.len() / 2 + 1
     }
 
     fn next_value(&mut self) -> String {
@@ -73,67 +66,78 @@ impl RedlockClient {
         format!("{}:{:016x}:{}", self.name, self.nonce, self.grants)
     }
 
-    /// Sends `command` to every instance at once, each with its own timeout.
-    async fn everywhere(&mut self, command: Command<'_>) -> Vec<Result<Value, Failure>> {
+    /// Sends `command` to every instance at once, each with its own timeout;
+    /// whether each took effect (its reply is `effect`), or why it did not
+    /// answer.
+    async fn everywhere(
+        &mut self,
+        command: Command<'_>,
+        effect: Value,
+    ) -> Vec<Result<bool, Uncertain>> {
         let until = Instant::now() + self.instance_timeout;
-        join_all(self.instances.iter_mut().map(|instance| instance.call(command, until))).await
+        let replies =
+            join_all(self.instances.iter_mut().map(|instance| instance.call(command, until))).await;
+        replies
+            .into_iter()
+            .map(|reply| match reply {
+                Ok(value) => Ok(value == effect),
+                Err(Failure::Unknown(_)) => Err(Uncertain::Unknown),
+                Err(_) => Err(Uncertain::NotSent),
+            })
+            .collect()
+    }
+}
+
+impl RedisQuorum for RedlockClient {
+    fn instances(&self) -> usize {
+        self.instances.len()
     }
 
-    fn count(replies: &[Result<Value, Failure>], wanted: impl Fn(&Value) -> bool) -> usize {
-        replies.iter().filter(|reply| matches!(reply, Ok(value) if wanted(value))).count()
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.clock.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    async fn set_nx_px_everywhere(
+        &mut self,
+        key: &str,
+        value: &str,
+        ttl_ms: u64,
+    ) -> Vec<Result<bool, Uncertain>> {
+        self.everywhere(Command::SetNxPx { key, value, ttl_ms }, Value::Okay).await
+    }
+
+    async fn del_if_eq_everywhere(
+        &mut self,
+        key: &str,
+        value: &str,
+    ) -> Vec<Result<bool, Uncertain>> {
+        self.everywhere(Command::DelIfEq { key, value }, Value::Int(1)).await
+    }
+
+    async fn pexpire_if_eq_everywhere(
+        &mut self,
+        key: &str,
+        value: &str,
+        ttl_ms: u64,
+    ) -> Vec<Result<bool, Uncertain>> {
+        self.everywhere(Command::PExpireIfEq { key, value, ttl_ms }, Value::Int(1)).await
     }
 }
 
 impl LockClient for RedlockClient {
     async fn acquire(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
-        let (lock, value) = (lock_key(key), self.next_value());
-        let started = Instant::now();
-        let replies = self.everywhere(Command::SetNxPx { key: &lock, value: &value, ttl_ms }).await;
-        let granted = Self::count(&replies, |value| *value == Value::Okay);
-        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let validity_ms = ttl_ms.saturating_sub(elapsed_ms).saturating_sub(drift_ms(ttl_ms));
-        if granted >= self.majority() && validity_ms > 0 {
-            return Outcome::Ok(Grant { fence: None, lease: Some(value) });
-        }
-        // Failed: unlock every instance, even those that did not answer.
-        // A refusal from some instances does not say that anyone holds the
-        // lock (it may be a failed attempt's leftover key), so the failure is
-        // not recorded as "busy".
-        self.everywhere(Command::DelIfEq { key: &lock, value: &value }).await;
-        Outcome::Fail("no-majority".into())
+        let value = self.next_value();
+        redlock::acquire(self, &lock_key(key), value, ttl_ms).await
     }
 
     async fn release(&mut self, key: &str, grant: &Grant) -> Outcome<()> {
-        let (lock, value) = (lock_key(key), grant.lease.clone().unwrap_or_default());
-        // Released if it still held a majority; its leftover keys elsewhere
-        // are deleted either way.
-        let replies = self.everywhere(Command::DelIfEq { key: &lock, value: &value }).await;
-        let deleted = Self::count(&replies, |value| *value == Value::Int(1));
-        let unknown =
-            replies.iter().filter(|reply| matches!(reply, Err(Failure::Unknown(_)))).count();
-        if deleted >= self.majority() {
-            Outcome::Ok(())
-        } else if deleted + unknown >= self.majority() {
-            Outcome::Info("timeout".into())
-        } else {
-            Outcome::Fail("not-held".into())
-        }
+        let value = grant.lease.clone().unwrap_or_default();
+        redlock::release(self, &lock_key(key), &value).await
     }
 
     async fn renew(&mut self, key: &str, grant: &Grant, ttl_ms: u64) -> Outcome<()> {
-        let (lock, value) = (lock_key(key), grant.lease.clone().unwrap_or_default());
-        let started = Instant::now();
-        let replies =
-            self.everywhere(Command::PExpireIfEq { key: &lock, value: &value, ttl_ms }).await;
-        let extended = Self::count(&replies, |value| *value == Value::Int(1));
-        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        // Extended on a majority, with validity left: still held. Otherwise
-        // the holder must stop (the watchdog: docs/guide.md#redis).
-        if extended >= self.majority() && elapsed_ms + drift_ms(ttl_ms) < ttl_ms {
-            Outcome::Ok(())
-        } else {
-            Outcome::Fail("not-held".into())
-        }
+        let value = grant.lease.clone().unwrap_or_default();
+        redlock::renew(self, &lock_key(key), &value, ttl_ms).await
     }
 
     async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {
