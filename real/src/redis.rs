@@ -35,6 +35,7 @@ use tokio::time::{timeout_at, Instant};
 
 use super::storage::Storage;
 use super::{ClientConfig, RealError};
+use lockcheck_workloads::redis_lock::{self, CallError, RedisLock, Variant};
 use lockcheck_workloads::Stall;
 use lockcheck_workloads::{Grant, LockClient, Outcome};
 
@@ -418,6 +419,8 @@ pub struct RedisClient {
     /// The lost-reply injector: the chance that a reply is thrown away.
     lose_replies: f64,
     rng: SmallRng,
+    /// When the operation under way must end.
+    until: Instant,
 }
 
 impl RedisClient {
@@ -468,6 +471,7 @@ impl RedisClient {
             storage,
             lose_replies: 0.0,
             rng: SmallRng::seed_from_u64(0),
+            until: Instant::now(),
         })
     }
 
@@ -511,36 +515,6 @@ impl RedisClient {
         reply
     }
 
-    /// The grant of `value`, with a token from `INCR` if fencing.
-    async fn fence(&mut self, key: &str, value: String, until: Instant) -> Outcome<Grant> {
-        if !self.fencing {
-            return Outcome::Ok(Grant { fence: None, lease: Some(value) });
-        }
-        match self.call(Command::Incr { key: &fence_key(key) }, until).await {
-            Ok(Value::Int(fence)) if fence > 0 => {
-                Outcome::Ok(Grant { fence: Some(fence as u64), lease: Some(value) })
-            }
-            // Granted, but the token is unknown: the client gives up (the
-            // lock expires by its TTL).
-            _ => Outcome::Info("fence-lost".into()),
-        }
-    }
-
-    async fn acquire_set(&mut self, key: &str, ttl_ms: u64, until: Instant) -> Outcome<Grant> {
-        let value = self.next_value();
-        let lock = lock_key(key);
-        match self.call(Command::SetNxPx { key: &lock, value: &value, ttl_ms }, until).await {
-            Ok(Value::Okay) => self.fence(key, value, until).await,
-            Ok(Value::Nil) => Outcome::Fail("busy".into()),
-            Ok(_) => Outcome::Info("bad-reply".into()),
-            // The bug: an `OK` that was lost is taken for a refusal.
-            Err(Failure::Unknown(_)) if self.recipe == RedisRecipe::LostReply => {
-                Outcome::Fail("busy".into())
-            }
-            Err(failure) => failure.outcome(),
-        }
-    }
-
     async fn acquire_fenced(&mut self, key: &str, ttl_ms: u64, until: Instant) -> Outcome<Grant> {
         let value = self.next_value();
         let (lock, fence) = (lock_key(key), fence_key(key));
@@ -555,79 +529,126 @@ impl RedisClient {
             Err(failure) => failure.outcome(),
         }
     }
+}
 
-    async fn acquire_setnx_expire(
+impl From<Failure> for CallError {
+    fn from(failure: Failure) -> CallError {
+        match failure {
+            Failure::NotSent => CallError::NotSent,
+            Failure::Unknown(reason) => CallError::Unknown(reason),
+            Failure::Refused(code) => CallError::Refused(code),
+        }
+    }
+}
+
+impl RedisLock for RedisClient {
+    async fn set_nx_px(&mut self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, CallError> {
+        let lock = lock_key(key);
+        match self.call(Command::SetNxPx { key: &lock, value, ttl_ms }, self.until).await? {
+            Value::Okay => Ok(true),
+            Value::Nil => Ok(false),
+            _ => Err(CallError::BadReply),
+        }
+    }
+
+    async fn set_nx(&mut self, key: &str, value: &str) -> Result<bool, CallError> {
+        let lock = lock_key(key);
+        match self.call(Command::SetNx { key: &lock, value }, self.until).await? {
+            Value::Int(1) => Ok(true),
+            Value::Int(0) => Ok(false),
+            _ => Err(CallError::BadReply),
+        }
+    }
+
+    async fn pexpire(&mut self, key: &str, ttl_ms: u64) -> Result<(), CallError> {
+        let lock = lock_key(key);
+        self.call(Command::PExpire { key: &lock, ttl_ms }, self.until).await?;
+        Ok(())
+    }
+
+    async fn incr_fence(&mut self, key: &str) -> Result<u64, CallError> {
+        let fence = fence_key(key);
+        match self.call(Command::Incr { key: &fence }, self.until).await? {
+            Value::Int(token) if token > 0 => Ok(token as u64),
+            _ => Err(CallError::BadReply),
+        }
+    }
+
+    async fn del_if_eq(&mut self, key: &str, value: &str) -> Result<bool, CallError> {
+        let lock = lock_key(key);
+        counted(self.call(Command::DelIfEq { key: &lock, value }, self.until).await?)
+    }
+
+    async fn del(&mut self, key: &str) -> Result<(), CallError> {
+        let lock = lock_key(key);
+        self.call(Command::Del { key: &lock }, self.until).await?;
+        Ok(())
+    }
+
+    async fn pexpire_if_eq(
         &mut self,
         key: &str,
+        value: &str,
         ttl_ms: u64,
-        until: Instant,
-    ) -> Outcome<Grant> {
-        let value = self.next_value();
+    ) -> Result<bool, CallError> {
         let lock = lock_key(key);
-        match self.call(Command::SetNx { key: &lock, value: &value }, until).await {
-            Ok(Value::Int(1)) => {}
-            Ok(Value::Int(0)) => return Outcome::Fail("busy".into()),
-            Ok(_) => return Outcome::Info("bad-reply".into()),
-            Err(failure) => return failure.outcome(),
-        }
-        // A stall here, longer than the deadline, is a crash between the
-        // two commands: the key is left without a TTL.
+        counted(self.call(Command::PExpireIfEq { key: &lock, value, ttl_ms }, self.until).await?)
+    }
+
+    async fn crash_point(&mut self) -> bool {
         let stall_ms = self.stall.take();
         if stall_ms > 0 {
             tokio::time::sleep(Duration::from_millis(stall_ms)).await;
             self.instance.disconnect();
-            return Outcome::Info("crashed-before-expire".into());
         }
-        match self.call(Command::PExpire { key: &lock, ttl_ms }, until).await {
-            Ok(_) => self.fence(key, value, until).await,
-            Err(Failure::Unknown(reason)) => Outcome::Info(reason.into()),
-            // Held, without a TTL: as unknown as a crash.
-            Err(_) => Outcome::Info("expire-failed".into()),
-        }
+        stall_ms > 0
     }
+}
 
-    /// The outcome of a compare-and-something script: 1 = done, 0 = the lock
-    /// is not ours.
-    fn counted(reply: Result<Value, Failure>) -> Outcome<()> {
-        match reply {
-            Ok(Value::Int(1)) => Outcome::Ok(()),
-            Ok(Value::Int(0)) => Outcome::Fail("not-held".into()),
-            Ok(_) => Outcome::Info("bad-reply".into()),
-            Err(failure) => failure.outcome(),
+/// A compare-and-something script's reply: 1 = done, 0 = the lock is not
+/// ours.
+fn counted(reply: Value) -> Result<bool, CallError> {
+    match reply {
+        Value::Int(1) => Ok(true),
+        Value::Int(0) => Ok(false),
+        _ => Err(CallError::BadReply),
+    }
+}
+
+impl RedisRecipe {
+    /// The recipe both worlds share, for all but `redis-fenced` (whose
+    /// grant is one script: the real world's only), which releases and
+    /// renews as the plain one.
+    fn variant(self) -> Variant {
+        match self {
+            RedisRecipe::Plain | RedisRecipe::Fenced => Variant::Plain,
+            RedisRecipe::DelRelease => Variant::DelRelease,
+            RedisRecipe::SetnxExpire => Variant::SetnxExpire,
+            RedisRecipe::LostReply => Variant::LostReply,
         }
     }
 }
 
 impl LockClient for RedisClient {
     async fn acquire(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
-        let until = Instant::now() + self.deadline;
-        match self.recipe {
-            RedisRecipe::Fenced => self.acquire_fenced(key, ttl_ms, until).await,
-            RedisRecipe::SetnxExpire => self.acquire_setnx_expire(key, ttl_ms, until).await,
-            RedisRecipe::Plain | RedisRecipe::DelRelease | RedisRecipe::LostReply => {
-                self.acquire_set(key, ttl_ms, until).await
-            }
+        self.until = Instant::now() + self.deadline;
+        if self.recipe == RedisRecipe::Fenced {
+            return self.acquire_fenced(key, ttl_ms, self.until).await;
         }
+        let (value, fencing) = (self.next_value(), self.fencing);
+        redis_lock::acquire(self, self.recipe.variant(), fencing, key, value, ttl_ms).await
     }
 
     async fn release(&mut self, key: &str, grant: &Grant) -> Outcome<()> {
-        let until = Instant::now() + self.deadline;
-        let (lock, value) = (lock_key(key), grant.lease.clone().unwrap_or_default());
-        if self.recipe == RedisRecipe::DelRelease {
-            // The bug: deletes the key whoever holds it now.
-            return match self.call(Command::Del { key: &lock }, until).await {
-                Ok(_) => Outcome::Ok(()),
-                Err(failure) => failure.outcome(),
-            };
-        }
-        Self::counted(self.call(Command::DelIfEq { key: &lock, value: &value }, until).await)
+        self.until = Instant::now() + self.deadline;
+        let value = grant.lease.clone().unwrap_or_default();
+        redis_lock::release(self, self.recipe.variant(), key, &value).await
     }
 
     async fn renew(&mut self, key: &str, grant: &Grant, ttl_ms: u64) -> Outcome<()> {
-        let until = Instant::now() + self.deadline;
-        let (lock, value) = (lock_key(key), grant.lease.clone().unwrap_or_default());
-        let command = Command::PExpireIfEq { key: &lock, value: &value, ttl_ms };
-        Self::counted(self.call(command, until).await)
+        self.until = Instant::now() + self.deadline;
+        let value = grant.lease.clone().unwrap_or_default();
+        redis_lock::renew(self, key, &value, ttl_ms).await
     }
 
     async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use lockcheck_workloads::redis_lock::Variant;
 use lockcheck_workloads::{FaultKind, Grant, LockClient, Outcome, Stall};
 
 use crate::etcd::ETCD_HOSTS;
@@ -211,7 +212,7 @@ pub struct SimClient {
     pub(crate) instances: Vec<Connection>,
     storage: Connection,
     /// Where a stall strikes inside the two-step SETNX recipe.
-    stall: Stall,
+    pub(crate) stall: Stall,
     /// This client's clock, ahead of simulated time by this much (a skew
     /// nemesis moves it); only a recipe that trusts the client's clock reads it.
     clock_offset_ms: std::rc::Rc<std::cell::Cell<i64>>,
@@ -273,56 +274,6 @@ impl SimClient {
     pub(crate) fn next_value(&mut self) -> String {
         self.grants += 1;
         format!("{}:{}", self.name, self.grants)
-    }
-
-    async fn fence(&mut self, key: &str, value: String) -> Outcome<Grant> {
-        if !self.fencing {
-            return Outcome::Ok(Grant { fence: None, lease: Some(value) });
-        }
-        match self.instances[0].call(&Request::Incr { key: format!("fence:{key}") }).await {
-            Ok(Response::Int(fence)) => {
-                Outcome::Ok(Grant { fence: Some(fence as u64), lease: Some(value) })
-            }
-            // Granted, but the token is unknown: the client gives up (the
-            // lock expires by its TTL).
-            _ => Outcome::Info("fence-lost".into()),
-        }
-    }
-
-    async fn acquire_redis(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
-        let value = self.next_value();
-        let request = Request::SetNxPx { key: key.into(), value: value.clone(), ttl_ms };
-        match self.instances[0].call(&request).await {
-            Ok(Response::Ok) => self.fence(key, value).await,
-            Ok(_) => Outcome::Fail("busy".into()),
-            Err(Failure::Unknown) if self.backend == Backend::RedisLostReply => {
-                Outcome::Fail("busy".into())
-            }
-            Err(failure) => unknown(failure),
-        }
-    }
-
-    async fn acquire_setnx_expire(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
-        let value = self.next_value();
-        match self.instances[0]
-            .call(&Request::SetNx { key: key.into(), value: value.clone() })
-            .await
-        {
-            Ok(Response::Int(1)) => {}
-            Ok(_) => return Outcome::Fail("busy".into()),
-            Err(failure) => return unknown(failure),
-        }
-        // A stall here, longer than the deadline, is a crash between the
-        // two commands: the key is left without a TTL.
-        let stall_ms = self.stall.take();
-        if stall_ms > 0 {
-            tokio::time::sleep(Duration::from_millis(stall_ms)).await;
-            return Outcome::Info("crashed-before-expire".into());
-        }
-        match self.instances[0].call(&Request::Expire { key: key.into(), ttl_ms }).await {
-            Ok(_) => self.fence(key, value).await,
-            Err(_) => Outcome::Info("timeout".into()),
-        }
     }
 
     async fn acquire_lease(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
@@ -391,8 +342,13 @@ impl LockClient for SimClient {
             Backend::LeaseTable | Backend::LeaseTableClientClock => {
                 self.acquire_lease(key, ttl_ms).await
             }
-            Backend::RedisSetnxExpire => self.acquire_setnx_expire(key, ttl_ms).await,
-            _ => self.acquire_redis(key, ttl_ms).await,
+            Backend::Redis
+            | Backend::RedisDelRelease
+            | Backend::RedisSetnxExpire
+            | Backend::RedisLostReply => {
+                let variant = self.backend.redis_variant().unwrap_or(Variant::Plain);
+                self.acquire_redis(variant, key, ttl_ms).await
+            }
         }
     }
 
@@ -411,19 +367,14 @@ impl LockClient for SimClient {
                     .await,
             );
         }
-        let request = match self.backend {
-            Backend::RedisDelRelease => {
-                return match self.instances[0].call(&Request::Del { key: key.into() }).await {
-                    Ok(_) => Outcome::Ok(()),
-                    Err(failure) => unknown(failure),
-                };
-            }
-            Backend::LeaseTable | Backend::LeaseTableClientClock => Request::LeaseRelease {
-                name: key.into(),
-                owner: value,
-                fence: grant.fence.unwrap_or_default(),
-            },
-            _ => Request::DelIfEq { key: key.into(), value },
+        if let Some(variant) = self.backend.redis_variant() {
+            return self.release_redis(variant, key, &value).await;
+        }
+        // The lease table.
+        let request = Request::LeaseRelease {
+            name: key.into(),
+            owner: value,
+            fence: grant.fence.unwrap_or_default(),
         };
         Self::counted(self.instances[0].call(&request).await)
     }
@@ -441,14 +392,15 @@ impl LockClient for SimClient {
             let request = Request::SemHeartbeat { key: key.into(), member: value, ttl_ms, now_ms };
             return Self::counted(self.instances[0].call(&request).await);
         }
-        let request = match self.backend {
-            Backend::LeaseTable | Backend::LeaseTableClientClock => Request::LeaseRenew {
-                name: key.into(),
-                owner: value,
-                fence: grant.fence.unwrap_or_default(),
-                ttl_ms,
-            },
-            _ => Request::PExpireIfEq { key: key.into(), value, ttl_ms },
+        if self.backend.redis_variant().is_some() {
+            return self.renew_redis(key, &value, ttl_ms).await;
+        }
+        // The lease table.
+        let request = Request::LeaseRenew {
+            name: key.into(),
+            owner: value,
+            fence: grant.fence.unwrap_or_default(),
+            ttl_ms,
         };
         Self::counted(self.instances[0].call(&request).await)
     }

@@ -13,6 +13,7 @@ mod etcd_client;
 mod host;
 mod nemesis;
 mod protocol;
+mod redis_lock;
 mod redlock;
 mod run;
 mod server;

@@ -8,6 +8,7 @@ mod client;
 mod fault;
 pub mod interrupt;
 mod recorder;
+pub mod redis_lock;
 pub mod redlock;
 pub mod user;
 mod workload;

@@ -1,0 +1,128 @@
+//! The single-Redis recipes (`lockcheck_workloads::redis_lock`, which the
+//! real world runs too) over the simulator's connection to its Redis: the
+//! lock at its own name, its fence counter at `fence:<name>`.
+
+use std::time::Duration;
+
+use lockcheck_workloads::redis_lock::{self, CallError, RedisLock, Variant};
+use lockcheck_workloads::{Grant, Outcome, Stall};
+
+use crate::client::{Backend, SimClient};
+use crate::host::{Connection, Failure};
+use crate::protocol::{Request, Response};
+
+/// One client's connection to the simulated Redis.
+struct SimRedis<'a> {
+    connection: &'a mut Connection,
+    stall: &'a Stall,
+}
+
+impl SimRedis<'_> {
+    /// Sends `request`; what `reply` makes of the answer.
+    async fn call<T>(
+        &mut self,
+        request: &Request,
+        reply: impl FnOnce(Response) -> Result<T, CallError>,
+    ) -> Result<T, CallError> {
+        match self.connection.call(request).await {
+            Ok(response) => reply(response),
+            Err(Failure::NotSent) => Err(CallError::NotSent),
+            Err(Failure::Unknown) => Err(CallError::Unknown("timeout")),
+        }
+    }
+}
+
+impl RedisLock for SimRedis<'_> {
+    async fn set_nx_px(&mut self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, CallError> {
+        let request = Request::SetNxPx { key: key.into(), value: value.into(), ttl_ms };
+        self.call(&request, |reply| Ok(matches!(reply, Response::Ok))).await
+    }
+
+    async fn set_nx(&mut self, key: &str, value: &str) -> Result<bool, CallError> {
+        let request = Request::SetNx { key: key.into(), value: value.into() };
+        self.call(&request, |reply| Ok(matches!(reply, Response::Int(1)))).await
+    }
+
+    async fn pexpire(&mut self, key: &str, ttl_ms: u64) -> Result<(), CallError> {
+        self.call(&Request::Expire { key: key.into(), ttl_ms }, |_| Ok(())).await
+    }
+
+    async fn incr_fence(&mut self, key: &str) -> Result<u64, CallError> {
+        let request = Request::Incr { key: format!("fence:{key}") };
+        self.call(&request, |reply| match reply {
+            Response::Int(fence) => Ok(fence as u64),
+            _ => Err(CallError::BadReply),
+        })
+        .await
+    }
+
+    async fn del_if_eq(&mut self, key: &str, value: &str) -> Result<bool, CallError> {
+        let request = Request::DelIfEq { key: key.into(), value: value.into() };
+        self.call(&request, |reply| Ok(matches!(reply, Response::Int(1)))).await
+    }
+
+    async fn del(&mut self, key: &str) -> Result<(), CallError> {
+        self.call(&Request::Del { key: key.into() }, |_| Ok(())).await
+    }
+
+    async fn pexpire_if_eq(
+        &mut self,
+        key: &str,
+        value: &str,
+        ttl_ms: u64,
+    ) -> Result<bool, CallError> {
+        let request = Request::PExpireIfEq { key: key.into(), value: value.into(), ttl_ms };
+        self.call(&request, |reply| Ok(matches!(reply, Response::Int(1)))).await
+    }
+
+    async fn crash_point(&mut self) -> bool {
+        let stall_ms = self.stall.take();
+        if stall_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(stall_ms)).await;
+        }
+        stall_ms > 0
+    }
+}
+
+impl Backend {
+    /// The single-Redis recipe this backend runs, if it is one.
+    pub(crate) fn redis_variant(self) -> Option<Variant> {
+        match self {
+            Backend::Redis => Some(Variant::Plain),
+            Backend::RedisDelRelease => Some(Variant::DelRelease),
+            Backend::RedisSetnxExpire => Some(Variant::SetnxExpire),
+            Backend::RedisLostReply => Some(Variant::LostReply),
+            _ => None,
+        }
+    }
+}
+
+impl SimClient {
+    fn redis(&mut self) -> SimRedis<'_> {
+        SimRedis { connection: &mut self.instances[0], stall: &self.stall }
+    }
+
+    pub(crate) async fn acquire_redis(
+        &mut self,
+        variant: Variant,
+        key: &str,
+        ttl_ms: u64,
+    ) -> Outcome<Grant> {
+        let value = self.next_value();
+        let fencing = self.fencing;
+        redis_lock::acquire(&mut self.redis(), variant, fencing, key, value, ttl_ms).await
+    }
+
+    pub(crate) async fn release_redis(
+        &mut self,
+        variant: Variant,
+        key: &str,
+        value: &str,
+    ) -> Outcome<()> {
+        redis_lock::release(&mut self.redis(), variant, key, value).await
+    }
+
+    pub(crate) async fn renew_redis(&mut self, key: &str, value: &str, ttl_ms: u64) -> Outcome<()> {
+        redis_lock::renew(&mut self.redis(), key, value, ttl_ms).await
+    }
+}
