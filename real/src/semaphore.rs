@@ -30,9 +30,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use redis::{Script, Value};
 use tokio::time::{timeout_at, Instant};
 
-use super::redis::{glob_escape, scan, Command, Failure, Instance};
+use super::redis::{glob_escape, scan, Command, Instance};
 use super::storage::Storage;
 use super::{ClientConfig, RealError};
+use lockcheck_workloads::redis_lock::CallError;
+use lockcheck_workloads::semaphore::{self, SemaphoreStore};
 use lockcheck_workloads::{Grant, LockClient, Outcome};
 
 /// How long preparing a test's keys may take, before anything is recorded.
@@ -129,6 +131,8 @@ pub struct RedisSemaphoreClient {
     deadline: Duration,
     instance: Instance,
     storage: Storage,
+    /// When the operation under way must end.
+    until: Instant,
 }
 
 impl RedisSemaphoreClient {
@@ -159,6 +163,7 @@ impl RedisSemaphoreClient {
             deadline: config.deadline,
             instance,
             storage,
+            until: Instant::now(),
         })
     }
 
@@ -188,52 +193,75 @@ impl RedisSemaphoreClient {
             i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX) + self.clock_offset_ms
         })
     }
+}
 
-    /// The outcome of a heartbeat or release: 1 = done, 0 = the slot is lost.
-    fn counted(reply: Result<Value, Failure>) -> Outcome<()> {
-        match reply {
-            Ok(Value::Int(1)) => Outcome::Ok(()),
-            Ok(Value::Int(0)) => Outcome::Fail("not-held".into()),
-            Ok(_) => Outcome::Info("bad-reply".into()),
-            Err(failure) => failure.outcome(),
+impl SemaphoreStore for RedisSemaphoreClient {
+    async fn try_acquire(
+        &mut self,
+        key: &str,
+        member: &str,
+        ttl_ms: u64,
+        limit: u32,
+        now_ms: Option<i64>,
+    ) -> Result<bool, CallError> {
+        let mut invocation = ACQUIRE.key(semaphore_key(key));
+        invocation.arg(member).arg(ttl_ms).arg(limit);
+        if let Some(now_ms) = now_ms {
+            invocation.arg(now_ms);
         }
+        counted(self.instance.call(Command::Script(&invocation), self.until).await?)
+    }
+
+    async fn heartbeat(
+        &mut self,
+        key: &str,
+        member: &str,
+        ttl_ms: u64,
+        now_ms: Option<i64>,
+    ) -> Result<bool, CallError> {
+        let mut invocation = HEARTBEAT.key(semaphore_key(key));
+        invocation.arg(member).arg(ttl_ms);
+        if let Some(now_ms) = now_ms {
+            invocation.arg(now_ms);
+        }
+        counted(self.instance.call(Command::Script(&invocation), self.until).await?)
+    }
+
+    async fn remove(&mut self, key: &str, member: &str) -> Result<bool, CallError> {
+        let mut command = redis::cmd("ZREM");
+        command.arg(semaphore_key(key)).arg(member);
+        counted(self.instance.call(Command::Cmd(&command), self.until).await?)
+    }
+}
+
+/// A script's or `ZREM`'s reply: 1 = done, 0 = not (busy, or the slot is
+/// lost).
+fn counted(reply: Value) -> Result<bool, CallError> {
+    match reply {
+        Value::Int(1) => Ok(true),
+        Value::Int(0) => Ok(false),
+        _ => Err(CallError::BadReply),
     }
 }
 
 impl LockClient for RedisSemaphoreClient {
     async fn acquire(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
-        let until = Instant::now() + self.deadline;
-        let member = self.next_member();
-        let mut invocation = ACQUIRE.key(semaphore_key(key));
-        invocation.arg(&member).arg(ttl_ms).arg(self.permits);
-        if let Some(now_ms) = self.caller_now_ms() {
-            invocation.arg(now_ms);
-        }
-        match self.instance.call(Command::Script(&invocation), until).await {
-            Ok(Value::Int(1)) => Outcome::Ok(Grant { fence: None, lease: Some(member) }),
-            Ok(Value::Int(0)) => Outcome::Fail("busy".into()),
-            Ok(_) => Outcome::Info("bad-reply".into()),
-            Err(failure) => failure.outcome(),
-        }
+        self.until = Instant::now() + self.deadline;
+        let (member, now_ms, limit) = (self.next_member(), self.caller_now_ms(), self.permits);
+        semaphore::acquire(self, key, member, ttl_ms, limit, now_ms).await
     }
 
     async fn release(&mut self, key: &str, grant: &Grant) -> Outcome<()> {
-        let until = Instant::now() + self.deadline;
-        let member = grant.lease.as_deref().unwrap_or_default();
-        let mut command = redis::cmd("ZREM");
-        command.arg(semaphore_key(key)).arg(member);
-        Self::counted(self.instance.call(Command::Cmd(&command), until).await)
+        self.until = Instant::now() + self.deadline;
+        let member = grant.lease.clone().unwrap_or_default();
+        semaphore::release(self, key, &member).await
     }
 
     async fn renew(&mut self, key: &str, grant: &Grant, ttl_ms: u64) -> Outcome<()> {
-        let until = Instant::now() + self.deadline;
-        let member = grant.lease.as_deref().unwrap_or_default();
-        let mut invocation = HEARTBEAT.key(semaphore_key(key));
-        invocation.arg(member).arg(ttl_ms);
-        if let Some(now_ms) = self.caller_now_ms() {
-            invocation.arg(now_ms);
-        }
-        Self::counted(self.instance.call(Command::Script(&invocation), until).await)
+        self.until = Instant::now() + self.deadline;
+        let member = grant.lease.clone().unwrap_or_default();
+        let now_ms = self.caller_now_ms();
+        semaphore::renew(self, key, &member, ttl_ms, now_ms).await
     }
 
     async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {

@@ -197,7 +197,7 @@ impl Backend {
 /// One session of one simulated client.
 #[derive(Debug)]
 pub struct SimClient {
-    backend: Backend,
+    pub(crate) backend: Backend,
     /// Take a fencing token with each grant (`INCR` for Redis; the lease
     /// table always has one).
     pub(crate) fencing: bool,
@@ -296,28 +296,11 @@ impl SimClient {
     }
 
     /// The caller's clock, for the recipe that (wrongly) trusts it.
-    fn caller_now_ms(&self) -> Option<i64> {
+    pub(crate) fn caller_now_ms(&self) -> Option<i64> {
         (self.backend == Backend::RedisSemaphoreClientClock).then(|| {
             turmoil::sim_elapsed().unwrap_or_default().as_millis() as i64
                 + self.clock_offset_ms.get()
         })
-    }
-
-    async fn acquire_permit(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
-        let member = self.next_value();
-        let limit = self.backend.permits();
-        let request = Request::SemAcquire {
-            key: key.into(),
-            member: member.clone(),
-            ttl_ms,
-            limit,
-            now_ms: self.caller_now_ms(),
-        };
-        match self.instances[0].call(&request).await {
-            Ok(Response::Ok) => Outcome::Ok(Grant { fence: None, lease: Some(member) }),
-            Ok(_) => Outcome::Fail("busy".into()),
-            Err(failure) => unknown(failure),
-        }
     }
 
     fn counted(reply: Result<Response, Failure>) -> Outcome<()> {
@@ -361,11 +344,7 @@ impl LockClient for SimClient {
             return self.release_etcd(grant).await;
         }
         if self.backend.permits() > 1 {
-            return Self::counted(
-                self.instances[0]
-                    .call(&Request::SemRelease { key: key.into(), member: value })
-                    .await,
-            );
+            return self.release_permit(key, &value).await;
         }
         if let Some(variant) = self.backend.redis_variant() {
             return self.release_redis(variant, key, &value).await;
@@ -388,9 +367,7 @@ impl LockClient for SimClient {
             return self.renew_etcd(grant, ttl_ms).await;
         }
         if self.backend.permits() > 1 {
-            let now_ms = self.caller_now_ms();
-            let request = Request::SemHeartbeat { key: key.into(), member: value, ttl_ms, now_ms };
-            return Self::counted(self.instances[0].call(&request).await);
+            return self.renew_permit(key, &value, ttl_ms).await;
         }
         if self.backend.redis_variant().is_some() {
             return self.renew_redis(key, &value, ttl_ms).await;

@@ -1,10 +1,12 @@
-//! The single-Redis recipes (`lockcheck_workloads::redis_lock`, which the
-//! real world runs too) over the simulator's connection to its Redis: the
-//! lock at its own name, its fence counter at `fence:<name>`.
+//! The single-Redis recipes (`lockcheck_workloads::redis_lock`) and the
+//! semaphore (`lockcheck_workloads::semaphore`), which the real world runs
+//! too, over the simulator's connection to its Redis: the lock at its own
+//! name, its fence counter at `fence:<name>`.
 
 use std::time::Duration;
 
 use lockcheck_workloads::redis_lock::{self, CallError, RedisLock, Variant};
+use lockcheck_workloads::semaphore::{self, SemaphoreStore};
 use lockcheck_workloads::{Grant, Outcome, Stall};
 
 use crate::client::{Backend, SimClient};
@@ -84,6 +86,38 @@ impl RedisLock for SimRedis<'_> {
     }
 }
 
+impl SemaphoreStore for SimRedis<'_> {
+    async fn try_acquire(
+        &mut self,
+        key: &str,
+        member: &str,
+        ttl_ms: u64,
+        limit: u32,
+        now_ms: Option<i64>,
+    ) -> Result<bool, CallError> {
+        let request =
+            Request::SemAcquire { key: key.into(), member: member.into(), ttl_ms, limit, now_ms };
+        self.call(&request, |reply| Ok(matches!(reply, Response::Ok))).await
+    }
+
+    async fn heartbeat(
+        &mut self,
+        key: &str,
+        member: &str,
+        ttl_ms: u64,
+        now_ms: Option<i64>,
+    ) -> Result<bool, CallError> {
+        let request =
+            Request::SemHeartbeat { key: key.into(), member: member.into(), ttl_ms, now_ms };
+        self.call(&request, |reply| Ok(matches!(reply, Response::Int(1)))).await
+    }
+
+    async fn remove(&mut self, key: &str, member: &str) -> Result<bool, CallError> {
+        let request = Request::SemRelease { key: key.into(), member: member.into() };
+        self.call(&request, |reply| Ok(matches!(reply, Response::Int(1)))).await
+    }
+}
+
 impl Backend {
     /// The single-Redis recipe this backend runs, if it is one.
     pub(crate) fn redis_variant(self) -> Option<Variant> {
@@ -124,5 +158,25 @@ impl SimClient {
 
     pub(crate) async fn renew_redis(&mut self, key: &str, value: &str, ttl_ms: u64) -> Outcome<()> {
         redis_lock::renew(&mut self.redis(), key, value, ttl_ms).await
+    }
+
+    pub(crate) async fn acquire_permit(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
+        let member = self.next_value();
+        let (limit, now_ms) = (self.backend.permits(), self.caller_now_ms());
+        semaphore::acquire(&mut self.redis(), key, member, ttl_ms, limit, now_ms).await
+    }
+
+    pub(crate) async fn release_permit(&mut self, key: &str, member: &str) -> Outcome<()> {
+        semaphore::release(&mut self.redis(), key, member).await
+    }
+
+    pub(crate) async fn renew_permit(
+        &mut self,
+        key: &str,
+        member: &str,
+        ttl_ms: u64,
+    ) -> Outcome<()> {
+        let now_ms = self.caller_now_ms();
+        semaphore::renew(&mut self.redis(), key, member, ttl_ms, now_ms).await
     }
 }

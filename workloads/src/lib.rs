@@ -10,6 +10,7 @@ pub mod interrupt;
 mod recorder;
 pub mod redis_lock;
 pub mod redlock;
+pub mod semaphore;
 pub mod user;
 mod workload;
 
