@@ -460,3 +460,29 @@ fn backends_lists_both_worlds_and_says_why_a_fault_is_refused() {
     assert_eq!(output.status.code(), Some(64));
     assert!(stderr(&output).contains("unknown backend \"zookeeper\""), "{}", stderr(&output));
 }
+
+#[test]
+fn a_simulated_backend_is_sim_and_the_real_name() {
+    // Every real backend with a simulated twin is reached by `sim-` and its
+    // name; the lease table by both of its databases' names.
+    for (alias, name) in [
+        ("sim-postgres-lease", "sim-lease-table"),
+        ("sim-mysql-lease", "sim-lease-table"),
+        ("sim-redlock", "sim-redlock"),
+    ] {
+        let output = lockcheck(&[
+            "check",
+            "--backend",
+            alias,
+            "--nemesis",
+            "none",
+            "--time-limit",
+            "2s",
+            "--seed",
+            "1",
+            "--no-store",
+        ]);
+        assert_eq!(output.status.code(), Some(0), "{alias}: {}", stderr(&output));
+        assert!(stdout(&output).contains(name), "{alias} runs {name}: {}", stdout(&output));
+    }
+}

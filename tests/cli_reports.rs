@@ -85,7 +85,7 @@ fn junit_has_a_testsuite_per_seed_and_markdown_a_table() {
     assert_eq!(xml.matches("<testsuite ").count(), 2, "a suite per seed:\n{xml}");
     assert!(xml.contains("<failure"), "{xml}");
 
-    let corpus = "histories/redis-set-nx-px/gc-pause/invalid";
+    let corpus = "histories/redis/gc-pause/invalid";
     let file = std::fs::read_dir(corpus)
         .expect("the corpus")
         .filter_map(Result::ok)

@@ -218,3 +218,25 @@ fn the_binary_starts_no_server_and_plans_no_fault() {
     }
     assert!(found.is_empty(), "src/ is glue only, yet names:\n{}", found.join("\n"));
 }
+
+#[test]
+fn a_recorded_history_is_filed_under_its_backend_name() {
+    // One name per recipe: `histories/<recipe>/` is the `--backend` name
+    // (a simulated run's without `sim-`), or a folder of histories that no
+    // backend in particular recorded.
+    let mut strays = Vec::new();
+    for entry in std::fs::read_dir(root().join("histories")).unwrap() {
+        let entry = entry.unwrap();
+        if !entry.file_type().unwrap().is_dir() {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let known = lockcheck_real::RealBackend::parse(&name).is_some()
+            || lockcheck_sim::Backend::parse(&format!("sim-{name}")).is_some()
+            || ["mutex-service", "cron"].contains(&name.as_str());
+        if !known {
+            strays.push(name);
+        }
+    }
+    assert!(strays.is_empty(), "folders of histories/ that name no backend: {strays:?}");
+}

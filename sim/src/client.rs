@@ -98,8 +98,14 @@ impl Backend {
         }
     }
 
+    /// A simulated backend by its name, or by `sim-` and the name of a real
+    /// backend it simulates: the SQL lease table is PostgreSQL's and
+    /// MariaDB's (`sim-postgres-lease`, `sim-mysql-lease`).
     pub fn parse(name: &str) -> Option<Backend> {
-        Backend::ALL.into_iter().find(|backend| backend.name() == name)
+        match name {
+            "sim-postgres-lease" | "sim-mysql-lease" => Some(Backend::LeaseTable),
+            name => Backend::ALL.into_iter().find(|backend| backend.name() == name),
+        }
     }
 
     /// The hosts that hold the locks.
