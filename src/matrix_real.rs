@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use lockcheck_real::matrix::{cells, RealCell};
+use lockcheck_real::matrix::{cell_options, cells, check_args, RealCell};
 use lockcheck_real::{execute, RealRun};
 
 use crate::args::MatrixArgs;
@@ -13,9 +13,12 @@ use crate::exit;
 use crate::options::check_options;
 use crate::progress::Progress;
 
+/// Wall time per run of a cell that names none.
+const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(8);
+
 /// The cell's arguments as `check` takes them, for one run.
 fn check_line(cell: &RealCell, seed: u64, time_limit: Duration) -> String {
-    format!("{} --time-limit {}ms --seed {seed}", cell.setup.args(), time_limit.as_millis())
+    format!("{} --time-limit {}ms --seed {seed}", check_args(cell), time_limit.as_millis())
 }
 
 /// How a cell came out.
@@ -32,13 +35,13 @@ fn run_cell(cell: &RealCell, args: &MatrixArgs, progress: &Progress) -> Result<O
         false => args.safe_seeds.unwrap_or(1),
     }
     .max(1);
-    let time_limit = args.time_limit.unwrap_or(cell.time_limit);
+    let time_limit = args.time_limit.or(cell.time_limit).unwrap_or(DEFAULT_TIME_LIMIT);
     let checks = check_options(
         args.linearizability_timeout
             .unwrap_or(lockcheck_sim::Effort::default().linearizability_timeout),
     );
-    let test = cell.setup.options(time_limit, checks);
-    let args_line = cell.setup.args();
+    let test = cell_options(cell, time_limit, checks);
+    let args_line = check_args(cell);
     let what = args_line.strip_prefix("--backend ").unwrap_or(&args_line);
     let outcome = cell.expect.judge_runs(
         runs,
@@ -46,7 +49,7 @@ fn run_cell(cell: &RealCell, args: &MatrixArgs, progress: &Progress) -> Result<O
         |seed| {
             let label = format!("{what}, run {}/{runs}", seed + 1);
             progress
-                .watch(&label, time_limit, || execute(&test, cell.setup.backend, seed, false))
+                .watch(&label, time_limit, || execute(&test, cell.backend, seed, false))
                 .map_err(|failure| failure.to_string())
         },
         |run| &run.analysis,
@@ -63,8 +66,7 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
     let cells: Vec<RealCell> = cells()
         .into_iter()
         .filter(|cell| {
-            args.backends.is_empty()
-                || args.backends.iter().any(|name| cell.setup.backend.name() == name)
+            args.backends.is_empty() || args.backends.iter().any(|name| cell.backend.name() == name)
         })
         .collect();
     if cells.is_empty() {
@@ -88,7 +90,7 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
                 if !outcome.matches {
                     mismatches.push(format!(
                         "  {} ({}): replay: {}",
-                        cell.setup.args(),
+                        check_args(cell),
                         cell.note,
                         outcome.replay
                     ));
@@ -97,14 +99,14 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
             }
             Err(error) => {
                 errors += 1;
-                mismatches.push(format!("  {}: {error}", cell.setup.args()));
+                mismatches.push(format!("  {}: {error}", check_args(cell)));
                 ("could not run".to_string(), "ERROR")
             }
         };
         progress.suspend(|| {
             println!(
                 "{:<64} {:<44} {:<44} {result} ({:.0} s)",
-                cell.setup.args(),
+                check_args(cell),
                 cell.expect.describe(),
                 found,
                 cell_started.elapsed().as_secs_f64()
@@ -182,7 +184,8 @@ mod tests {
     fn each_cell_replays_as_the_check_line_the_matrix_prints() {
         for cell in cells() {
             let line = super::check_line(&cell, 3, Duration::from_millis(2500));
-            let options = cell.setup.options(
+            let options = lockcheck_real::matrix::cell_options(
+                &cell,
                 Duration::from_millis(2500),
                 crate::options::check_options(Duration::from_secs(10)),
             );

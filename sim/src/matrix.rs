@@ -14,20 +14,8 @@ use lockcheck_workloads::Workload;
 
 use crate::run::{run, SimError, SimOptions, SimRun};
 
-/// One cell of the table.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Cell {
-    pub backend: Backend,
-    pub workload: Workload,
-    pub faults: &'static [FaultKind],
-    /// The shapes a partition may take.
-    pub shapes: &'static [Shape],
-    pub fencing: bool,
-    pub persistent: bool,
-    pub expect: Expect,
-    /// Why the cell comes out so, in a few words (docs/truth-table.md).
-    pub note: &'static str,
-}
+/// One cell of the simulated table.
+pub type Cell = lockcheck_workloads::Cell<Backend>;
 
 use lockcheck_checker::names::EXACTLY_ONCE as ONCE;
 use lockcheck_checker::names::FENCE_MONOTONICITY as FENCE;
@@ -42,16 +30,7 @@ const fn cell(
     expect: Expect,
     note: &'static str,
 ) -> Cell {
-    Cell {
-        backend,
-        workload: Workload::FencedWrite,
-        faults,
-        shapes: &Shape::ALL,
-        fencing: true,
-        persistent: false,
-        expect,
-        note,
-    }
+    Cell::new(backend, faults, expect, note)
 }
 
 const SAFE: Expect = Expect::Safe;
@@ -320,7 +299,8 @@ fn cell_options(cell: &Cell, effort: &Effort) -> (SimOptions, CheckOptions) {
         partition_shapes: cell.shapes.to_vec(),
         fencing: cell.fencing,
         persistent: cell.persistent,
-        time_limit: effort.time_limit,
+        time_limit: cell.time_limit.unwrap_or(effort.time_limit),
+        ttl_ms: cell.ttl.map_or(SimOptions::default().ttl_ms, |ttl| ttl.as_millis() as u64),
         ..SimOptions::default()
     };
     let check_options = CheckOptions {

@@ -4,6 +4,7 @@
 //! [`Recorder`] as the history format (`histories/README.md`) wants it. The
 //! simulator and the real backends share all of this.
 
+mod cell;
 mod client;
 mod fault;
 pub mod interrupt;
@@ -14,6 +15,7 @@ pub mod semaphore;
 pub mod user;
 mod workload;
 
+pub use cell::Cell;
 pub use client::{Grant, LockClient, Outcome};
 pub use fault::{FaultKind, Shape};
 pub use recorder::{HistoryFile, Recorder, SharedRecorder};

@@ -1,0 +1,64 @@
+//! A cell of a truth table, in either world: a backend of that world's
+//! catalogue under faults, with the verdict it must get and why. The
+//! simulated table (`lockcheck_sim::cells`) and the real one
+//! (`lockcheck_real::matrix::cells`) are lists of these; both are judged by
+//! [`Expect::judge_runs`].
+
+use std::time::Duration;
+
+use lockcheck_checker::Expect;
+
+use crate::fault::{FaultKind, Shape};
+use crate::workload::Workload;
+
+/// One cell.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell<B> {
+    pub backend: B,
+    pub workload: Workload,
+    /// The faults that strike (none: a run without faults).
+    pub faults: &'static [FaultKind],
+    /// The shapes a partition may take (every one: [`Shape::ALL`]).
+    pub shapes: &'static [Shape],
+    pub fencing: bool,
+    pub persistent: bool,
+    /// The lease, when not the matrix's default.
+    pub ttl: Option<Duration>,
+    /// How long a killed server stays down, when not drawn.
+    pub restart_delay: Option<Duration>,
+    /// Time per run, when not the matrix's.
+    pub time_limit: Option<Duration>,
+    /// Runs a violated cell may take, when not the matrix's number: a fault
+    /// that needs a holder in the middle of a long job shows less often.
+    pub runs: Option<u64>,
+    pub expect: Expect,
+    /// Why the cell comes out so, in a few words.
+    pub note: &'static str,
+}
+
+impl<B> Cell<B> {
+    /// `backend` under `faults`, with every other setting the default: the
+    /// fenced-write workload, fencing on, no persistence, every partition
+    /// shape.
+    pub const fn new(
+        backend: B,
+        faults: &'static [FaultKind],
+        expect: Expect,
+        note: &'static str,
+    ) -> Cell<B> {
+        Cell {
+            backend,
+            workload: Workload::FencedWrite,
+            faults,
+            shapes: &Shape::ALL,
+            fencing: true,
+            persistent: false,
+            ttl: None,
+            restart_delay: None,
+            time_limit: None,
+            runs: None,
+            expect,
+            note,
+        }
+    }
+}
