@@ -1,6 +1,30 @@
-//! Real lock backends (docs/guide.md#recipes) over real connections, the protected
-//! resource storage in PostgreSQL, the servers the tool starts itself, and
-//! the driver that runs a workload's clients against them.
+//! The real world: lock backends (docs/guide.md#recipes) over real
+//! connections, the protected resources' storage in PostgreSQL, the servers
+//! lockcheck starts itself, the fault executors, and the driver that runs a
+//! workload's clients against them. The only crate with database and etcd
+//! drivers.
+//!
+//! A map:
+//! - A real test: [`RealOptions`] (what `lockcheck check --backend <real>`
+//!   asks), [`plan`] (the faults it turns on, or why the options make no
+//!   test), [`execute`] / [`execute_recorded`] (servers started, clients
+//!   driven, faults struck, history checked: a [`RealRun`] or a
+//!   [`RealFailure`]).
+//! - The catalogue: [`RealBackend`] (every backend: name, help line,
+//!   [`LockService`], refused faults with the reason, tuning, and how its
+//!   clients are built).
+//! - The truth table: [`matrix`] (typed cells); `bench --only real`:
+//!   [`bench`].
+//! - Recipes and their transports: [`redis`] (the single-Redis recipes and
+//!   `redis-fenced`), [`redlock`], [`semaphore`], [`sql`] (advisory locks,
+//!   `GET_LOCK`, lease tables), [`etcd`], [`exec`] (your own program),
+//!   [`user`] (a user-written recipe's Redis); the shared recipes themselves
+//!   live in `lockcheck_workloads`.
+//! - Servers and faults: [`servers`] (private servers, libfaketime),
+//!   [`proxy`] (the fault-injecting TCP proxy), [`nemesis`] (server faults),
+//!   [`netfault`] (partitions, slow links), [`failover`], [`leftovers`]
+//!   (folders of killed runs), [`driver`] (clients and client stalls),
+//!   [`storage`] (the fenced resources).
 
 use std::time::Duration;
 

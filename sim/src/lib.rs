@@ -4,8 +4,13 @@
 //!
 //! Start at `run.rs`: [`run`] builds a simulation from [`SimOptions`] and
 //! returns the recorded history. `server.rs` holds the services' semantics,
-//! `client.rs` the recipes (and the deliberately broken ones), `nemesis.rs`
-//! the faults and their schedule.
+//! `client.rs` the catalogue ([`Backend`]) and the simulated client, which
+//! runs the recipes both worlds share (`lockcheck_workloads::redis_lock`,
+//! `redlock`, `semaphore`) over the simulator's connections
+//! (`redis_lock.rs`, `redlock.rs`) and its own lease-table and etcd
+//! recipes (`client.rs`, `etcd_client.rs`); `nemesis.rs` the faults'
+//! simulated executors and their schedule; `matrix.rs` the simulated truth
+//! table; `shrink.rs` the search for a smaller failing run.
 
 mod client;
 mod etcd;

@@ -2,7 +2,15 @@
 //! histories. A backend implements [`LockClient`]; [`run_client`] drives one
 //! logical client through a workload and records every operation into a
 //! [`Recorder`] as the history format (`histories/README.md`) wants it. The
-//! simulator and the real backends share all of this.
+//! simulator and the real backends share all of this, and more:
+//! - the recipes written once for both worlds, each over a transport trait
+//!   of its own: [`redis_lock`] (the single-Redis recipes and their broken
+//!   variants), [`redlock`], [`semaphore`]; and [`user`], the transport
+//!   traits a user-written recipe is generic over;
+//! - the fault vocabulary: [`FaultKind`] (every fault's name, in both
+//!   worlds) and [`Shape`] (a partition's shapes);
+//! - a truth table's [`Cell`];
+//! - [`interrupt`]: Ctrl-C, SIGTERM and SIGHUP for the whole tool.
 
 mod cell;
 mod client;
