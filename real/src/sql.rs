@@ -25,6 +25,7 @@ use tokio_postgres::{NoTls, SimpleQueryMessage, Statement};
 
 use super::storage::Storage;
 use super::{ClientConfig, RealError};
+use lockcheck_workloads::lease_table::{self, LeaseStore, Taken};
 use lockcheck_workloads::{Grant, LockClient, Outcome};
 
 /// The SQL lock recipes.
@@ -208,8 +209,10 @@ fn key_halves(key: i64) -> (u32, u32) {
     ((key >> 32) as u32, key as u32)
 }
 
-fn fence_of(grant: &Grant) -> i64 {
-    grant.fence.and_then(|fence| i64::try_from(fence).ok()).unwrap_or(-1)
+/// A grant's token as the fence column holds it (-1, which no row has, for
+/// a grant without one).
+fn sql_fence(fence: Option<u64>) -> i64 {
+    fence.and_then(|fence| i64::try_from(fence).ok()).unwrap_or(-1)
 }
 
 /// The `application_name` of the PostgreSQL sessions that hold locks.
@@ -320,7 +323,9 @@ impl PgSession {
     ) -> Step<Grant> {
         match recipe {
             SqlRecipe::PostgresAdvisoryXact => self.acquire_xact(key).await,
-            SqlRecipe::PostgresLease => self.acquire_lease(key, ttl_ms, owner).await,
+            SqlRecipe::PostgresLease => {
+                lease_table::acquire(self, key, owner.to_string(), ttl_ms, None).await
+            }
             _ => match self.boolean(PG_TRY_LOCK, &[&advisory_key(key)]).await? {
                 true => Ok(Outcome::Ok(Grant::default())),
                 false => busy(),
@@ -357,21 +362,6 @@ impl PgSession {
         busy()
     }
 
-    async fn acquire_lease(&mut self, key: &str, ttl_ms: u64, owner: &str) -> Step<Grant> {
-        let ttl_ms = i64::try_from(ttl_ms).unwrap_or(i64::MAX);
-        self.execute(PG_LEASE_INSERT, &[&key]).await?;
-        let statement = self.statement(PG_LEASE_ACQUIRE).await?;
-        let row = self.client.query_opt(&statement, &[&key, &owner, &ttl_ms]).await?;
-        match row {
-            Some(row) => {
-                let fence: i64 = row.try_get(0)?;
-                let fence = u64::try_from(fence).ok();
-                Ok(Outcome::Ok(Grant { fence, lease: Some(owner.to_string()) }))
-            }
-            None => busy(),
-        }
-    }
-
     async fn release(&mut self, recipe: SqlRecipe, key: &str, grant: &Grant) -> Step<()> {
         match recipe {
             SqlRecipe::PostgresAdvisoryXact => {
@@ -384,16 +374,7 @@ impl PgSession {
                 self.client.batch_execute("COMMIT").await?;
                 Ok(Outcome::Ok(()))
             }
-            SqlRecipe::PostgresLease => {
-                let owner = grant.lease.as_deref().unwrap_or_default();
-                let rows =
-                    self.execute(PG_LEASE_RELEASE, &[&key, &owner, &fence_of(grant)]).await?;
-                if rows == 1 {
-                    Ok(Outcome::Ok(()))
-                } else {
-                    not_held()
-                }
-            }
+            SqlRecipe::PostgresLease => lease_table::release(self, key, grant).await,
             _ => match self.boolean(PG_UNLOCK, &[&advisory_key(key)]).await? {
                 true => Ok(Outcome::Ok(())),
                 false => not_held(),
@@ -413,14 +394,52 @@ impl PgSession {
         if recipe != SqlRecipe::PostgresLease {
             return self.holds(key).await;
         }
-        let owner = grant.lease.as_deref().unwrap_or_default();
+        lease_table::renew(self, key, grant, ttl_ms).await
+    }
+}
+
+impl LeaseStore for PgSession {
+    type Error = Failure;
+
+    async fn take(
+        &mut self,
+        name: &str,
+        owner: &str,
+        ttl_ms: u64,
+        _now_ms: Option<i64>,
+    ) -> Result<Taken, Failure> {
         let ttl_ms = i64::try_from(ttl_ms).unwrap_or(i64::MAX);
-        let rows = self.execute(PG_LEASE_RENEW, &[&key, &owner, &fence_of(grant), &ttl_ms]).await?;
-        if rows == 1 {
-            Ok(Outcome::Ok(()))
-        } else {
-            not_held()
+        self.execute(PG_LEASE_INSERT, &[&name]).await?;
+        let statement = self.statement(PG_LEASE_ACQUIRE).await?;
+        match self.client.query_opt(&statement, &[&name, &owner, &ttl_ms]).await? {
+            Some(row) => {
+                let fence: i64 = row.try_get(0)?;
+                Ok(Taken::Granted(u64::try_from(fence).ok()))
+            }
+            None => Ok(Taken::Held),
         }
+    }
+
+    async fn give_back(
+        &mut self,
+        name: &str,
+        owner: &str,
+        fence: Option<u64>,
+    ) -> Result<bool, Failure> {
+        Ok(self.execute(PG_LEASE_RELEASE, &[&name, &owner, &sql_fence(fence)]).await? == 1)
+    }
+
+    async fn extend(
+        &mut self,
+        name: &str,
+        owner: &str,
+        fence: Option<u64>,
+        ttl_ms: u64,
+    ) -> Result<bool, Failure> {
+        let ttl_ms = i64::try_from(ttl_ms).unwrap_or(i64::MAX);
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+            [&name, &owner, &sql_fence(fence), &ttl_ms];
+        Ok(self.execute(PG_LEASE_RENEW, &params).await? == 1)
     }
 }
 
@@ -461,15 +480,6 @@ impl MySession {
         Ok(row.flatten())
     }
 
-    /// 1 if the last statement matched one row: held (else not).
-    fn matched_one(&self) -> Step<()> {
-        if self.conn.affected_rows() == 1 {
-            Ok(Outcome::Ok(()))
-        } else {
-            not_held()
-        }
-    }
-
     async fn acquire(
         &mut self,
         recipe: SqlRecipe,
@@ -485,22 +495,7 @@ impl MySession {
                 None => Err(Failure::Refused("get-lock-null".into())),
             };
         }
-        self.conn.exec_drop(MY_LEASE_INSERT, (key,)).await?;
-        self.conn.exec_drop(MY_LEASE_ACQUIRE, (owner, micros(ttl_ms), key)).await?;
-        if self.conn.affected_rows() != 1 {
-            return busy();
-        }
-        // The token is the insert id of this very statement, on this very
-        // connection: the OK packet carries it; ask again if it did not.
-        let fence = match self.conn.last_insert_id() {
-            Some(fence) => Some(fence),
-            None => self.conn.query_first::<u64, _>("SELECT LAST_INSERT_ID()").await?,
-        };
-        match fence {
-            Some(fence) => Ok(Outcome::Ok(Grant { fence: Some(fence), lease: Some(owner.into()) })),
-            // Granted, but the token is unknown: give up the session.
-            None => Err(Failure::Lost("fence-lost".into())),
-        }
+        lease_table::acquire(self, key, owner.to_string(), ttl_ms, None).await
     }
 
     async fn release(&mut self, recipe: SqlRecipe, key: &str, grant: &Grant) -> Step<()> {
@@ -511,9 +506,7 @@ impl MySession {
                 _ => not_held(),
             };
         }
-        let owner = grant.lease.as_deref().unwrap_or_default();
-        self.conn.exec_drop(MY_LEASE_RELEASE, (key, owner, fence_of(grant))).await?;
-        self.matched_one()
+        lease_table::release(self, key, grant).await
     }
 
     /// A lease's renewal; `GET_LOCK` has no lease, so its renewal checks
@@ -531,10 +524,58 @@ impl MySession {
                 _ => not_held(),
             };
         }
-        let owner = grant.lease.as_deref().unwrap_or_default();
-        let params = (micros(ttl_ms), key, owner, fence_of(grant));
+        lease_table::renew(self, key, grant, ttl_ms).await
+    }
+}
+
+impl LeaseStore for MySession {
+    type Error = Failure;
+
+    async fn take(
+        &mut self,
+        name: &str,
+        owner: &str,
+        ttl_ms: u64,
+        _now_ms: Option<i64>,
+    ) -> Result<Taken, Failure> {
+        self.conn.exec_drop(MY_LEASE_INSERT, (name,)).await?;
+        self.conn.exec_drop(MY_LEASE_ACQUIRE, (owner, micros(ttl_ms), name)).await?;
+        if self.conn.affected_rows() != 1 {
+            return Ok(Taken::Held);
+        }
+        // The token is the insert id of this very statement, on this very
+        // connection: the OK packet carries it; ask again if it did not.
+        let fence = match self.conn.last_insert_id() {
+            Some(fence) => Some(fence),
+            None => self.conn.query_first::<u64, _>("SELECT LAST_INSERT_ID()").await?,
+        };
+        match fence {
+            Some(fence) => Ok(Taken::Granted(Some(fence))),
+            // Granted, but the token is unknown: give up the session.
+            None => Err(Failure::Lost("fence-lost".into())),
+        }
+    }
+
+    async fn give_back(
+        &mut self,
+        name: &str,
+        owner: &str,
+        fence: Option<u64>,
+    ) -> Result<bool, Failure> {
+        self.conn.exec_drop(MY_LEASE_RELEASE, (name, owner, sql_fence(fence))).await?;
+        Ok(self.conn.affected_rows() == 1)
+    }
+
+    async fn extend(
+        &mut self,
+        name: &str,
+        owner: &str,
+        fence: Option<u64>,
+        ttl_ms: u64,
+    ) -> Result<bool, Failure> {
+        let params = (micros(ttl_ms), name, owner, sql_fence(fence));
         self.conn.exec_drop(MY_LEASE_RENEW, params).await?;
-        self.matched_one()
+        Ok(self.conn.affected_rows() == 1)
     }
 }
 

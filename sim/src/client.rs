@@ -221,10 +221,10 @@ pub struct SimClient {
     pub(crate) stall: Stall,
     /// This client's clock, ahead of simulated time by this much (a skew
     /// nemesis moves it); only a recipe that trusts the client's clock reads it.
-    clock_offset_ms: std::rc::Rc<std::cell::Cell<i64>>,
+    pub(crate) clock_offset_ms: std::rc::Rc<std::cell::Cell<i64>>,
 }
 
-fn unknown<T>(failure: Failure) -> Outcome<T> {
+pub(crate) fn unknown<T>(failure: Failure) -> Outcome<T> {
     match failure {
         Failure::NotSent => Outcome::Fail("unavailable".into()),
         Failure::Unknown => Outcome::Info("timeout".into()),
@@ -282,39 +282,12 @@ impl SimClient {
         format!("{}:{}", self.name, self.grants)
     }
 
-    async fn acquire_lease(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
-        let owner = self.next_value();
-        let request = match self.backend {
-            Backend::LeaseTableClientClock => {
-                let now_ms = turmoil::sim_elapsed().unwrap_or_default().as_millis() as i64
-                    + self.clock_offset_ms.get();
-                Request::LeaseAcquireAt { name: key.into(), owner: owner.clone(), ttl_ms, now_ms }
-            }
-            _ => Request::LeaseAcquire { name: key.into(), owner: owner.clone(), ttl_ms },
-        };
-        match self.instances[0].call(&request).await {
-            Ok(Response::Fence(fence)) => {
-                Outcome::Ok(Grant { fence: Some(fence), lease: Some(owner) })
-            }
-            Ok(_) => Outcome::Fail("busy".into()),
-            Err(failure) => unknown(failure),
-        }
-    }
-
     /// The caller's clock, for the recipe that (wrongly) trusts it.
     pub(crate) fn caller_now_ms(&self) -> Option<i64> {
         (self.backend == Backend::RedisSemaphoreClientClock).then(|| {
             turmoil::sim_elapsed().unwrap_or_default().as_millis() as i64
                 + self.clock_offset_ms.get()
         })
-    }
-
-    fn counted(reply: Result<Response, Failure>) -> Outcome<()> {
-        match reply {
-            Ok(Response::Int(1)) => Outcome::Ok(()),
-            Ok(_) => Outcome::Fail("not-held".into()),
-            Err(failure) => unknown(failure),
-        }
     }
 }
 
@@ -355,13 +328,7 @@ impl LockClient for SimClient {
         if let Some(variant) = self.backend.redis_variant() {
             return self.release_redis(variant, key, &value).await;
         }
-        // The lease table.
-        let request = Request::LeaseRelease {
-            name: key.into(),
-            owner: value,
-            fence: grant.fence.unwrap_or_default(),
-        };
-        Self::counted(self.instances[0].call(&request).await)
+        self.release_lease(key, grant).await
     }
 
     async fn renew(&mut self, key: &str, grant: &Grant, ttl_ms: u64) -> Outcome<()> {
@@ -378,14 +345,7 @@ impl LockClient for SimClient {
         if self.backend.redis_variant().is_some() {
             return self.renew_redis(key, &value, ttl_ms).await;
         }
-        // The lease table.
-        let request = Request::LeaseRenew {
-            name: key.into(),
-            owner: value,
-            fence: grant.fence.unwrap_or_default(),
-            ttl_ms,
-        };
-        Self::counted(self.instances[0].call(&request).await)
+        self.renew_lease(key, grant, ttl_ms).await
     }
 
     async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {

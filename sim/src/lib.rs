@@ -16,6 +16,7 @@ mod client;
 mod etcd;
 mod etcd_client;
 mod host;
+mod lease_table;
 mod nemesis;
 mod protocol;
 mod redis_lock;

@@ -5,7 +5,7 @@
 //! simulator and the real backends share all of this, and more:
 //! - the recipes written once for both worlds, each over a transport trait
 //!   of its own: [`redis_lock`] (the single-Redis recipes and their broken
-//!   variants), [`redlock`], [`semaphore`]; and [`user`], the transport
+//!   variants), [`redlock`], [`semaphore`], [`lease_table`]; and [`user`], the transport
 //!   traits a user-written recipe is generic over;
 //! - the fault vocabulary: [`FaultKind`] (every fault's name, in both
 //!   worlds) and [`Shape`] (a partition's shapes);
@@ -16,6 +16,7 @@ mod cell;
 mod client;
 mod fault;
 pub mod interrupt;
+pub mod lease_table;
 mod recorder;
 pub mod redis_lock;
 pub mod redlock;
