@@ -45,7 +45,8 @@ fn run_cell(cell: &RealCell, args: &MatrixArgs, progress: &Progress) -> Result<O
     let what = args_line.strip_prefix("--backend ").unwrap_or(&args_line);
     let outcome = cell.expect.judge_runs(
         runs,
-        "seed",
+        // A run is named by its seed; what a cell took is counted in runs.
+        ("seed", "run"),
         |seed| {
             let label = format!("{what}, run {}/{runs}", seed + 1);
             progress

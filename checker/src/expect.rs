@@ -106,13 +106,14 @@ impl Expect {
 
     /// The one loop of every matrix: runs `run(0)`, `run(1)`, … up to
     /// `runs` of them (at least one) until one decides the cell, judging
-    /// each by the analysis `analysis_of` finds in it; `unit` names a run
-    /// in what is found (`seed`, `run`). A run that fails ends the loop with
-    /// its error.
+    /// each by the analysis `analysis_of` finds in it. `names` says how what
+    /// is found names a run and counts them: `("seed", "seed")` gives
+    /// `mutual-exclusion at seed 3` and `valid over 200 seeds`. A run that
+    /// fails ends the loop with its error.
     pub fn judge_runs<R, E>(
         &self,
         runs: u64,
-        unit: &str,
+        names: (&str, &str),
         mut run: impl FnMut(u64) -> Result<R, E>,
         analysis_of: impl Fn(&R) -> &Analysis,
     ) -> Result<CellOutcome<R>, E> {
@@ -120,12 +121,12 @@ impl Expect {
         for at in 0..runs {
             let made = run(at)?;
             if let Judgement::Decided { matches, found } =
-                self.judge(analysis_of(&made), &format!("{unit} {at}"))
+                self.judge(analysis_of(&made), &format!("{} {at}", names.0))
             {
                 return Ok(CellOutcome { matches, found, runs: at + 1, decided: Some((at, made)) });
             }
         }
-        let (matches, found) = self.exhausted(runs, unit);
+        let (matches, found) = self.exhausted(runs, names.1);
         Ok(CellOutcome { matches, found, runs, decided: None })
     }
 
@@ -243,7 +244,7 @@ mod tests {
         let outcome = VIOLATED
             .judge_runs(
                 4,
-                "seed",
+                ("seed", "seed"),
                 |at| {
                     made.push(at);
                     Ok::<_, ()>(histories[at as usize].clone())
@@ -255,10 +256,11 @@ mod tests {
         assert!(outcome.matches);
         assert_eq!(outcome.found, "mutual-exclusion at seed 2");
         assert_eq!((outcome.runs, outcome.decided.map(|(at, _)| at)), (3, Some(2)));
-        let outcome = Expect::Safe.judge_runs(2, "run", |_| Ok::<_, ()>(clean()), |a| a).unwrap();
+        let outcome =
+            Expect::Safe.judge_runs(2, ("seed", "run"), |_| Ok::<_, ()>(clean()), |a| a).unwrap();
         assert_eq!((outcome.matches, outcome.runs, outcome.decided), (true, 2, None));
         assert_eq!(outcome.found, "valid over 2 runs");
-        let failed = Expect::Safe.judge_runs(0, "run", Err::<Analysis, _>, |a| a);
+        let failed = Expect::Safe.judge_runs(0, ("seed", "run"), Err::<Analysis, _>, |a| a);
         assert_eq!(failed, Err(0), "no runs asked: still one made");
     }
 

@@ -304,30 +304,16 @@ mod tests {
     use std::time::Duration;
 
     use lockcheck_checker::CheckOptions;
-    use lockcheck_workloads::{FaultKind, Workload};
+    use lockcheck_workloads::FaultKind;
 
     use super::{plan, RealOptions};
     use crate::catalogue::RealBackend;
 
     fn options(nemesis: &str) -> RealOptions {
         RealOptions {
-            workload: Workload::FencedWrite,
             faults: FaultKind::parse_list(nemesis).unwrap(),
-            partition_shapes: "client,isolate-one,halves,ring".to_string(),
-            clients: 5,
-            locks: 2,
-            ttl: Duration::from_secs(1),
-            time_limit: Duration::from_secs(60),
-            no_fencing: false,
-            persistent: false,
-            restart_delay: None,
-            servers: Vec::new(),
-            exec: Vec::new(),
-            postgres_url: None,
-            redis_url: Vec::new(),
-            mysql_url: None,
-            etcd_url: Vec::new(),
             checks: CheckOptions::default(),
+            ..RealOptions::default()
         }
     }
 

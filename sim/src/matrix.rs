@@ -327,7 +327,7 @@ pub fn run_cell_with_progress(
         if cell.expect.seeks_violation() { effort.violated_within } else { effort.safe_seeds };
     let outcome = cell.expect.judge_runs(
         seeds,
-        "seed",
+        ("seed", "seed"),
         |seed| {
             let sim = run(&SimOptions { seed, ..base.clone() })?;
             progress(seed, &sim);
