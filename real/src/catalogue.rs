@@ -304,7 +304,7 @@ impl RealBackend {
                 let fencing = run.fencing;
                 drive_recorded(
                     options,
-                    history.clone(),
+                    history,
                     |logical, stall| {
                         let config = config(logical);
                         let url = &urls(logical)[0];
@@ -342,7 +342,7 @@ impl RealBackend {
                 semaphore::prepare(&lock_urls[0], locks).await?;
                 drive_recorded(
                     options,
-                    history.clone(),
+                    history,
                     |logical, _stall| {
                         let config = config(logical);
                         let url = &urls(logical)[0];
@@ -360,7 +360,7 @@ impl RealBackend {
                 }
                 drive_recorded(
                     options,
-                    history.clone(),
+                    history,
                     |logical, _stall| {
                         let config = config(logical);
                         let urls = urls(logical);
@@ -373,7 +373,7 @@ impl RealBackend {
             RealBackend::Etcd => {
                 drive_recorded(
                     options,
-                    history.clone(),
+                    history,
                     |logical, _stall| {
                         let config = config(logical);
                         let endpoints = urls(logical);
@@ -392,7 +392,7 @@ impl RealBackend {
                 let (program, clients) = (&program, options.clients);
                 drive_recorded(
                     options,
-                    history.clone(),
+                    history,
                     |logical, stall| {
                         let config = config(logical);
                         let env = (run.exec_env)(logical);
@@ -412,7 +412,7 @@ impl RealBackend {
                 SqlClient::prepare(&lock_urls[0], recipe).await?;
                 drive_recorded(
                     options,
-                    history.clone(),
+                    history,
                     |logical, _stall| {
                         let config = config(logical);
                         let url = &urls(logical)[0];
@@ -426,16 +426,7 @@ impl RealBackend {
     }
 
     pub fn parse(name: &str) -> Option<RealBackend> {
-        match name {
-            "redlock" => Some(RealBackend::Redlock),
-            "redis-semaphore" => Some(RealBackend::Semaphore { client_clock: false }),
-            "redis-semaphore-client-clock" => Some(RealBackend::Semaphore { client_clock: true }),
-            "etcd" => Some(RealBackend::Etcd),
-            "exec" => Some(RealBackend::Exec),
-            _ => RedisRecipe::parse(name)
-                .map(RealBackend::Redis)
-                .or_else(|| SqlRecipe::parse(name).map(RealBackend::Sql)),
-        }
+        RealBackend::ALL.into_iter().find(|backend| backend.name() == name)
     }
 
     pub fn name(self) -> &'static str {

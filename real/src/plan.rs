@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use lockcheck_checker::CheckOptions;
-use lockcheck_workloads::{FaultKind, Workload};
+use lockcheck_workloads::{check_sizes, FaultKind, Workload};
 
 use crate::catalogue::{LockService, RealBackend};
 use crate::netfault::Shape;
@@ -83,30 +83,24 @@ const REAL_ORDER: [FaultKind; 9] = [
     FaultKind::ClientKill,
 ];
 
-/// The faults a real run has on.
+/// The faults a real run has on: a set of [`FaultKind`]s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Faults {
-    /// Client stalls longer than the TTL: the GC pause.
-    pub(crate) pause: bool,
-    /// SIGSTOP, later SIGCONT, of a lock server.
-    pub(crate) sigstop: bool,
-    /// SIGKILL, later a restart, of lock servers.
-    pub(crate) kill: bool,
-    /// The SQL server ends the lock sessions.
-    pub(crate) conn_kill: bool,
-    /// Links held through the proxy: a client cut off, or members split.
-    pub(crate) partition: bool,
-    /// One client's links delayed through the proxy.
-    pub(crate) slow_net: bool,
-    /// A lock server's wall clock jumps (libfaketime).
-    pub(crate) clock: bool,
-    /// A Redis primary dies and its async replica takes over.
-    pub(crate) failover: bool,
-    /// The exec backend's lock program is killed (SIGKILL).
-    pub(crate) client_kill: bool,
-}
+pub struct Faults(u16);
 
 impl Faults {
+    fn bit(fault: FaultKind) -> u16 {
+        1 << fault as u16
+    }
+
+    fn insert(&mut self, fault: FaultKind) {
+        self.0 |= Faults::bit(fault);
+    }
+
+    /// Whether `fault` is on.
+    pub fn has(self, fault: FaultKind) -> bool {
+        self.0 & Faults::bit(fault) != 0
+    }
+
     /// The faults on, a comma list (`none` when none is).
     pub fn names(self) -> String {
         let names: Vec<&str> =
@@ -115,22 +109,6 @@ impl Faults {
             "none".to_string()
         } else {
             names.join(",")
-        }
-    }
-
-    /// Whether `fault` is on.
-    pub fn has(self, fault: FaultKind) -> bool {
-        match fault {
-            FaultKind::Pause => self.pause,
-            FaultKind::Sigstop => self.sigstop,
-            FaultKind::Kill => self.kill,
-            FaultKind::ConnKill => self.conn_kill,
-            FaultKind::Partition => self.partition,
-            FaultKind::SlowNet => self.slow_net,
-            FaultKind::Clock => self.clock,
-            FaultKind::Failover => self.failover,
-            FaultKind::ClientKill => self.client_kill,
-            FaultKind::Loss | FaultKind::Skew => false,
         }
     }
 }
@@ -143,19 +121,7 @@ pub fn plan(test: &RealOptions, backend: RealBackend) -> Result<Faults, String> 
         if let Some(why) = backend.refuses(fault) {
             return Err(why);
         }
-        match fault {
-            FaultKind::Pause => faults.pause = true,
-            FaultKind::Sigstop => faults.sigstop = true,
-            FaultKind::Kill => faults.kill = true,
-            FaultKind::ConnKill => faults.conn_kill = true,
-            FaultKind::Partition => faults.partition = true,
-            FaultKind::SlowNet => faults.slow_net = true,
-            FaultKind::Clock => faults.clock = true,
-            FaultKind::Failover => faults.failover = true,
-            FaultKind::ClientKill => faults.client_kill = true,
-            // Refused above.
-            FaultKind::Loss | FaultKind::Skew => {}
-        }
+        faults.insert(fault);
     }
     match (backend.service(), test.exec.is_empty()) {
         (LockService::Exec, true) => {
@@ -166,7 +132,7 @@ pub fn plan(test: &RealOptions, backend: RealBackend) -> Result<Faults, String> 
         }
         (LockService::Exec, false) => {
             let servers = exec_servers(test)?;
-            if faults.clock && servers.iter().any(|(kind, _)| *kind == ServerKind::Etcd) {
+            if faults.has(FaultKind::Clock) && servers.iter().any(|(kind, _)| *kind == ServerKind::Etcd) {
                 return Err(
                     "clock: etcd is written in Go and ignores libfaketime: leave etcd out of --servers for clock faults"
                         .to_string(),
@@ -197,7 +163,12 @@ pub fn plan(test: &RealOptions, backend: RealBackend) -> Result<Faults, String> 
                 .to_string(),
         );
     }
-    if (faults.kill || faults.sigstop || faults.clock || faults.failover) && given_url {
+    if (faults.has(FaultKind::Kill)
+        || faults.has(FaultKind::Sigstop)
+        || faults.has(FaultKind::Clock)
+        || faults.has(FaultKind::Failover))
+        && given_url
+    {
         return Err(
             "kill, sigstop, clock and failover need the lock servers lockcheck starts itself: leave out the --*-url of the lock service"
                 .to_string(),
@@ -216,16 +187,7 @@ pub fn plan(test: &RealOptions, backend: RealBackend) -> Result<Faults, String> 
     } else if test.redis_url.len() > 1 {
         return Err(format!("{} uses one Redis: --redis-url has several", backend.name()));
     }
-    if test.clients == 0 || test.locks == 0 {
-        return Err("--clients and --locks must be at least 1".to_string());
-    }
-    let ttl_ms = test.ttl.as_millis() as u64;
-    if !(10..=600_000).contains(&ttl_ms) {
-        return Err("--ttl must be between 10ms and 10m".to_string());
-    }
-    if test.time_limit.is_zero() || test.time_limit > Duration::from_secs(24 * 3600) {
-        return Err("--time-limit must be between 1ms and 24h".to_string());
-    }
+    check_sizes(test.clients, test.locks, test.ttl.as_millis() as u64, test.time_limit)?;
     Ok(faults)
 }
 

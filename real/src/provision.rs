@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use lockcheck_workloads::FaultKind;
+
 use crate::catalogue::{LockService, RealBackend, ETCD_MEMBERS, ETCD_RING_MEMBERS};
 use crate::failover::RedisPair;
 use crate::nemesis::SharedServer;
@@ -80,12 +82,15 @@ impl Servers {
         chatty: bool,
     ) -> Result<Servers, RealError> {
         let mut servers = Servers { chatty, ..Servers::default() };
-        if faults.partition || faults.slow_net || faults.failover {
+        if faults.has(FaultKind::Partition)
+            || faults.has(FaultKind::SlowNet)
+            || faults.has(FaultKind::Failover)
+        {
             servers.proxy = Some(Proxy::start()?);
         }
         let options = ServerOptions {
             persistent: test.persistent,
-            faketime: faults.clock,
+            faketime: faults.has(FaultKind::Clock),
             ..ServerOptions::default()
         };
         let storage_options = ServerOptions { faketime: false, ..options.clone() };
@@ -100,7 +105,9 @@ impl Servers {
         };
         match service {
             LockService::Redis { instances } => {
-                servers.redis = if let (true, Some(proxy)) = (faults.failover, &servers.proxy) {
+                servers.redis = if let (true, Some(proxy)) =
+                    (faults.has(FaultKind::Failover), &servers.proxy)
+                {
                     let started = Instant::now();
                     let pair = RedisPair::start(&options, proxy)?;
                     if chatty {
@@ -122,7 +129,7 @@ impl Servers {
                 };
             }
             LockService::Etcd => {
-                let asked = match faults.partition {
+                let asked = match faults.has(FaultKind::Partition) {
                     true => shapes(test, backend).unwrap_or_default(),
                     false => Vec::new(),
                 };

@@ -153,17 +153,6 @@ pub(crate) enum Failure {
     Refused(String),
 }
 
-impl Failure {
-    /// The outcome of an operation that ended with this failure.
-    pub(crate) fn outcome<T>(self) -> Outcome<T> {
-        match self {
-            Failure::NotSent => Outcome::Fail("unavailable".into()),
-            Failure::Unknown(reason) => Outcome::Info(reason.into()),
-            Failure::Refused(code) => Outcome::Fail(format!("redis-error:{code}")),
-        }
-    }
-}
-
 /// Where the primary of a replicated Redis is now: shared by the failover
 /// nemesis, which moves it when it promotes a replica, and by every client
 /// that follows it, which reads it whenever it opens a connection. Clones
@@ -377,14 +366,6 @@ pub enum RedisRecipe {
 }
 
 impl RedisRecipe {
-    pub const ALL: [RedisRecipe; 5] = [
-        RedisRecipe::Plain,
-        RedisRecipe::Fenced,
-        RedisRecipe::DelRelease,
-        RedisRecipe::SetnxExpire,
-        RedisRecipe::LostReply,
-    ];
-
     /// The backend's name on the command line (`--backend redis-fenced`).
     pub fn name(self) -> &'static str {
         match self {
@@ -394,10 +375,6 @@ impl RedisRecipe {
             RedisRecipe::SetnxExpire => "redis-setnx-expire",
             RedisRecipe::LostReply => "redis-lost-reply",
         }
-    }
-
-    pub fn parse(name: &str) -> Option<RedisRecipe> {
-        RedisRecipe::ALL.into_iter().find(|recipe| recipe.name() == name)
     }
 }
 
@@ -526,7 +503,7 @@ impl RedisClient {
                 Outcome::Ok(Grant { fence: Some(token as u64), lease: Some(value) })
             }
             Ok(_) => Outcome::Info("bad-reply".into()),
-            Err(failure) => failure.outcome(),
+            Err(failure) => CallError::from(failure).outcome(),
         }
     }
 }
@@ -605,9 +582,9 @@ impl RedisLock for RedisClient {
     }
 }
 
-/// A compare-and-something script's reply: 1 = done, 0 = the lock is not
-/// ours.
-fn counted(reply: Value) -> Result<bool, CallError> {
+/// A compare-and-something script's reply (or `ZREM`'s): 1 = done, 0 = the
+/// lock or slot is not ours.
+pub(crate) fn counted(reply: Value) -> Result<bool, CallError> {
     match reply {
         Value::Int(1) => Ok(true),
         Value::Int(0) => Ok(false),

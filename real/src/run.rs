@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use lockcheck_checker::{
     analyze, default_checkers, Analysis, Event, EventType, Function, HistoryBuilder,
 };
-use lockcheck_workloads::{HistoryFile, SharedRecorder, Workload, WorkloadOptions};
+use lockcheck_workloads::{FaultKind, HistoryFile, SharedRecorder, Workload, WorkloadOptions};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
@@ -118,7 +118,8 @@ pub fn execute_recorded(
             locks: (0..test.locks).map(|lock| format!("lock-{lock}")).collect(),
             resources: (0..test.locks).map(|lock| format!("resource-{lock}")).collect(),
             ttl_ms,
-            hold_ms: backend.hold_ms(ttl_ms, faults.failover || faults.clock),
+            hold_ms: backend
+                .hold_ms(ttl_ms, faults.has(FaultKind::Failover) || faults.has(FaultKind::Clock)),
             think_ms: (0, 40),
             send_fence: !test.no_fencing,
             permits: backend.permits(),
@@ -127,7 +128,7 @@ pub fn execute_recorded(
         clients: test.clients,
         time_limit: test.time_limit,
         seed,
-        stall: faults.pause.then(StallNemesis::default),
+        stall: faults.has(FaultKind::Pause).then(StallNemesis::default),
     };
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|error| {
@@ -135,11 +136,11 @@ pub fn execute_recorded(
         })?;
     let mut rng = SmallRng::seed_from_u64(seed ^ SERVER_FAULT_SEED);
     let actions: Vec<ServerAction> = [
-        (faults.sigstop, ServerAction::Pause),
-        (faults.kill, ServerAction::Kill),
-        (faults.conn_kill, ServerAction::ConnKill),
-        (faults.clock, ServerAction::ClockJump),
-        (faults.clock, ServerAction::ClockDrift),
+        (faults.has(FaultKind::Sigstop), ServerAction::Pause),
+        (faults.has(FaultKind::Kill), ServerAction::Kill),
+        (faults.has(FaultKind::ConnKill), ServerAction::ConnKill),
+        (faults.has(FaultKind::Clock), ServerAction::ClockJump),
+        (faults.has(FaultKind::Clock), ServerAction::ClockDrift),
     ]
     .iter()
     .filter(|(on, _)| *on)
@@ -171,12 +172,12 @@ pub fn execute_recorded(
     }
     let names = servers.lock_names();
     let choice = NetChoice {
-        shapes: if faults.partition {
+        shapes: if faults.has(FaultKind::Partition) {
             shapes(test, backend).map_err(RealFailure::Usage)?
         } else {
             Vec::new()
         },
-        slow: faults.slow_net,
+        slow: faults.has(FaultKind::SlowNet),
     };
     let topology = servers.topology(backend, test.clients);
     let net_faults = netfault::schedule(
@@ -186,7 +187,7 @@ pub fn execute_recorded(
         test.time_limit,
         &mut SmallRng::seed_from_u64(seed ^ NET_FAULT_SEED),
     );
-    let failovers = if faults.failover {
+    let failovers = if faults.has(FaultKind::Failover) {
         failover::schedule(
             ttl_ms,
             test.time_limit,
@@ -195,7 +196,7 @@ pub fn execute_recorded(
     } else {
         Vec::new()
     };
-    let kills = if faults.client_kill {
+    let kills = if faults.has(FaultKind::ClientKill) {
         exec::kill_schedule(
             test.clients,
             ttl_ms,

@@ -27,10 +27,10 @@
 use std::sync::LazyLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redis::{Script, Value};
+use redis::Script;
 use tokio::time::{timeout_at, Instant};
 
-use super::redis::{glob_escape, scan, Command, Instance};
+use super::redis::{counted, glob_escape, scan, Command, Instance};
 use super::storage::Storage;
 use super::{ClientConfig, RealError};
 use lockcheck_workloads::redis_lock::CallError;
@@ -231,16 +231,6 @@ impl SemaphoreStore for RedisSemaphoreClient {
         let mut command = redis::cmd("ZREM");
         command.arg(semaphore_key(key)).arg(member);
         counted(self.instance.call(Command::Cmd(&command), self.until).await?)
-    }
-}
-
-/// A script's or `ZREM`'s reply: 1 = done, 0 = not (busy, or the slot is
-/// lost).
-fn counted(reply: Value) -> Result<bool, CallError> {
-    match reply {
-        Value::Int(1) => Ok(true),
-        Value::Int(0) => Ok(false),
-        _ => Err(CallError::BadReply),
     }
 }
 

@@ -200,6 +200,36 @@ impl Backend {
     }
 }
 
+/// The recipe a simulated backend's client runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Recipe {
+    /// A single Redis (`lockcheck_workloads::redis_lock`), and which variant.
+    Redis(Variant),
+    /// The semaphore (`lockcheck_workloads::semaphore`).
+    Semaphore,
+    /// Redlock (`lockcheck_workloads::redlock`).
+    Redlock,
+    /// The SQL lease table (`lockcheck_workloads::lease_table`).
+    LeaseTable,
+    /// etcd's lease and lock (`etcd_client.rs`).
+    Etcd,
+}
+
+impl Backend {
+    fn recipe(self) -> Recipe {
+        match self {
+            Backend::Redis => Recipe::Redis(Variant::Plain),
+            Backend::RedisDelRelease => Recipe::Redis(Variant::DelRelease),
+            Backend::RedisSetnxExpire => Recipe::Redis(Variant::SetnxExpire),
+            Backend::RedisLostReply => Recipe::Redis(Variant::LostReply),
+            Backend::RedisSemaphore | Backend::RedisSemaphoreClientClock => Recipe::Semaphore,
+            Backend::Redlock | Backend::RedlockNoDelay => Recipe::Redlock,
+            Backend::LeaseTable | Backend::LeaseTableClientClock => Recipe::LeaseTable,
+            Backend::Etcd | Backend::Etcd5 | Backend::EtcdNoQuorum => Recipe::Etcd,
+        }
+    }
+}
+
 /// One session of one simulated client.
 #[derive(Debug)]
 pub struct SimClient {
@@ -221,7 +251,7 @@ pub struct SimClient {
     pub(crate) stall: Stall,
     /// This client's clock, ahead of simulated time by this much (a skew
     /// nemesis moves it); only a recipe that trusts the client's clock reads it.
-    pub(crate) clock_offset_ms: std::rc::Rc<std::cell::Cell<i64>>,
+    clock_offset_ms: std::rc::Rc<std::cell::Cell<i64>>,
 }
 
 pub(crate) fn unknown<T>(failure: Failure) -> Outcome<T> {
@@ -282,9 +312,13 @@ impl SimClient {
         format!("{}:{}", self.name, self.grants)
     }
 
-    /// The caller's clock, for the recipe that (wrongly) trusts it.
+    /// The caller's clock, for the recipes that (wrongly) trust it.
     pub(crate) fn caller_now_ms(&self) -> Option<i64> {
-        (self.backend == Backend::RedisSemaphoreClientClock).then(|| {
+        let trusts_it = matches!(
+            self.backend,
+            Backend::RedisSemaphoreClientClock | Backend::LeaseTableClientClock
+        );
+        trusts_it.then(|| {
             turmoil::sim_elapsed().unwrap_or_default().as_millis() as i64
                 + self.clock_offset_ms.get()
         })
@@ -293,59 +327,35 @@ impl SimClient {
 
 impl LockClient for SimClient {
     async fn acquire(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
-        match self.backend {
-            Backend::RedisSemaphore | Backend::RedisSemaphoreClientClock => {
-                self.acquire_permit(key, ttl_ms).await
-            }
-            Backend::Redlock | Backend::RedlockNoDelay => self.acquire_redlock(key, ttl_ms).await,
-            Backend::Etcd | Backend::Etcd5 | Backend::EtcdNoQuorum => {
-                self.acquire_etcd(key, ttl_ms).await
-            }
-            Backend::LeaseTable | Backend::LeaseTableClientClock => {
-                self.acquire_lease(key, ttl_ms).await
-            }
-            Backend::Redis
-            | Backend::RedisDelRelease
-            | Backend::RedisSetnxExpire
-            | Backend::RedisLostReply => {
-                let variant = self.backend.redis_variant().unwrap_or(Variant::Plain);
-                self.acquire_redis(variant, key, ttl_ms).await
-            }
+        match self.backend.recipe() {
+            Recipe::Redis(variant) => self.acquire_redis(variant, key, ttl_ms).await,
+            Recipe::Semaphore => self.acquire_permit(key, ttl_ms).await,
+            Recipe::Redlock => self.acquire_redlock(key, ttl_ms).await,
+            Recipe::LeaseTable => self.acquire_lease(key, ttl_ms).await,
+            Recipe::Etcd => self.acquire_etcd(key, ttl_ms).await,
         }
     }
 
     async fn release(&mut self, key: &str, grant: &Grant) -> Outcome<()> {
         let value = grant.lease.clone().unwrap_or_default();
-        if self.backend.is_redlock() {
-            return self.release_redlock(key, &value).await;
+        match self.backend.recipe() {
+            Recipe::Redis(variant) => self.release_redis(variant, key, &value).await,
+            Recipe::Semaphore => self.release_permit(key, &value).await,
+            Recipe::Redlock => self.release_redlock(key, &value).await,
+            Recipe::LeaseTable => self.release_lease(key, grant).await,
+            Recipe::Etcd => self.release_etcd(grant).await,
         }
-        if self.backend.is_cluster() {
-            return self.release_etcd(grant).await;
-        }
-        if self.backend.permits() > 1 {
-            return self.release_permit(key, &value).await;
-        }
-        if let Some(variant) = self.backend.redis_variant() {
-            return self.release_redis(variant, key, &value).await;
-        }
-        self.release_lease(key, grant).await
     }
 
     async fn renew(&mut self, key: &str, grant: &Grant, ttl_ms: u64) -> Outcome<()> {
         let value = grant.lease.clone().unwrap_or_default();
-        if self.backend.is_redlock() {
-            return self.renew_redlock(key, &value, ttl_ms).await;
+        match self.backend.recipe() {
+            Recipe::Redis(_) => self.renew_redis(key, &value, ttl_ms).await,
+            Recipe::Semaphore => self.renew_permit(key, &value, ttl_ms).await,
+            Recipe::Redlock => self.renew_redlock(key, &value, ttl_ms).await,
+            Recipe::LeaseTable => self.renew_lease(key, grant, ttl_ms).await,
+            Recipe::Etcd => self.renew_etcd(grant, ttl_ms).await,
         }
-        if self.backend.is_cluster() {
-            return self.renew_etcd(grant, ttl_ms).await;
-        }
-        if self.backend.permits() > 1 {
-            return self.renew_permit(key, &value, ttl_ms).await;
-        }
-        if self.backend.redis_variant().is_some() {
-            return self.renew_redis(key, &value, ttl_ms).await;
-        }
-        self.renew_lease(key, grant, ttl_ms).await
     }
 
     async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {

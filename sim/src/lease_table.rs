@@ -5,7 +5,7 @@
 use lockcheck_workloads::lease_table::{self, LeaseStore, Taken};
 use lockcheck_workloads::{Grant, Outcome};
 
-use crate::client::{unknown, Backend, SimClient};
+use crate::client::{unknown, SimClient};
 use crate::host::{Connection, Failure};
 use crate::protocol::{Request, Response};
 
@@ -68,10 +68,7 @@ impl SimClient {
     pub(crate) async fn acquire_lease(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
         let owner = self.next_value();
         // The broken variant expires leases by the client's clock.
-        let now_ms = (self.backend == Backend::LeaseTableClientClock).then(|| {
-            turmoil::sim_elapsed().unwrap_or_default().as_millis() as i64
-                + self.clock_offset_ms.get()
-        });
+        let now_ms = self.caller_now_ms();
         let mut leases = SimLeases(&mut self.instances[0]);
         lease_table::acquire(&mut leases, key, owner, ttl_ms, now_ms).await.unwrap_or_else(unknown)
     }

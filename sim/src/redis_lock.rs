@@ -9,7 +9,7 @@ use lockcheck_workloads::redis_lock::{self, CallError, RedisLock, Variant};
 use lockcheck_workloads::semaphore::{self, SemaphoreStore};
 use lockcheck_workloads::{Grant, Outcome, Stall};
 
-use crate::client::{Backend, SimClient};
+use crate::client::SimClient;
 use crate::host::{Connection, Failure};
 use crate::protocol::{Request, Response};
 
@@ -115,19 +115,6 @@ impl SemaphoreStore for SimRedis<'_> {
     async fn remove(&mut self, key: &str, member: &str) -> Result<bool, CallError> {
         let request = Request::SemRelease { key: key.into(), member: member.into() };
         self.call(&request, |reply| Ok(matches!(reply, Response::Int(1)))).await
-    }
-}
-
-impl Backend {
-    /// The single-Redis recipe this backend runs, if it is one.
-    pub(crate) fn redis_variant(self) -> Option<Variant> {
-        match self {
-            Backend::Redis => Some(Variant::Plain),
-            Backend::RedisDelRelease => Some(Variant::DelRelease),
-            Backend::RedisSetnxExpire => Some(Variant::SetnxExpire),
-            Backend::RedisLostReply => Some(Variant::LostReply),
-            _ => None,
-        }
     }
 }
 

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use lockcheck_checker::{Event, EventType, Function};
 use lockcheck_workloads::{
-    run_client, ClientPlan, HistoryFile, LockClient, Recorder, SharedRecorder, Stall, Workload,
-    WorkloadOptions,
+    check_sizes, run_client, ClientPlan, HistoryFile, LockClient, Recorder, SharedRecorder, Stall,
+    Workload, WorkloadOptions,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -19,9 +19,7 @@ use thiserror::Error;
 use crate::client::{Backend, SimClient, REPLICATED_HOSTS};
 use crate::etcd::{self, Member};
 use crate::host::{serve, serve_replicated, DownHosts, Knobs, Primary, ReplicaSet};
-use crate::nemesis::{
-    refused_in_sim, schedule, Action, Fault, FaultKind, Rates, Shape, Targets, DEFAULT_FAULTS,
-};
+use crate::nemesis::{schedule, Action, Fault, FaultKind, Rates, Shape, Targets, DEFAULT_FAULTS};
 use crate::server::ServerState;
 
 /// Simulated time per turmoil step. Every step costs a few microseconds of
@@ -108,16 +106,7 @@ impl SimOptions {
                 backend.name(),
             ));
         }
-        if self.clients == 0 || self.locks == 0 {
-            return Err("--clients and --locks must be at least 1".to_string());
-        }
-        if !(10..=600_000).contains(&self.ttl_ms) {
-            return Err("--ttl must be between 10ms and 10m".to_string());
-        }
-        if self.time_limit.is_zero() || self.time_limit > Duration::from_secs(24 * 3600) {
-            return Err("--time-limit must be between 1ms and 24h".to_string());
-        }
-        Ok(())
+        check_sizes(self.clients, self.locks, self.ttl_ms, self.time_limit)
     }
 
     /// The `check` arguments that replay this run exactly, e.g.
@@ -259,10 +248,10 @@ fn plan_faults(options: &SimOptions, rng: &mut SmallRng) -> (Vec<FaultKind>, Rat
     let mut kinds = options.faults.clone();
     kinds.sort();
     kinds.dedup();
-    // Only a single Redis has a replica to fail over to.
-    kinds.retain(|&kind| kind != FaultKind::Failover || options.backend.can_fail_over());
-    // The faults of real processes and sessions have no simulated executor.
-    kinds.retain(|&kind| refused_in_sim(kind).is_none());
+    // Only the faults the backend takes: a single Redis has a replica to
+    // fail over to; the faults of real processes and sessions have no
+    // simulated executor.
+    kinds.retain(|&kind| options.backend.refuses(kind).is_none());
     let mut rates = Rates {
         gap_ms: (500, 3000),
         quiet_start: Duration::from_secs(1).min(options.time_limit / 10),

@@ -28,4 +28,4 @@ pub use cell::Cell;
 pub use client::{Grant, LockClient, Outcome};
 pub use fault::{FaultKind, Shape};
 pub use recorder::{HistoryFile, Recorder, SharedRecorder};
-pub use workload::{run_client, ClientPlan, Stall, Workload, WorkloadOptions};
+pub use workload::{check_sizes, run_client, ClientPlan, Stall, Workload, WorkloadOptions};

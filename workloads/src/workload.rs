@@ -48,6 +48,27 @@ impl Workload {
     }
 }
 
+/// What is wrong with a test's size, if anything, in either world: no
+/// clients or locks, a TTL outside 10 ms to 10 min, a time limit outside
+/// 1 ms to 24 h.
+pub fn check_sizes(
+    clients: u32,
+    locks: u32,
+    ttl_ms: u64,
+    time_limit: Duration,
+) -> Result<(), String> {
+    if clients == 0 || locks == 0 {
+        return Err("--clients and --locks must be at least 1".to_string());
+    }
+    if !(10..=600_000).contains(&ttl_ms) {
+        return Err("--ttl must be between 10ms and 10m".to_string());
+    }
+    if time_limit.is_zero() || time_limit > Duration::from_secs(24 * 3600) {
+        return Err("--time-limit must be between 1ms and 24h".to_string());
+    }
+    Ok(())
+}
+
 /// How every client behaves.
 #[derive(Debug, Clone)]
 pub struct WorkloadOptions {
