@@ -5,8 +5,7 @@
 
 use std::process::ExitCode;
 
-use lockcheck_checker::Analysis;
-use lockcheck_checker::{Event, Verdict};
+use lockcheck_checker::{Analysis, Event, Verdict};
 use lockcheck_real::{execute_recorded, RealBackend, RealError, RealFailure, RealOptions, RealRun};
 use lockcheck_reports::Analyzed;
 use lockcheck_workloads::{interrupt, FaultKind};

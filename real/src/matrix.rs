@@ -16,47 +16,10 @@ use crate::redis::RedisRecipe;
 use crate::sql::SqlRecipe;
 use lockcheck_workloads::{Cell, FaultKind};
 
-/// What a cell runs, as the table below writes it: a backend, its faults
-/// and the options that differ from `lockcheck check`'s defaults.
-#[derive(Debug, Clone, PartialEq)]
-struct Setup {
-    backend: RealBackend,
-    faults: &'static [FaultKind],
-    shapes: Option<&'static [Shape]>,
-    ttl: Duration,
-    restart_delay: Option<Duration>,
-    fencing: bool,
-    persistent: bool,
-}
-
-fn on(backend: RealBackend, faults: &'static [FaultKind], ttl_ms: u64) -> Setup {
-    Setup {
-        backend,
-        faults,
-        shapes: None,
-        ttl: Duration::from_millis(ttl_ms),
-        restart_delay: None,
-        fencing: true,
-        persistent: false,
-    }
-}
-
-impl Setup {
-    fn shapes(self, shapes: &'static [Shape]) -> Setup {
-        Setup { shapes: Some(shapes), ..self }
-    }
-
-    fn restart_delay(self, ms: u64) -> Setup {
-        Setup { restart_delay: Some(Duration::from_millis(ms)), ..self }
-    }
-
-    fn no_fencing(self) -> Setup {
-        Setup { fencing: false, ..self }
-    }
-
-    fn persistent(self) -> Setup {
-        Setup { persistent: true, ..self }
-    }
+/// `backend` under `faults` with a lease of `ttl_ms`: a cell still to be
+/// given its time, expectation and note by [`cell`].
+fn on(backend: RealBackend, faults: &'static [FaultKind], ttl_ms: u64) -> RealCell {
+    Cell::new(backend, faults, SAFE, "").with_ttl_ms(ttl_ms)
 }
 
 /// `2s`, `500ms`: as `--ttl` takes it.
@@ -83,16 +46,8 @@ const fn fenced(any_of: &'static [&'static str]) -> Expect {
     Expect::Violated { any_of, stays_valid: &[RESOURCE] }
 }
 
-fn cell(setup: Setup, seconds: u64, expect: Expect, note: &'static str) -> RealCell {
-    Cell {
-        shapes: setup.shapes.unwrap_or(&Shape::ALL),
-        fencing: setup.fencing,
-        persistent: setup.persistent,
-        ttl: Some(setup.ttl),
-        restart_delay: setup.restart_delay,
-        time_limit: Some(Duration::from_secs(seconds)),
-        ..Cell::new(setup.backend, setup.faults, expect, note)
-    }
+fn cell(setup: RealCell, seconds: u64, expect: Expect, note: &'static str) -> RealCell {
+    Cell { time_limit: Some(Duration::from_secs(seconds)), expect, note, ..setup }
 }
 
 /// The `lockcheck check` arguments of a real cell, without seed and time
@@ -153,7 +108,7 @@ pub fn cells() -> Vec<RealCell> {
             "holder stall > TTL: two holders; the fenced storage rejects the stale write",
         ),
         cell(
-            on(B::Redis(RedisRecipe::Plain), &[F::Pause], 500).no_fencing(),
+            on(B::Redis(RedisRecipe::Plain), &[F::Pause], 500).without_fencing(),
             8,
             violated(&[RESOURCE]),
             "holder stall > TTL without fencing: the stale write lands",
@@ -165,7 +120,7 @@ pub fn cells() -> Vec<RealCell> {
             "restart without persistence: the lock and the fence counter are forgotten",
         ),
         cell(
-            on(B::Redis(RedisRecipe::Plain), &[F::Kill], 500).persistent(),
+            on(B::Redis(RedisRecipe::Plain), &[F::Kill], 500).with_persistence(),
             8,
             SAFE,
             "restart with an fsynced append-only file: nothing is forgotten",
@@ -202,7 +157,7 @@ pub fn cells() -> Vec<RealCell> {
             "holder stall > TTL, no fencing token",
         ),
         cell(
-            on(B::Redlock, &[F::Kill], 2000).restart_delay(0),
+            on(B::Redlock, &[F::Kill], 2000).with_restart_delay_ms(0),
             10,
             violated(&[MUTEX]),
             "instances restart at once without persistence: a majority is free again",
@@ -229,7 +184,7 @@ pub fn cells() -> Vec<RealCell> {
         RealCell {
             runs: Some(12),
             ..cell(
-                on(B::Etcd, &[F::Partition], 2000).shapes(&[Shape::Client]),
+                on(B::Etcd, &[F::Partition], 2000).with_shapes(&[Shape::Client]),
                 20,
                 fenced(&[MUTEX]),
                 "holder cut off from the cluster: its session outlives its lease",
@@ -243,7 +198,7 @@ pub fn cells() -> Vec<RealCell> {
         // load; the kept history: a 23 ms overlap), so mutual exclusion is
         // not part of the promise.
         cell(
-            on(B::Etcd, &[F::Partition], 2000).shapes(&[
+            on(B::Etcd, &[F::Partition], 2000).with_shapes(&[
                 Shape::IsolateOne,
                 Shape::Halves,
                 Shape::Ring,

@@ -61,4 +61,30 @@ impl<B> Cell<B> {
             note,
         }
     }
+
+    /// The same cell with partitions of these shapes only.
+    pub fn with_shapes(self, shapes: &'static [Shape]) -> Cell<B> {
+        Cell { shapes, ..self }
+    }
+
+    /// The same cell with this lease.
+    pub fn with_ttl_ms(self, ttl_ms: u64) -> Cell<B> {
+        Cell { ttl: Some(Duration::from_millis(ttl_ms)), ..self }
+    }
+
+    /// The same cell with a killed server down this long.
+    pub fn with_restart_delay_ms(self, delay_ms: u64) -> Cell<B> {
+        Cell { restart_delay: Some(Duration::from_millis(delay_ms)), ..self }
+    }
+
+    /// The same cell without fencing tokens.
+    pub fn without_fencing(self) -> Cell<B> {
+        Cell { fencing: false, ..self }
+    }
+
+    /// The same cell with a lock server that keeps its keys across a
+    /// restart.
+    pub fn with_persistence(self) -> Cell<B> {
+        Cell { persistent: true, ..self }
+    }
 }
