@@ -5,7 +5,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use lockcheck_checker::{analyze, default_checkers, CheckOptions, Event, HistoryBuilder};
+use lockcheck_checker::{analyze_events, CheckOptions, Event};
 use lockcheck_workloads::{Workload, WorkloadOptions};
 
 use crate::driver::{drive, DriveOptions};
@@ -166,17 +166,14 @@ pub fn throughput(seed: u64, mut row: impl FnMut(&Throughput)) -> Result<(), Str
 
 /// The run's verdict, so that a fast but wrong harness does not pass.
 fn verdict_of(events: &[Event]) -> String {
-    let mut builder = HistoryBuilder::with_capacity(events.len());
-    for event in events {
-        if builder.push(event).is_err() {
-            return "malformed".to_string();
-        }
-    }
     let options = CheckOptions {
         linearizability_time_limit: Some(Duration::from_secs(30)),
         ..CheckOptions::default()
     };
-    analyze(&builder.finish(), &default_checkers(), &options).verdict.as_str().to_string()
+    match analyze_events(events, &options) {
+        Ok(analysis) => analysis.verdict.as_str().to_string(),
+        Err(_) => "malformed".to_string(),
+    }
 }
 
 #[cfg(test)]

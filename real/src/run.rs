@@ -4,9 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use lockcheck_checker::{
-    analyze, default_checkers, Analysis, Event, EventType, Function, HistoryBuilder,
-};
+use lockcheck_checker::{analyze_events, Analysis, Event, EventType, Function};
 use lockcheck_workloads::{FaultKind, HistoryFile, SharedRecorder, Workload, WorkloadOptions};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -222,13 +220,9 @@ pub fn execute_recorded(
     let wall_s = started.elapsed().as_secs_f64();
     drop(servers);
     lockcheck_workloads::interrupt::hold_before("check");
-    let mut builder = HistoryBuilder::with_capacity(events.len());
-    for event in &events {
-        builder.push(event).map_err(|error| {
-            RealFailure::Internal(format!("the driver recorded a malformed history: {error}"))
-        })?;
-    }
-    let analysis = analyze(&builder.finish(), &default_checkers(), &test.checks);
+    let analysis = analyze_events(&events, &test.checks).map_err(|error| {
+        RealFailure::Internal(format!("the driver recorded a malformed history: {error}"))
+    })?;
     Ok(RealRun { events, analysis, wall_s, faults })
 }
 
