@@ -371,13 +371,14 @@ impl RealBackend {
                 .await
             }
             RealBackend::Etcd => {
+                let fencing = run.fencing;
                 drive_recorded(
                     options,
                     history,
                     |logical, _stall| {
                         let config = config(logical);
                         let endpoints = urls(logical);
-                        async move { EtcdClient::connect(endpoints, &config).await }
+                        async move { EtcdClient::connect(endpoints, &config, fencing).await }
                     },
                     nemesis,
                 )

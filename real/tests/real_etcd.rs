@@ -52,7 +52,7 @@ fn config(client: u32) -> ClientConfig {
 }
 
 async fn connect(endpoints: &[String], client: u32) -> EtcdClient {
-    EtcdClient::connect(endpoints, &config(client))
+    EtcdClient::connect(endpoints, &config(client), true)
         .await
         .unwrap_or_else(|error| panic!("etcd must be reachable at {endpoints:?}: {error}"))
 }

@@ -3,10 +3,12 @@
 
 use std::time::Duration;
 
+use lockcheck_workloads::etcd_lock::EtcdLock;
 use lockcheck_workloads::redis_lock::Variant;
 use lockcheck_workloads::{FaultKind, Grant, LockClient, Outcome, Stall};
 
 use crate::etcd::ETCD_HOSTS;
+use crate::etcd_client::Members;
 use crate::host::{Connection, DownHosts, Failure, Primary};
 use crate::nemesis::refused_in_sim;
 use crate::protocol::{Request, Response};
@@ -211,7 +213,7 @@ enum Recipe {
     Redlock,
     /// The SQL lease table (`lockcheck_workloads::lease_table`).
     LeaseTable,
-    /// etcd's lease and lock (`etcd_client.rs`).
+    /// etcd's lease and lock (`lockcheck_workloads::etcd_lock`).
     Etcd,
 }
 
@@ -238,10 +240,10 @@ pub struct SimClient {
     /// table always has one).
     pub(crate) fencing: bool,
     /// etcd: the member this client asks first.
-    pub(crate) local_member: usize,
-    /// etcd: when the client library ends the session by itself (the last
-    /// answered keepalive plus the TTL), in ms of simulated time.
-    pub(crate) session_deadline_ms: i64,
+    local_member: usize,
+    /// etcd: the locks held and their sessions
+    /// (`lockcheck_workloads::etcd_lock`).
+    etcd: EtcdLock,
     name: String,
     grants: u64,
     /// The lock hosts' connections: one, or Redlock's five.
@@ -280,7 +282,7 @@ impl SimClient {
                 .next()
                 .and_then(|logical| logical.parse().ok())
                 .unwrap_or_default(),
-            session_deadline_ms: 0,
+            etcd: EtcdLock::new(fencing),
             name,
             grants: 0,
             // Redlock asks each instance with a short timeout of its own.
@@ -332,7 +334,10 @@ impl LockClient for SimClient {
             Recipe::Semaphore => self.acquire_permit(key, ttl_ms).await,
             Recipe::Redlock => self.acquire_redlock(key, ttl_ms).await,
             Recipe::LeaseTable => self.acquire_lease(key, ttl_ms).await,
-            Recipe::Etcd => self.acquire_etcd(key, ttl_ms).await,
+            Recipe::Etcd => {
+                let mut members = Members::new(&mut self.instances, self.local_member);
+                self.etcd.acquire(&mut members, key, ttl_ms).await
+            }
         }
     }
 
@@ -343,7 +348,10 @@ impl LockClient for SimClient {
             Recipe::Semaphore => self.release_permit(key, &value).await,
             Recipe::Redlock => self.release_redlock(key, &value).await,
             Recipe::LeaseTable => self.release_lease(key, grant).await,
-            Recipe::Etcd => self.release_etcd(grant).await,
+            Recipe::Etcd => {
+                let mut members = Members::new(&mut self.instances, self.local_member);
+                self.etcd.release(&mut members, key).await
+            }
         }
     }
 
@@ -354,7 +362,10 @@ impl LockClient for SimClient {
             Recipe::Semaphore => self.renew_permit(key, &value, ttl_ms).await,
             Recipe::Redlock => self.renew_redlock(key, &value, ttl_ms).await,
             Recipe::LeaseTable => self.renew_lease(key, grant, ttl_ms).await,
-            Recipe::Etcd => self.renew_etcd(grant, ttl_ms).await,
+            Recipe::Etcd => {
+                let mut members = Members::new(&mut self.instances, self.local_member);
+                self.etcd.renew(&mut members, key).await
+            }
         }
     }
 
@@ -376,6 +387,9 @@ impl LockClient for SimClient {
     }
 
     async fn reset(&mut self) {
+        // The leases of a session given up expire by themselves, as a
+        // crashed client's do.
+        self.etcd.reset();
         for instance in &mut self.instances {
             instance.reset();
         }

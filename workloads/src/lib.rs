@@ -5,8 +5,8 @@
 //! simulator and the real backends share all of this, and more:
 //! - the recipes written once for both worlds, each over a transport trait
 //!   of its own: [`redis_lock`] (the single-Redis recipes and their broken
-//!   variants), [`redlock`], [`semaphore`], [`lease_table`]; and [`user`], the transport
-//!   traits a user-written recipe is generic over;
+//!   variants), [`redlock`], [`semaphore`], [`lease_table`], [`etcd_lock`];
+//!   and [`user`], the transport traits a user-written recipe is generic over;
 //! - the fault vocabulary: [`FaultKind`] (every fault's name, in both
 //!   worlds) and [`Shape`] (a partition's shapes);
 //! - a truth table's [`Cell`];
@@ -14,6 +14,7 @@
 
 mod cell;
 mod client;
+pub mod etcd_lock;
 mod fault;
 pub mod interrupt;
 pub mod lease_table;
