@@ -6,9 +6,9 @@
 //! returns the recorded history. `server.rs` holds the services' semantics,
 //! `client.rs` the catalogue ([`Backend`]) and the simulated client, which
 //! runs the recipes both worlds share (`lockcheck_workloads::redis_lock`,
-//! `redlock`, `semaphore`) over the simulator's connections
-//! (`redis_lock.rs`, `redlock.rs`) and its own lease-table and etcd
-//! recipes (`client.rs`, `etcd_client.rs`); `nemesis.rs` the faults'
+//! `redlock`, `semaphore`, `lease_table`, `etcd_lock`) over the
+//! simulator's connections (`redis_lock.rs`, `redlock.rs`,
+//! `lease_table.rs`, `etcd_client.rs`); `nemesis.rs` the faults'
 //! simulated executors and their schedule; `matrix.rs` the simulated truth
 //! table; `shrink.rs` the search for a smaller failing run.
 
