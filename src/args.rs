@@ -255,7 +255,7 @@ pub struct CheckArgs {
     /// apply to the consensus backends (sim-etcd; against real servers,
     /// etcd, started as a cluster behind lockcheck's proxy: five members
     /// when ring is among the shapes, else three).
-    #[arg(long, default_value = "client,isolate-one,halves,ring")]
+    #[arg(long, default_value = DEFAULT_PARTITION_SHAPES)]
     pub partition_shapes: String,
     /// How long the clients run (e.g. 60s, 5m): simulated time, or wall
     /// time against real servers.
@@ -331,6 +331,13 @@ pub struct CheckArgs {
 
 /// The environment variables that hold each URL option, for a password
 /// kept off the command line: `(flag, variable)`.
+/// `check`'s partition shapes when none are given: every one.
+pub const DEFAULT_PARTITION_SHAPES: &str = "client,isolate-one,halves,ring";
+
+/// `check`'s search time when none is given, as its `--linearizability-timeout`
+/// default says.
+pub const DEFAULT_LINEARIZABILITY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 pub const URL_VARIABLES: [(&str, &str); 4] = [
     ("--postgres-url", "LOCKCHECK_POSTGRES_URL"),
     ("--redis-url", "LOCKCHECK_REDIS_URL"),

@@ -200,6 +200,15 @@ fn rerun_command(args: &CheckArgs, backend: RealBackend, seed: u64) -> String {
             secrets.push(*variable);
         }
     }
+    if args.partition_shapes != crate::args::DEFAULT_PARTITION_SHAPES {
+        command.push_str(&format!(" --partition-shapes {}", args.partition_shapes));
+    }
+    if args.linearizability_timeout != crate::args::DEFAULT_LINEARIZABILITY_TIMEOUT {
+        command.push_str(&format!(
+            " --linearizability-timeout {}ms",
+            args.linearizability_timeout.as_millis()
+        ));
+    }
     if args.no_fencing {
         command.push_str(" --no-fencing");
     }
@@ -238,4 +247,47 @@ fn finish_store(
         stored,
         &crate::store::Run { events, analysis, command: rerun, title: &title },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::args::{CheckArgs, Cli, Command};
+
+    fn check_args(line: &str) -> CheckArgs {
+        let words = ["lockcheck", "check"].into_iter().chain(line.split_whitespace());
+        match Cli::try_parse_from(words) {
+            Ok(Cli { command: Command::Check(check) }) => *check,
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    /// A rerun line runs the test it was printed for: every option that
+    /// shapes the run comes back the same.
+    #[test]
+    fn a_rerun_line_replays_the_same_options() {
+        for line in [
+            "--backend redis",
+            "--backend etcd --nemesis partition --partition-shapes client --ttl 2s",
+            "--backend redis --nemesis pause,kill --clients 3 --locks 1 --time-limit 2500ms --no-fencing --persistent --restart-delay 0ms --gate mutual-exclusion",
+            "--backend redlock --nemesis kill --linearizability-timeout 3s --workload mutex",
+            "--backend exec --servers redis*5 -- python3 lock.py --flag",
+        ] {
+            let backend = lockcheck_real::RealBackend::parse(
+                line.split_whitespace().nth(1).expect("a backend"),
+            )
+            .expect("a real backend");
+            let args = check_args(line);
+            let rerun = super::rerun_command(&args, backend, 7);
+            let replayed = check_args(rerun.strip_prefix("lockcheck check ").expect("a check line"));
+            assert_eq!(
+                super::real_options(&replayed),
+                super::real_options(&args),
+                "{line}\nreplays as {rerun}"
+            );
+            assert_eq!(replayed.seed, Some(7), "{rerun}");
+            assert_eq!(replayed.gate, args.gate, "{rerun}");
+        }
+    }
 }
