@@ -65,6 +65,63 @@ const ETCD_HOSTS_3: [&str; 3] = [ETCD_HOSTS[0], ETCD_HOSTS[1], ETCD_HOSTS[2]];
 /// first, then the replica.
 pub const REPLICATED_HOSTS: [&str; 2] = ["redis", "redis-replica"];
 
+/// Everything the simulator knows of one backend: its catalogue entry.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Entry {
+    pub name: &'static str,
+    /// One line on what it is.
+    pub help: &'static str,
+    /// The recipe its clients run.
+    recipe: Recipe,
+    /// The hosts that hold the locks.
+    pub lock_hosts: &'static [&'static str],
+    /// How many may hold a key at once.
+    pub permits: u32,
+    /// The lock hosts talk among themselves (a consensus cluster): the
+    /// partitions among servers have something to split.
+    pub cluster: bool,
+    /// A cluster whose leader commits without a majority.
+    pub commits_alone: bool,
+    /// Independent instances, each asked with a short timeout of its own
+    /// (Redlock).
+    pub independent: bool,
+    /// A crashed instance stays down longer than any lease it granted
+    /// (Redlock's delayed restart).
+    pub delayed_restart: bool,
+    /// The lock host keeps its state across a restart, as a database does.
+    pub durable: bool,
+    /// One Redis, which the failover fault gives an async replica to fail
+    /// over to.
+    pub fails_over: bool,
+    /// The recipe (wrongly) takes `now` from the caller's clock.
+    pub trusts_caller_clock: bool,
+}
+
+/// An entry with every flag off: one Redis, one permit.
+const ONE_REDIS: Entry = Entry {
+    name: "",
+    help: "",
+    recipe: Recipe::Redis(Variant::Plain),
+    lock_hosts: &["redis"],
+    permits: 1,
+    cluster: false,
+    commits_alone: false,
+    independent: false,
+    delayed_restart: false,
+    durable: false,
+    fails_over: false,
+    trusts_caller_clock: false,
+};
+
+const SINGLE_REDIS: Entry = Entry { fails_over: true, ..ONE_REDIS };
+const LEASE_TABLE: Entry =
+    Entry { recipe: Recipe::LeaseTable, lock_hosts: &["db"], durable: true, ..ONE_REDIS };
+const REDLOCK: Entry =
+    Entry { recipe: Recipe::Redlock, lock_hosts: &REDLOCK_HOSTS, independent: true, ..ONE_REDIS };
+const SEMAPHORE: Entry = Entry { recipe: Recipe::Semaphore, permits: 2, ..ONE_REDIS };
+const ETCD: Entry =
+    Entry { recipe: Recipe::Etcd, lock_hosts: &ETCD_HOSTS_3, cluster: true, ..ONE_REDIS };
+
 impl Backend {
     pub const ALL: [Backend; 13] = [
         Backend::Redis,
@@ -82,22 +139,87 @@ impl Backend {
         Backend::EtcdNoQuorum,
     ];
 
-    pub fn name(self) -> &'static str {
+    /// The catalogue: one entry a backend.
+    pub const fn entry(self) -> Entry {
         match self {
-            Backend::Redis => "sim-redis",
-            Backend::RedisDelRelease => "sim-redis-del-release",
-            Backend::RedisSetnxExpire => "sim-redis-setnx-expire",
-            Backend::RedisLostReply => "sim-redis-lost-reply",
-            Backend::LeaseTable => "sim-lease-table",
-            Backend::LeaseTableClientClock => "sim-lease-table-client-clock",
-            Backend::Redlock => "sim-redlock",
-            Backend::RedlockNoDelay => "sim-redlock-no-delay",
-            Backend::RedisSemaphore => "sim-redis-semaphore",
-            Backend::RedisSemaphoreClientClock => "sim-redis-semaphore-client-clock",
-            Backend::Etcd => "sim-etcd",
-            Backend::Etcd5 => "sim-etcd-5",
-            Backend::EtcdNoQuorum => "sim-etcd-no-quorum",
+            Backend::Redis => Entry {
+                name: "sim-redis",
+                help: "SET NX PX, Lua compare-and-delete release and renew, INCR fence",
+                ..SINGLE_REDIS
+            },
+            Backend::RedisDelRelease => Entry {
+                name: "sim-redis-del-release",
+                help: "broken: release by plain DEL deletes the next holder's lock",
+                recipe: Recipe::Redis(Variant::DelRelease),
+                ..SINGLE_REDIS
+            },
+            Backend::RedisSetnxExpire => Entry {
+                name: "sim-redis-setnx-expire",
+                help: "broken: SETNX then EXPIRE, two commands: a crash between them leaves a lock without TTL",
+                recipe: Recipe::Redis(Variant::SetnxExpire),
+                ..SINGLE_REDIS
+            },
+            Backend::RedisLostReply => Entry {
+                name: "sim-redis-lost-reply",
+                help: "broken: a lost SET reply is taken for busy (an orphan lock until its TTL)",
+                recipe: Recipe::Redis(Variant::LostReply),
+                ..SINGLE_REDIS
+            },
+            Backend::LeaseTable => Entry {
+                name: "sim-lease-table",
+                help: "the SQL lease table: the database's clock, a fence column",
+                ..LEASE_TABLE
+            },
+            Backend::LeaseTableClientClock => Entry {
+                name: "sim-lease-table-client-clock",
+                help: "broken: the lease table, expiring leases by the client's clock",
+                trusts_caller_clock: true,
+                ..LEASE_TABLE
+            },
+            Backend::Redlock => Entry {
+                name: "sim-redlock",
+                help: "Redlock over five independent Redis: a majority, validity minus drift, delayed restart",
+                delayed_restart: true,
+                ..REDLOCK
+            },
+            Backend::RedlockNoDelay => Entry {
+                name: "sim-redlock-no-delay",
+                help: "broken: Redlock whose crashed instances restart at once, having forgotten their keys",
+                ..REDLOCK
+            },
+            Backend::RedisSemaphore => Entry {
+                name: "sim-redis-semaphore",
+                help: "a two-permit semaphore: a sorted set per key, by the server's TIME",
+                ..SEMAPHORE
+            },
+            Backend::RedisSemaphoreClientClock => Entry {
+                name: "sim-redis-semaphore-client-clock",
+                help: "broken: the semaphore by the caller's clock",
+                trusts_caller_clock: true,
+                ..SEMAPHORE
+            },
+            Backend::Etcd => Entry {
+                name: "sim-etcd",
+                help: "etcd of three Raft members: a lease per acquisition, the lock key's create revision as the token",
+                ..ETCD
+            },
+            Backend::Etcd5 => Entry {
+                name: "sim-etcd-5",
+                help: "the same etcd with five members",
+                lock_hosts: &ETCD_HOSTS,
+                ..ETCD
+            },
+            Backend::EtcdNoQuorum => Entry {
+                name: "sim-etcd-no-quorum",
+                help: "broken: etcd whose leader commits without a majority: a leader cut off goes on granting",
+                commits_alone: true,
+                ..ETCD
+            },
         }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.entry().name
     }
 
     /// A simulated backend by its name, or by `sim-` and the name of a real
@@ -112,68 +234,22 @@ impl Backend {
 
     /// The hosts that hold the locks.
     pub fn lock_hosts(self) -> &'static [&'static str] {
-        match self {
-            Backend::LeaseTable | Backend::LeaseTableClientClock => &["db"],
-            Backend::Redlock | Backend::RedlockNoDelay => &REDLOCK_HOSTS,
-            Backend::Etcd | Backend::EtcdNoQuorum => &ETCD_HOSTS_3,
-            Backend::Etcd5 => &ETCD_HOSTS,
-            _ => &["redis"],
-        }
+        self.entry().lock_hosts
     }
 
     /// How many may hold a key at once: 2 for the semaphores, else 1.
     pub fn permits(self) -> u32 {
-        match self {
-            Backend::RedisSemaphore | Backend::RedisSemaphoreClientClock => 2,
-            _ => 1,
-        }
+        self.entry().permits
     }
 
-    /// Lock hosts that talk among themselves (a consensus cluster): the
-    /// partitions among servers have something to split.
+    /// Lock hosts that talk among themselves (a consensus cluster).
     pub fn is_cluster(self) -> bool {
-        matches!(self, Backend::Etcd | Backend::Etcd5 | Backend::EtcdNoQuorum)
-    }
-
-    pub fn is_redlock(self) -> bool {
-        matches!(self, Backend::Redlock | Backend::RedlockNoDelay)
+        self.entry().cluster
     }
 
     /// One line on what it is.
     pub fn help(self) -> &'static str {
-        match self {
-            Backend::Redis => "SET NX PX, Lua compare-and-delete release and renew, INCR fence",
-            Backend::RedisDelRelease => {
-                "broken: release by plain DEL deletes the next holder's lock"
-            }
-            Backend::RedisSetnxExpire => {
-                "broken: SETNX then EXPIRE, two commands: a crash between them leaves a lock without TTL"
-            }
-            Backend::RedisLostReply => {
-                "broken: a lost SET reply is taken for busy (an orphan lock until its TTL)"
-            }
-            Backend::LeaseTable => "the SQL lease table: the database's clock, a fence column",
-            Backend::LeaseTableClientClock => {
-                "broken: the lease table, expiring leases by the client's clock"
-            }
-            Backend::Redlock => {
-                "Redlock over five independent Redis: a majority, validity minus drift, delayed restart"
-            }
-            Backend::RedlockNoDelay => {
-                "broken: Redlock whose crashed instances restart at once, having forgotten their keys"
-            }
-            Backend::RedisSemaphore => {
-                "a two-permit semaphore: a sorted set per key, by the server's TIME"
-            }
-            Backend::RedisSemaphoreClientClock => "broken: the semaphore by the caller's clock",
-            Backend::Etcd => {
-                "etcd of three Raft members: a lease per acquisition, the lock key's create revision as the token"
-            }
-            Backend::Etcd5 => "the same etcd with five members",
-            Backend::EtcdNoQuorum => {
-                "broken: etcd whose leader commits without a majority: a leader cut off goes on granting"
-            }
-        }
+        self.entry().help
     }
 
     /// Why the simulator cannot strike it with `fault`, if it cannot.
@@ -181,24 +257,12 @@ impl Backend {
         if let Some(why) = refused_in_sim(fault) {
             return Some(why.to_string());
         }
-        (fault == FaultKind::Failover && !self.can_fail_over()).then(|| {
+        (fault == FaultKind::Failover && !self.entry().fails_over).then(|| {
             format!(
                 "{} has no replica to fail over to: failover applies to the sim-redis backends",
                 self.name()
             )
         })
-    }
-
-    /// One Redis, which the failover fault gives an async replica to fail
-    /// over to.
-    pub fn can_fail_over(self) -> bool {
-        matches!(
-            self,
-            Backend::Redis
-                | Backend::RedisDelRelease
-                | Backend::RedisSetnxExpire
-                | Backend::RedisLostReply
-        )
     }
 }
 
@@ -215,21 +279,6 @@ enum Recipe {
     LeaseTable,
     /// etcd's lease and lock (`lockcheck_workloads::etcd_lock`).
     Etcd,
-}
-
-impl Backend {
-    fn recipe(self) -> Recipe {
-        match self {
-            Backend::Redis => Recipe::Redis(Variant::Plain),
-            Backend::RedisDelRelease => Recipe::Redis(Variant::DelRelease),
-            Backend::RedisSetnxExpire => Recipe::Redis(Variant::SetnxExpire),
-            Backend::RedisLostReply => Recipe::Redis(Variant::LostReply),
-            Backend::RedisSemaphore | Backend::RedisSemaphoreClientClock => Recipe::Semaphore,
-            Backend::Redlock | Backend::RedlockNoDelay => Recipe::Redlock,
-            Backend::LeaseTable | Backend::LeaseTableClientClock => Recipe::LeaseTable,
-            Backend::Etcd | Backend::Etcd5 | Backend::EtcdNoQuorum => Recipe::Etcd,
-        }
-    }
 }
 
 /// One session of one simulated client.
@@ -292,7 +341,7 @@ impl SimClient {
                 .map(|host| {
                     Connection::new(
                         host,
-                        if backend.is_redlock() { deadline / 2 } else { deadline },
+                        if backend.entry().independent { deadline / 2 } else { deadline },
                     )
                     .refusing_when_down(down)
                 })
@@ -316,11 +365,7 @@ impl SimClient {
 
     /// The caller's clock, for the recipes that (wrongly) trust it.
     pub(crate) fn caller_now_ms(&self) -> Option<i64> {
-        let trusts_it = matches!(
-            self.backend,
-            Backend::RedisSemaphoreClientClock | Backend::LeaseTableClientClock
-        );
-        trusts_it.then(|| {
+        self.backend.entry().trusts_caller_clock.then(|| {
             turmoil::sim_elapsed().unwrap_or_default().as_millis() as i64
                 + self.clock_offset_ms.get()
         })
@@ -329,7 +374,7 @@ impl SimClient {
 
 impl LockClient for SimClient {
     async fn acquire(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
-        match self.backend.recipe() {
+        match self.backend.entry().recipe {
             Recipe::Redis(variant) => self.acquire_redis(variant, key, ttl_ms).await,
             Recipe::Semaphore => self.acquire_permit(key, ttl_ms).await,
             Recipe::Redlock => self.acquire_redlock(key, ttl_ms).await,
@@ -343,7 +388,7 @@ impl LockClient for SimClient {
 
     async fn release(&mut self, key: &str, grant: &Grant) -> Outcome<()> {
         let value = grant.lease.clone().unwrap_or_default();
-        match self.backend.recipe() {
+        match self.backend.entry().recipe {
             Recipe::Redis(variant) => self.release_redis(variant, key, &value).await,
             Recipe::Semaphore => self.release_permit(key, &value).await,
             Recipe::Redlock => self.release_redlock(key, &value).await,
@@ -357,7 +402,7 @@ impl LockClient for SimClient {
 
     async fn renew(&mut self, key: &str, grant: &Grant, ttl_ms: u64) -> Outcome<()> {
         let value = grant.lease.clone().unwrap_or_default();
-        match self.backend.recipe() {
+        match self.backend.entry().recipe {
             Recipe::Redis(_) => self.renew_redis(key, &value, ttl_ms).await,
             Recipe::Semaphore => self.renew_permit(key, &value, ttl_ms).await,
             Recipe::Redlock => self.renew_redlock(key, &value, ttl_ms).await,

@@ -474,9 +474,9 @@ where
         ttl_ms: options.ttl_ms,
         // Redlock's delayed restart: down longer than any lease it granted.
         // (A consensus member's restart keeps its disk: any length will do.)
-        min_down_ms: match options.backend {
-            Backend::Redlock => options.ttl_ms * 3 / 2,
-            backend if backend.is_cluster() => 1,
+        min_down_ms: match options.backend.entry() {
+            entry if entry.delayed_restart => options.ttl_ms * 3 / 2,
+            entry if entry.cluster => 1,
             _ => 0,
         },
         cluster: options.backend.is_cluster(),
@@ -494,8 +494,7 @@ where
 
     // A database keeps its tables across a restart; Redis keeps its keys only
     // with persistence configured.
-    let persistent = options.persistent
-        || matches!(options.backend, Backend::LeaseTable | Backend::LeaseTableClientClock);
+    let persistent = options.persistent || options.backend.entry().durable;
     let mut knobs = Vec::with_capacity(lock_hosts.len());
     // With the failover fault, a single Redis gets an async replica; the
     // hosts of every other run stay as they were (and so do their histories).
@@ -514,7 +513,7 @@ where
         }
         None if options.backend.is_cluster() => {
             for (me, &host) in lock_hosts.iter().enumerate() {
-                let quorum = (options.backend == Backend::EtcdNoQuorum).then_some(1);
+                let quorum = options.backend.entry().commits_alone.then_some(1);
                 let member =
                     Rc::new(RefCell::new(Member::new(me, lock_hosts.len(), quorum, rng.gen())));
                 let host_knobs = Knobs::new(rng.gen(), true);
@@ -562,7 +561,7 @@ where
         hold_ms: if options.backend.is_cluster() {
             // An etcd session's holder works a long job under its keepalive.
             (0, options.ttl_ms * 2)
-        } else if options.backend.is_redlock() || replica_set.is_some() {
+        } else if options.backend.entry().independent || replica_set.is_some() {
             (0, options.ttl_ms / 3)
         } else {
             (0, 20)
