@@ -98,6 +98,32 @@ impl LockService {
     }
 }
 
+/// Everything the real world knows of one backend, but how its clients are
+/// built: its catalogue entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RealEntry {
+    /// One line on what it is.
+    pub help: &'static str,
+    /// Where it keeps its locks: the servers lockcheck starts for it.
+    pub service: LockService,
+    /// A semaphore's permits (none: a mutex).
+    pub permits: Option<u32>,
+    /// Holders keep a session's lease alive (etcd): leases of whole seconds,
+    /// at least the server's minimum, a keepalive every third of the TTL,
+    /// and a long job under it.
+    pub session_lease: bool,
+    /// Independent instances, each holding its copy of the lock (Redlock):
+    /// a kill takes a majority at once, a killed instance stays down 1.5
+    /// TTLs (the delayed restart), and a hold lasts a third of a TTL.
+    pub independent: bool,
+    /// One Redis, which the failover fault gives an async replica.
+    pub fails_over: bool,
+    /// SQL sessions hold the locks, which conn-kill ends.
+    pub sql_sessions: bool,
+    /// The user's program, which client-kill kills.
+    pub program: bool,
+}
+
 /// What a backend's client-building gets from the run: the driver's options,
 /// where each logical client's servers are, and the fault executors to run
 /// beside the clients.
@@ -149,84 +175,125 @@ impl RealBackend {
         RealBackend::Exec,
     ];
 
+    /// The catalogue: all the real world knows of a backend but how its
+    /// clients are built ([`RealBackend::drive`]), one entry a backend.
+    pub fn entry(self) -> RealEntry {
+        const REDIS: RealEntry = RealEntry {
+            help: "",
+            service: LockService::Redis { instances: 1 },
+            permits: None,
+            session_lease: false,
+            independent: false,
+            fails_over: true,
+            sql_sessions: false,
+            program: false,
+        };
+        const SEMAPHORE: RealEntry =
+            RealEntry { permits: Some(PERMITS), fails_over: false, ..REDIS };
+        const SQL: RealEntry = RealEntry {
+            service: LockService::Postgres,
+            fails_over: false,
+            sql_sessions: true,
+            ..REDIS
+        };
+        const MYSQL: RealEntry = RealEntry { service: LockService::Mariadb, ..SQL };
+        match self {
+            RealBackend::Redis(RedisRecipe::Plain) => RealEntry {
+                help: "SET NX PX, Lua release and renew; with fencing, INCR after the grant",
+                ..REDIS
+            },
+            RealBackend::Redis(RedisRecipe::Fenced) => RealEntry {
+                help: "SET NX PX and the fence's INCR in one script: the token is atomic with the grant",
+                ..REDIS
+            },
+            RealBackend::Redis(RedisRecipe::DelRelease) => RealEntry {
+                help: "broken: release by plain DEL deletes the next holder's lock",
+                ..REDIS
+            },
+            RealBackend::Redis(RedisRecipe::SetnxExpire) => RealEntry {
+                help: "broken: SETNX then PEXPIRE, two commands: a crash between them leaves a lock without TTL",
+                ..REDIS
+            },
+            RealBackend::Redis(RedisRecipe::LostReply) => RealEntry {
+                help: "broken: a lost SET reply is taken for busy (an orphan lock until its TTL)",
+                ..REDIS
+            },
+            RealBackend::Redlock => RealEntry {
+                help: "Redlock over five independent Redis: a majority, validity minus drift, delayed restart",
+                service: LockService::Redis { instances: REDLOCK_INSTANCES },
+                independent: true,
+                fails_over: false,
+                ..REDIS
+            },
+            RealBackend::Semaphore { client_clock: false } => RealEntry {
+                help: "a two-permit semaphore: a sorted set per key, by the server's TIME",
+                ..SEMAPHORE
+            },
+            RealBackend::Semaphore { client_clock: true } => {
+                RealEntry { help: "broken: the semaphore by the caller's clock", ..SEMAPHORE }
+            }
+            RealBackend::Etcd => RealEntry {
+                help: "etcd lease + lock: a session's lease, the lock key's create revision as the token",
+                service: LockService::Etcd,
+                session_lease: true,
+                fails_over: false,
+                ..REDIS
+            },
+            RealBackend::Sql(SqlRecipe::PostgresAdvisory) => RealEntry {
+                help: "pg_try_advisory_lock: held by a session, freed when the session ends",
+                ..SQL
+            },
+            RealBackend::Sql(SqlRecipe::PostgresAdvisoryXact) => RealEntry {
+                help: "pg_try_advisory_xact_lock: held by an open transaction",
+                ..SQL
+            },
+            RealBackend::Sql(SqlRecipe::PostgresLease) => RealEntry {
+                help: "a PostgreSQL lease table: the database's clock, a fence column",
+                ..SQL
+            },
+            RealBackend::Sql(SqlRecipe::MysqlGetLock) => RealEntry {
+                help: "MariaDB/MySQL GET_LOCK: held by a session, freed when the session ends",
+                ..MYSQL
+            },
+            RealBackend::Sql(SqlRecipe::MysqlLease) => RealEntry {
+                help: "a MariaDB/MySQL lease table: the database's clock, a fence column",
+                ..MYSQL
+            },
+            RealBackend::Exec => RealEntry {
+                help: "your own lock program after --, speaking the exec protocol",
+                service: LockService::Exec,
+                fails_over: false,
+                program: true,
+                ..REDIS
+            },
+        }
+    }
+
     /// One line on what it is.
     pub fn help(self) -> &'static str {
-        match self {
-            RealBackend::Redis(RedisRecipe::Plain) => {
-                "SET NX PX, Lua release and renew; with fencing, INCR after the grant"
-            }
-            RealBackend::Redis(RedisRecipe::Fenced) => {
-                "SET NX PX and the fence's INCR in one script: the token is atomic with the grant"
-            }
-            RealBackend::Redis(RedisRecipe::DelRelease) => {
-                "broken: release by plain DEL deletes the next holder's lock"
-            }
-            RealBackend::Redis(RedisRecipe::SetnxExpire) => {
-                "broken: SETNX then PEXPIRE, two commands: a crash between them leaves a lock without TTL"
-            }
-            RealBackend::Redis(RedisRecipe::LostReply) => {
-                "broken: a lost SET reply is taken for busy (an orphan lock until its TTL)"
-            }
-            RealBackend::Redlock => {
-                "Redlock over five independent Redis: a majority, validity minus drift, delayed restart"
-            }
-            RealBackend::Semaphore { client_clock: false } => {
-                "a two-permit semaphore: a sorted set per key, by the server's TIME"
-            }
-            RealBackend::Semaphore { client_clock: true } => {
-                "broken: the semaphore by the caller's clock"
-            }
-            RealBackend::Etcd => {
-                "etcd lease + lock: a session's lease, the lock key's create revision as the token"
-            }
-            RealBackend::Sql(SqlRecipe::PostgresAdvisory) => {
-                "pg_try_advisory_lock: held by a session, freed when the session ends"
-            }
-            RealBackend::Sql(SqlRecipe::PostgresAdvisoryXact) => {
-                "pg_try_advisory_xact_lock: held by an open transaction"
-            }
-            RealBackend::Sql(SqlRecipe::PostgresLease) => {
-                "a PostgreSQL lease table: the database's clock, a fence column"
-            }
-            RealBackend::Sql(SqlRecipe::MysqlGetLock) => {
-                "MariaDB/MySQL GET_LOCK: held by a session, freed when the session ends"
-            }
-            RealBackend::Sql(SqlRecipe::MysqlLease) => {
-                "a MariaDB/MySQL lease table: the database's clock, a fence column"
-            }
-            RealBackend::Exec => "your own lock program after --, speaking the exec protocol",
-        }
+        self.entry().help
     }
 
     /// Where it keeps its locks.
     pub fn service(self) -> LockService {
-        match self {
-            RealBackend::Redis(_) | RealBackend::Semaphore { .. } => {
-                LockService::Redis { instances: 1 }
-            }
-            RealBackend::Redlock => LockService::Redis { instances: REDLOCK_INSTANCES },
-            RealBackend::Etcd => LockService::Etcd,
-            RealBackend::Sql(recipe) if recipe.is_mysql() => LockService::Mariadb,
-            RealBackend::Sql(_) => LockService::Postgres,
-            RealBackend::Exec => LockService::Exec,
-        }
+        self.entry().service
     }
 
     /// Why `fault` cannot strike it, if it cannot.
     pub fn refuses(self, fault: FaultKind) -> Option<String> {
-        let name = self.name();
+        let (name, entry) = (self.name(), self.entry());
         match fault {
-            FaultKind::ConnKill if !matches!(self, RealBackend::Sql(_)) => Some(format!(
+            FaultKind::ConnKill if !entry.sql_sessions => Some(format!(
                 "conn-kill ends SQL sessions: it applies to the postgres-* and mysql-* backends, not {name}"
             )),
-            FaultKind::Clock if self.service() == LockService::Etcd => Some(
+            FaultKind::Clock if entry.service == LockService::Etcd => Some(
                 "clock: etcd is written in Go and reads the time without libc, so libfaketime cannot move its clock (its leases run on the leader's monotonic clock anyway); the simulated sim-etcd has clock faults"
                     .to_string(),
             ),
-            FaultKind::Failover if !matches!(self, RealBackend::Redis(_)) => Some(format!(
+            FaultKind::Failover if !entry.fails_over => Some(format!(
                 "failover promotes a Redis replica: it applies to the single-Redis backends (redis, redis-fenced, redis-del-release, …), not {name}"
             )),
-            FaultKind::ClientKill if self != RealBackend::Exec => Some(format!(
+            FaultKind::ClientKill if !entry.program => Some(format!(
                 "client-kill kills your lock program: it applies to --backend exec, not {name}"
             )),
             FaultKind::Loss => Some(
@@ -241,23 +308,25 @@ impl RealBackend {
         }
     }
 
-    /// The lease a run asks for, given `ttl_ms`: etcd grants whole seconds,
-    /// and raises short TTLs to its minimum.
+    /// The lease a run asks for, given `ttl_ms`: a session's lease (etcd's)
+    /// is whole seconds, and the server raises a short TTL to its minimum.
     pub fn granted_ttl_ms(self, ttl_ms: u64) -> u64 {
-        match self.service() {
-            LockService::Etcd => ttl_ms.div_ceil(1000).max(ETCD_MIN_TTL_S) * 1000,
-            _ => ttl_ms,
+        match self.entry().session_lease {
+            true => ttl_ms.div_ceil(1000).max(ETCD_MIN_TTL_S) * 1000,
+            false => ttl_ms,
         }
     }
 
-    /// How long a holder works, drawn from this range: an etcd holder works
-    /// a long job under its keepalive, as the simulated one does; a hold
-    /// long enough for a failover, a clock jump, or a crash and restart of
-    /// Redlock's instances to fall inside one; else a tenth of the TTL.
+    /// How long a holder works, drawn from this range: a holder under a
+    /// session's keepalive works a long job, as the simulated one does; a
+    /// hold long enough for a failover, a clock jump, or a crash and
+    /// restart of independent instances to fall inside one; else a tenth
+    /// of the TTL.
     pub fn hold_ms(self, ttl_ms: u64, long_faults: bool) -> (u64, u64) {
-        if self.service() == LockService::Etcd {
+        let entry = self.entry();
+        if entry.session_lease {
             (0, ttl_ms * 2)
-        } else if long_faults || self == RealBackend::Redlock {
+        } else if long_faults || entry.independent {
             (0, ttl_ms / 3)
         } else {
             (0, (ttl_ms / 10).max(1))
@@ -266,21 +335,22 @@ impl RealBackend {
 
     /// A semaphore's permits (none: a mutex).
     pub fn permits(self) -> Option<u32> {
-        matches!(self, RealBackend::Semaphore { .. }).then_some(PERMITS)
+        self.entry().permits
     }
 
     /// The session keepalive's period, for a backend whose holders keep
     /// their lease alive.
     pub fn keepalive_ms(self, ttl_ms: u64) -> Option<u64> {
-        (self.service() == LockService::Etcd).then_some(ttl_ms / 3)
+        self.entry().session_lease.then_some(ttl_ms / 3)
     }
 
     /// How long a killed lock server stays down at least, unless told:
-    /// Redlock's delayed restart outlives any lease it may have granted.
+    /// independent instances' delayed restart outlives any lease they may
+    /// have granted.
     pub fn min_down_ms(self, ttl_ms: u64) -> u64 {
-        match self {
-            RealBackend::Redlock => ttl_ms * 3 / 2,
-            _ => 0,
+        match self.entry().independent {
+            true => ttl_ms * 3 / 2,
+            false => 0,
         }
     }
 
@@ -288,7 +358,7 @@ impl RealBackend {
     /// Redlock lock is held on a majority, often on all five, and only a
     /// majority killed at once can free it.
     pub fn kills_a_majority(self) -> bool {
-        self == RealBackend::Redlock
+        self.entry().independent
     }
 
     /// Sets up the backend's lock servers, connects a client per logical
