@@ -7,41 +7,37 @@ use std::process::ExitCode;
 
 use lockcheck_real::RealBackend;
 use lockcheck_sim::{Backend, FaultKind};
+use lockcheck_workloads::Catalogue;
 
 use crate::args::BackendsArgs;
 use crate::exit;
 use crate::output::print;
 
-/// One backend of either world, as the catalogues describe it.
+/// One backend of either world, as its catalogue describes it.
 struct Entry {
     name: &'static str,
     world: &'static str,
     help: &'static str,
     refuses: Box<dyn Fn(FaultKind) -> Option<String>>,
+    faults: Vec<FaultKind>,
+}
+
+fn entries_of<B: Catalogue>() -> impl Iterator<Item = Entry> {
+    B::all().iter().map(|&backend| Entry {
+        name: backend.name(),
+        world: B::WORLD,
+        help: backend.help(),
+        refuses: Box::new(move |fault| backend.refuses(fault)),
+        faults: backend.faults(),
+    })
 }
 
 fn entries() -> Vec<Entry> {
-    let sim = Backend::ALL.into_iter().map(|backend| Entry {
-        name: backend.name(),
-        world: "simulated",
-        help: backend.help(),
-        refuses: Box::new(move |fault| backend.refuses(fault)),
-    });
-    let real = RealBackend::ALL.into_iter().map(|backend| Entry {
-        name: backend.name(),
-        world: "real",
-        help: backend.help(),
-        refuses: Box::new(move |fault| backend.refuses(fault)),
-    });
-    sim.chain(real).collect()
+    entries_of::<Backend>().chain(entries_of::<RealBackend>()).collect()
 }
 
 fn faults(entry: &Entry) -> String {
-    let names: Vec<&str> = FaultKind::ALL
-        .into_iter()
-        .filter(|&fault| (entry.refuses)(fault).is_none())
-        .map(FaultKind::name)
-        .collect();
+    let names: Vec<&str> = entry.faults.iter().map(|fault| fault.name()).collect();
     names.join(", ")
 }
 

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use lockcheck_checker::Event;
-use lockcheck_workloads::{FaultKind, HistoryFile, SharedRecorder};
+use lockcheck_workloads::{Catalogue, FaultKind, HistoryFile, SharedRecorder};
 use tokio::time::Instant;
 
 use crate::driver::{drive_recorded, DriveOptions};
@@ -497,7 +497,7 @@ impl RealBackend {
     }
 
     pub fn parse(name: &str) -> Option<RealBackend> {
-        RealBackend::ALL.into_iter().find(|backend| backend.name() == name)
+        <RealBackend as Catalogue>::parse(name)
     }
 
     pub fn name(self) -> &'static str {
@@ -510,5 +510,25 @@ impl RealBackend {
             RealBackend::Sql(recipe) => recipe.name(),
             RealBackend::Exec => "exec",
         }
+    }
+}
+
+impl Catalogue for RealBackend {
+    const WORLD: &'static str = "real";
+
+    fn all() -> &'static [RealBackend] {
+        &RealBackend::ALL
+    }
+
+    fn name(self) -> &'static str {
+        RealBackend::name(self)
+    }
+
+    fn help(self) -> &'static str {
+        RealBackend::help(self)
+    }
+
+    fn refuses(self, fault: FaultKind) -> Option<String> {
+        RealBackend::refuses(self, fault)
     }
 }

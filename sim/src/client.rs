@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use lockcheck_workloads::etcd_lock::EtcdLock;
 use lockcheck_workloads::redis_lock::Variant;
-use lockcheck_workloads::{FaultKind, Grant, LockClient, Outcome, Stall};
+use lockcheck_workloads::{Catalogue, FaultKind, Grant, LockClient, Outcome, Stall};
 
 use crate::etcd::ETCD_HOSTS;
 use crate::etcd_client::Members;
@@ -263,6 +263,30 @@ impl Backend {
                 self.name()
             )
         })
+    }
+}
+
+impl Catalogue for Backend {
+    const WORLD: &'static str = "simulated";
+
+    fn all() -> &'static [Backend] {
+        &Backend::ALL
+    }
+
+    fn name(self) -> &'static str {
+        Backend::name(self)
+    }
+
+    fn help(self) -> &'static str {
+        Backend::help(self)
+    }
+
+    fn refuses(self, fault: FaultKind) -> Option<String> {
+        Backend::refuses(self, fault)
+    }
+
+    fn parse(name: &str) -> Option<Backend> {
+        Backend::parse(name)
     }
 }
 

@@ -9,9 +9,11 @@
 //!   and [`user`], the transport traits a user-written recipe is generic over;
 //! - the fault vocabulary: [`FaultKind`] (every fault's name, in both
 //!   worlds) and [`Shape`] (a partition's shapes);
-//! - a truth table's [`Cell`];
+//! - what each world's catalogue of backends answers ([`Catalogue`]), and a
+//!   truth table's [`Cell`];
 //! - [`interrupt`]: Ctrl-C, SIGTERM and SIGHUP for the whole tool.
 
+mod catalogue;
 mod cell;
 mod client;
 pub mod etcd_lock;
@@ -25,6 +27,7 @@ pub mod semaphore;
 pub mod user;
 mod workload;
 
+pub use catalogue::Catalogue;
 pub use cell::Cell;
 pub use client::{Grant, LockClient, Outcome};
 pub use fault::{FaultKind, Shape};
