@@ -9,7 +9,7 @@ use lockcheck_checker::{analyze_events, CheckOptions, Event};
 use lockcheck_workloads::{Workload, WorkloadOptions};
 
 use crate::driver::{drive, DriveOptions};
-use crate::redis::{self as real_redis, RedisClient, RedisRecipe};
+use crate::redis::{RedisClient, RedisRecipe};
 use crate::run::lock_ops;
 use crate::servers::{ManagedServer, ServerKind};
 use crate::sql::{SqlClient, SqlRecipe};
@@ -111,7 +111,7 @@ pub fn throughput(seed: u64, mut row: impl FnMut(&Throughput)) -> Result<(), Str
     let (ops, verdict) = runtime
         .block_on(async {
             Storage::prepare(&storage, &options.workload.resources).await?;
-            real_redis::prepare(&url, &options.workload.locks).await?;
+            RedisClient::prepare(&url, &options.workload.locks).await?;
             let started = Instant::now();
             let events =
                 drive(&options, |logical, stall| {

@@ -14,9 +14,9 @@ use crate::driver::{drive_recorded, DriveOptions};
 use crate::etcd::EtcdClient;
 use crate::exec::{ExecClient, ExecProgram, PidSlot};
 use crate::failover::RedisPair;
-use crate::redis::{self as real_redis, RedisClient, RedisRecipe};
+use crate::redis::{RedisClient, RedisRecipe};
 use crate::redlock::RedlockClient;
-use crate::semaphore::{self, RedisSemaphoreClient};
+use crate::semaphore::RedisSemaphoreClient;
 use crate::servers::ServerKind;
 use crate::sql::{SqlClient, SqlRecipe};
 use crate::{ClientConfig, RealError};
@@ -176,7 +176,7 @@ impl RealBackend {
     ];
 
     /// The catalogue: all the real world knows of a backend but how its
-    /// clients are built ([`RealBackend::drive`]), one entry a backend.
+    /// clients are built (`RealBackend::drive`), one entry a backend.
     pub fn entry(self) -> RealEntry {
         const REDIS: RealEntry = RealEntry {
             help: "",
@@ -370,7 +370,7 @@ impl RealBackend {
         let locks = &options.workload.locks;
         match self {
             RealBackend::Redis(recipe) => {
-                real_redis::prepare(&lock_urls[0], locks).await?;
+                RedisClient::prepare(&lock_urls[0], locks).await?;
                 let fencing = run.fencing;
                 drive_recorded(
                     options,
@@ -409,7 +409,7 @@ impl RealBackend {
                 .await
             }
             RealBackend::Semaphore { client_clock } => {
-                semaphore::prepare(&lock_urls[0], locks).await?;
+                RedisSemaphoreClient::prepare(&lock_urls[0], locks).await?;
                 drive_recorded(
                     options,
                     history,
@@ -426,7 +426,7 @@ impl RealBackend {
             }
             RealBackend::Redlock => {
                 for url in lock_urls {
-                    real_redis::prepare(url, locks).await?;
+                    RedisClient::prepare(url, locks).await?;
                 }
                 drive_recorded(
                     options,

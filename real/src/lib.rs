@@ -10,50 +10,63 @@
 //!   test), [`execute`] / [`execute_recorded`] (servers started, clients
 //!   driven, faults struck, history checked: a [`RealRun`] or a
 //!   [`RealFailure`]).
-//! - The catalogue: [`RealBackend`] (every backend: name, help line,
-//!   [`LockService`], refused faults with the reason, tuning, and how its
-//!   clients are built).
+//! - The catalogue: [`RealBackend`] (every backend, its [`RealEntry`]:
+//!   help line, [`LockService`], what its tuning and refused faults derive
+//!   from; and how its clients are built).
 //! - The truth table: [`matrix`] (typed cells); `bench --only real`:
 //!   [`bench`].
-//! - Recipes and their transports: [`redis`] (the single-Redis recipes and
-//!   `redis-fenced`), [`redlock`], [`semaphore`], [`sql`] (advisory locks,
-//!   `GET_LOCK`, lease tables), [`etcd`], [`exec`] (your own program),
-//!   [`user`] (a user-written recipe's Redis); the shared recipes themselves
-//!   live in `lockcheck_workloads`.
-//! - Servers and faults: [`servers`] (private servers, libfaketime),
-//!   [`proxy`] (the fault-injecting TCP proxy), [`nemesis`] (server faults),
-//!   [`netfault`] (partitions, slow links), [`failover`], [`leftovers`]
-//!   (folders of killed runs), [`driver`] (clients and client stalls),
-//!   [`storage`] (the fenced resources).
+//! - The clients, each the transport of a recipe both worlds share (in
+//!   `lockcheck_workloads`) or a recipe of the real world's own:
+//!   [`RedisClient`] (the single-Redis recipes and `redis-fenced`;
+//!   `redis.rs`), [`RedlockClient`], [`RedisSemaphoreClient`],
+//!   [`SqlClient`] (advisory locks, `GET_LOCK`, lease tables; `sql.rs`),
+//!   [`EtcdClient`], [`exec`] (your own program), [`RealRedis`] (a
+//!   user-written recipe's Redis; `user.rs`). Each client's `connect` takes
+//!   a [`ClientConfig`]; a backend's `prepare` clears a previous run's
+//!   keys or makes its tables.
+//! - Servers and faults: [`ManagedServer`] (the private servers lockcheck
+//!   starts, libfaketime clocks; `servers.rs`, and `leftovers.rs` for the
+//!   folders of killed runs), [`proxy`] (the fault-injecting TCP proxy),
+//!   [`nemesis`] (server faults), [`netfault`] (partitions, slow links),
+//!   [`failover`], [`driver`] (clients and client stalls), [`Storage`]
+//!   (the fenced resources).
 
 use std::time::Duration;
 
 mod catalogue;
+mod etcd;
+mod leftovers;
 mod plan;
 mod provision;
+mod redis;
+mod redlock;
 mod run;
+mod semaphore;
+mod servers;
+mod sql;
+mod storage;
+mod user;
 
-pub use catalogue::{LockService, RealBackend};
+pub use catalogue::{LockService, RealBackend, RealEntry};
+pub use etcd::EtcdClient;
 pub use plan::{plan, Faults, RealOptions};
+pub use redis::{RedisClient, RedisRecipe};
+pub use redlock::RedlockClient;
 pub use run::{execute, execute_recorded, RealFailure, RealRun};
+pub use semaphore::RedisSemaphoreClient;
+pub use servers::{route_clients, stop_all, ManagedServer, ServerKind, ServerOptions};
+pub use sql::{advisory_key, mysql_lock_name, SqlClient, SqlRecipe};
+pub use storage::Storage;
+pub use user::RealRedis;
 
 pub mod bench;
 pub mod driver;
-pub mod etcd;
 pub mod exec;
 pub mod failover;
-pub mod leftovers;
 pub mod matrix;
 pub mod nemesis;
 pub mod netfault;
 pub mod proxy;
-pub mod redis;
-pub mod redlock;
-pub mod semaphore;
-pub mod servers;
-pub mod sql;
-pub mod storage;
-pub mod user;
 
 /// Why a real backend, its storage or a managed server could not be used.
 #[derive(Debug, thiserror::Error)]

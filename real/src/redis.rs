@@ -284,31 +284,33 @@ impl Instance {
     }
 }
 
-/// Deletes the keys of `locks` (and of their per-unit locks, `job:day-3` of
-/// `job`), and their fencing counters, on the Redis at `url`: a test must
-/// not start with a previous run's leftovers, such as the never-expiring
-/// key of a crashed `redis-setnx-expire` client. Other keys are untouched.
-pub async fn prepare(url: &str, locks: &[String]) -> Result<(), RealError> {
-    let mut instance = Instance::connect(url).await?;
-    let Some(connection) = instance.connection.as_mut() else {
-        return Err(connect_error(url, "not connected"));
-    };
-    let work = async {
-        for name in locks {
-            let mut keys = vec![lock_key(name), fence_key(name)];
-            for pattern in [lock_key(&glob_escape(name)), fence_key(&glob_escape(name))] {
-                keys.extend(scan(connection, &format!("{pattern}:*")).await?);
+impl RedisClient {
+    /// Deletes the keys of `locks` (and of their per-unit locks, `job:day-3` of
+    /// `job`), and their fencing counters, on the Redis at `url`: a test must
+    /// not start with a previous run's leftovers, such as the never-expiring
+    /// key of a crashed `redis-setnx-expire` client. Other keys are untouched.
+    pub async fn prepare(url: &str, locks: &[String]) -> Result<(), RealError> {
+        let mut instance = Instance::connect(url).await?;
+        let Some(connection) = instance.connection.as_mut() else {
+            return Err(connect_error(url, "not connected"));
+        };
+        let work = async {
+            for name in locks {
+                let mut keys = vec![lock_key(name), fence_key(name)];
+                for pattern in [lock_key(&glob_escape(name)), fence_key(&glob_escape(name))] {
+                    keys.extend(scan(connection, &format!("{pattern}:*")).await?);
+                }
+                redis::cmd("DEL").arg(&keys).query_async::<()>(connection).await?;
             }
-            redis::cmd("DEL").arg(&keys).query_async::<()>(connection).await?;
+            Ok::<_, redis::RedisError>(())
+        };
+        match timeout_at(Instant::now() + SETUP_TIMEOUT, work).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => {
+                Err(RealError::Setup { what: "the Redis lock keys", reason: error.to_string() })
+            }
+            Err(_) => Err(connect_error(url, format!("no answer within {SETUP_TIMEOUT:?}"))),
         }
-        Ok::<_, redis::RedisError>(())
-    };
-    match timeout_at(Instant::now() + SETUP_TIMEOUT, work).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(error)) => {
-            Err(RealError::Setup { what: "the Redis lock keys", reason: error.to_string() })
-        }
-        Err(_) => Err(connect_error(url, format!("no answer within {SETUP_TIMEOUT:?}"))),
     }
 }
 

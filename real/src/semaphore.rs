@@ -85,33 +85,35 @@ fn connect_error(url: &str, reason: impl ToString) -> RealError {
     RealError::Connect { what: "Redis", url: url.to_string(), reason: reason.to_string() }
 }
 
-/// Deletes the sets of `names` (and of their per-unit names, `job:day-3` of
-/// `job`) on the Redis at `url`, so a test does not start with a previous
-/// run's holders. Other keys are untouched.
-pub async fn prepare(url: &str, names: &[String]) -> Result<(), RealError> {
-    let client = redis::Client::open(url).map_err(|error| connect_error(url, error))?;
-    let work = async {
-        let mut connection = client
-            .get_multiplexed_async_connection()
-            .await
-            .map_err(|error| connect_error(url, error))?;
-        let deleted = async {
-            for name in names {
-                let mut keys = vec![semaphore_key(name)];
-                let units = format!("{}:*", semaphore_key(&glob_escape(name)));
-                keys.extend(scan(&mut connection, &units).await?);
-                redis::cmd("DEL").arg(&keys).query_async::<()>(&mut connection).await?;
-            }
-            Ok::<_, redis::RedisError>(())
+impl RedisSemaphoreClient {
+    /// Deletes the sets of `names` (and of their per-unit names, `job:day-3` of
+    /// `job`) on the Redis at `url`, so a test does not start with a previous
+    /// run's holders. Other keys are untouched.
+    pub async fn prepare(url: &str, names: &[String]) -> Result<(), RealError> {
+        let client = redis::Client::open(url).map_err(|error| connect_error(url, error))?;
+        let work = async {
+            let mut connection = client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(|error| connect_error(url, error))?;
+            let deleted = async {
+                for name in names {
+                    let mut keys = vec![semaphore_key(name)];
+                    let units = format!("{}:*", semaphore_key(&glob_escape(name)));
+                    keys.extend(scan(&mut connection, &units).await?);
+                    redis::cmd("DEL").arg(&keys).query_async::<()>(&mut connection).await?;
+                }
+                Ok::<_, redis::RedisError>(())
+            };
+            deleted.await.map_err(|error| RealError::Setup {
+                what: "the Redis semaphore keys",
+                reason: error.to_string(),
+            })
         };
-        deleted.await.map_err(|error| RealError::Setup {
-            what: "the Redis semaphore keys",
-            reason: error.to_string(),
-        })
-    };
-    timeout_at(Instant::now() + SETUP_TIMEOUT, work)
-        .await
-        .map_err(|_| connect_error(url, format!("no answer within {SETUP_TIMEOUT:?}")))?
+        timeout_at(Instant::now() + SETUP_TIMEOUT, work)
+            .await
+            .map_err(|_| connect_error(url, format!("no answer within {SETUP_TIMEOUT:?}")))?
+    }
 }
 
 /// One session of one logical client against a semaphore on a single Redis.

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lockcheck_real::proxy::{LinkState, LinkStats, Proxy};
-use lockcheck_real::servers::{route_clients, ManagedServer, ServerOptions};
+use lockcheck_real::{route_clients, ManagedServer, ServerOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{sleep, timeout};

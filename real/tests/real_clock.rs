@@ -16,8 +16,8 @@ use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lockcheck_real::nemesis::{self, ServerAction, ServerFault, SharedServer};
-use lockcheck_real::servers::{ManagedServer, ServerKind, ServerOptions};
 use lockcheck_real::RealError;
+use lockcheck_real::{ManagedServer, ServerKind, ServerOptions};
 use lockcheck_workloads::Recorder;
 
 fn faked() -> ServerOptions {

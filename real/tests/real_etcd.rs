@@ -15,10 +15,8 @@ use std::time::Duration;
 
 use lockcheck_checker::names::{FENCE_MONOTONICITY, MUTUAL_EXCLUSION, RESOURCE_SAFETY};
 use lockcheck_checker::{Analysis, EventType, Function, Process, Verdict};
-use lockcheck_real::etcd::EtcdClient;
-use lockcheck_real::servers::{ManagedServer, ServerKind};
-use lockcheck_real::storage::Storage;
 use lockcheck_real::ClientConfig;
+use lockcheck_real::{EtcdClient, ManagedServer, ServerKind, Storage};
 use lockcheck_workloads::{
     run_client, ClientPlan, LockClient, Outcome, Recorder, Stall, Workload, WorkloadOptions,
 };

@@ -21,7 +21,7 @@ use lockcheck_checker::names::{LINEARIZABILITY, MUTUAL_EXCLUSION, RESOURCE_SAFET
 use lockcheck_checker::{write_events, Analysis, Event, EventType, Function, Process, Verdict};
 use lockcheck_real::driver::{drive, DriveOptions, StallNemesis};
 use lockcheck_real::exec::{ExecClient, ExecProgram};
-use lockcheck_real::storage::Storage;
+use lockcheck_real::Storage;
 use lockcheck_real::{ClientConfig, RealError};
 use lockcheck_workloads::{LockClient, Outcome, Stall, Workload, WorkloadOptions};
 

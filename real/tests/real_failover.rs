@@ -18,10 +18,8 @@ use lockcheck_checker::{write_events, Analysis, Event, EventType, Function, Proc
 use lockcheck_real::driver::{drive_with, DriveOptions};
 use lockcheck_real::failover::{self, Failover, RedisPair, NAMES};
 use lockcheck_real::proxy::{LinkState, Proxy};
-use lockcheck_real::redis::{RedisClient, RedisRecipe};
-use lockcheck_real::servers::ServerOptions;
-use lockcheck_real::storage::Storage;
 use lockcheck_real::{ClientConfig, RealError};
+use lockcheck_real::{RedisClient, RedisRecipe, ServerOptions, Storage};
 use lockcheck_workloads::{
     Grant, LockClient, Outcome, Recorder, SharedRecorder, Stall, Workload, WorkloadOptions,
 };

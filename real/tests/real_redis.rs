@@ -19,11 +19,10 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use lockcheck_checker::names::{LINEARIZABILITY, LIVENESS, MUTUAL_EXCLUSION, RESOURCE_SAFETY};
 use lockcheck_checker::{write_events, Analysis, Event, EventType, Function, Process, Verdict};
-use lockcheck_real::redis::{self as real_redis, RedisClient, RedisRecipe};
-use lockcheck_real::redlock::RedlockClient;
-use lockcheck_real::servers::{ManagedServer, ServerKind, ServerOptions};
-use lockcheck_real::storage::Storage;
 use lockcheck_real::{ClientConfig, RealError};
+use lockcheck_real::{
+    ManagedServer, RedisClient, RedisRecipe, RedlockClient, ServerKind, ServerOptions, Storage,
+};
 use lockcheck_workloads::{
     run_client, ClientPlan, LockClient, Outcome, Recorder, SharedRecorder, Stall, Workload,
     WorkloadOptions,
@@ -119,7 +118,7 @@ async fn prepare(spec: &Spec, redis_urls: &[String]) {
         .await
         .unwrap_or_else(|error| panic!("PostgreSQL must be reachable at {url}: {error}"));
     for url in redis_urls {
-        real_redis::prepare(url, &spec.locks())
+        RedisClient::prepare(url, &spec.locks())
             .await
             .unwrap_or_else(|error| panic!("Redis must be reachable at {url}: {error}"));
     }

@@ -19,10 +19,8 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use lockcheck_checker::names::MUTUAL_EXCLUSION;
 use lockcheck_checker::{write_events, Analysis, Event, EventType, Function, Process, Verdict};
-use lockcheck_real::semaphore::{self, RedisSemaphoreClient};
-use lockcheck_real::servers::{ManagedServer, ServerKind};
-use lockcheck_real::storage::Storage;
 use lockcheck_real::{ClientConfig, RealError};
+use lockcheck_real::{ManagedServer, RedisSemaphoreClient, ServerKind, Storage};
 use lockcheck_workloads::{
     run_client, ClientPlan, Grant, LockClient, Outcome, Recorder, SharedRecorder, Stall, Workload,
     WorkloadOptions,
@@ -110,7 +108,7 @@ async fn prepare(spec: &Spec, redis: &str) {
     Storage::prepare(&url, &spec.resources())
         .await
         .unwrap_or_else(|error| panic!("PostgreSQL must be reachable at {url}: {error}"));
-    semaphore::prepare(redis, &spec.locks())
+    RedisSemaphoreClient::prepare(redis, &spec.locks())
         .await
         .unwrap_or_else(|error| panic!("Redis must be reachable at {redis}: {error}"));
 }

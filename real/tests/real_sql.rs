@@ -16,9 +16,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use lockcheck_checker::{Analysis, EventType, Function, Process, Verdict};
-use lockcheck_real::sql::{advisory_key, mysql_lock_name, SqlClient, SqlRecipe};
-use lockcheck_real::storage::Storage;
 use lockcheck_real::ClientConfig;
+use lockcheck_real::{advisory_key, mysql_lock_name, SqlClient, SqlRecipe, Storage};
 use lockcheck_workloads::{
     run_client, ClientPlan, Grant, LockClient, Outcome, Recorder, SharedRecorder, Stall, Workload,
     WorkloadOptions,

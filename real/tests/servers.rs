@@ -12,8 +12,8 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use lockcheck_real::servers::{stop_all, ManagedServer, ServerKind, ServerOptions};
 use lockcheck_real::RealError;
+use lockcheck_real::{stop_all, ManagedServer, ServerKind, ServerOptions};
 
 /// Selects what a re-executed copy of this test binary does.
 const CHILD_MODE: &str = "LOCKCHECK_SERVERS_TEST_CHILD";

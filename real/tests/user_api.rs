@@ -14,10 +14,8 @@ use std::time::Duration;
 use lockcheck_checker::names::{LINEARIZABILITY, RESOURCE_SAFETY};
 use lockcheck_checker::{write_events, Analysis, CheckOptions, Verdict};
 use lockcheck_real::driver::{drive, DriveOptions, StallNemesis};
-use lockcheck_real::redis as real_redis;
-use lockcheck_real::storage::Storage;
-use lockcheck_real::user::RealRedis;
 use lockcheck_real::ClientConfig;
+use lockcheck_real::{RealRedis, RedisClient, Storage};
 use lockcheck_sim::{check_run, run_user, Backend, FaultKind, SimOptions, SimRun, UserEnv};
 use lockcheck_workloads::user::{RedisCommands, ResourceStore, Uncertain};
 use lockcheck_workloads::{Grant, LockClient, Outcome, Workload, WorkloadOptions};
@@ -207,7 +205,7 @@ async fn the_correct_recipe_keeps_real_fenced_storage_safe_under_holder_stalls()
     let locks: Vec<String> = (0..2).map(|lock| format!("{prefix}-lock-{lock}")).collect();
     let resources: Vec<String> = (0..2).map(|lock| format!("{prefix}-resource-{lock}")).collect();
     let (redis, postgres) = (redis_url(), postgres_url());
-    real_redis::prepare(&redis, &locks)
+    RedisClient::prepare(&redis, &locks)
         .await
         .unwrap_or_else(|error| panic!("Redis must be reachable at {redis}: {error}"));
     Storage::prepare(&postgres, &resources)
@@ -249,7 +247,7 @@ async fn the_correct_recipe_keeps_real_fenced_storage_safe_under_holder_stalls()
         }
     };
     let events = drive(&options, connect).await;
-    let cleaned = real_redis::prepare(&redis, &locks).await;
+    let cleaned = RedisClient::prepare(&redis, &locks).await;
     let events = events.expect("every client connects");
     cleaned.expect("the test's Redis keys are deleted");
     let options = CheckOptions {
