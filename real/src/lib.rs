@@ -21,7 +21,9 @@
 //!   [`user`] (a user-written recipe's Redis); the shared recipes themselves
 //!   live in `lockcheck_workloads`.
 //! - Servers and faults: [`servers`] (private servers, libfaketime),
-//!   [`proxy`] (the fault-injecting TCP proxy), [`nemesis`] (server faults),
+//!   [`proxy`] (the fault-injecting TCP proxy), [`schedule`] (a run's
+//!   faults, every kind from one seeded schedule, split among the
+//!   executors), [`nemesis`] (server faults),
 //!   [`netfault`] (partitions, slow links), [`failover`], [`leftovers`]
 //!   (folders of killed runs), [`driver`] (clients and client stalls),
 //!   [`storage`] (the fenced resources).
@@ -49,6 +51,7 @@ pub mod netfault;
 pub mod proxy;
 pub mod redis;
 pub mod redlock;
+pub mod schedule;
 pub mod semaphore;
 pub mod servers;
 pub mod sql;
