@@ -51,7 +51,7 @@ fn options(seed: u64) -> DriveOptions {
         clients: CLIENTS,
         time_limit: Duration::from_secs(SECONDS),
         seed,
-        stall: None,
+        stalls: Vec::new(),
     }
 }
 

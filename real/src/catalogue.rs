@@ -1,6 +1,6 @@
 //! The real backends' catalogue: each backend's name, help line, lock
 //! service, the faults it refuses and why, and how its runs are tuned; and
-//! the sizes and seeds every real run shares. The rest of the real world
+//! the sizes every real run shares. The rest of the real world
 //! asks the catalogue, never the backend's name.
 
 use std::future::Future;
@@ -37,10 +37,6 @@ pub enum RealBackend {
     Exec,
 }
 
-/// Mixed into the seed for the server faults' schedule, so that it is not
-/// the client stalls' schedule.
-pub(crate) const SERVER_FAULT_SEED: u64 = 0x5e47_e4fa_0175;
-
 /// A semaphore's permits, as the simulator's.
 pub(crate) const PERMITS: u32 = 2;
 
@@ -51,15 +47,6 @@ pub(crate) const REDLOCK_INSTANCES: usize = 5;
 pub(crate) const ETCD_MEMBERS: usize = 3;
 /// The etcd cluster of a ring partition: each member sees two of four.
 pub(crate) const ETCD_RING_MEMBERS: usize = 5;
-
-/// Mixed into the seed for the exec program kills' schedule.
-pub(crate) const CLIENT_KILL_SEED: u64 = 0xc1_1e47_c1a5;
-
-/// Mixed into the seed for the failovers' schedule.
-pub(crate) const FAILOVER_SEED: u64 = 0xfa11_0ee5;
-
-/// Mixed into the seed for the network faults' schedule.
-pub(crate) const NET_FAULT_SEED: u64 = 0x0e7_fa17_5eed;
 
 /// The shortest lease Debian's etcd 3.4 grants with its default timing.
 pub(crate) const ETCD_MIN_TTL_S: u64 = 2;

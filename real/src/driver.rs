@@ -1,7 +1,7 @@
 //! Runs one real test: connects every logical client to the backend, drives
-//! them all at once through the workload until the time limit, with the
-//! pause nemesis stalling holders if asked, and returns the history recorded
-//! on the wall clock.
+//! them all at once through the workload until the time limit, stalling
+//! holders on the stalls it is given (the pause fault), and returns the
+//! history recorded on the wall clock.
 //!
 //! The clients run concurrently on the caller's thread (a backend's client
 //! futures need not be `Send`), so `drive` is awaited inside a tokio runtime,
@@ -24,24 +24,6 @@ use lockcheck_workloads::{
     WorkloadOptions,
 };
 
-/// The pause nemesis of a real test: a client stalls longer than the TTL
-/// right after a grant, before its work (a GC pause), so that its lease
-/// expires and another client takes the lock while it still believes it
-/// holds it (docs/guide.md#leases-and-fencing).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StallNemesis {
-    /// The quiet time between one stall's end and the next one's start
-    /// (uniform), in ms.
-    pub gap_ms: (u64, u64),
-}
-
-impl Default for StallNemesis {
-    /// The simulator's rates.
-    fn default() -> Self {
-        StallNemesis { gap_ms: (500, 3000) }
-    }
-}
-
 /// One real test.
 #[derive(Debug, Clone)]
 pub struct DriveOptions {
@@ -49,52 +31,24 @@ pub struct DriveOptions {
     pub clients: u32,
     /// How long clients start operations for.
     pub time_limit: Duration,
-    /// Every random choice (each client's, the nemesis') comes from it.
+    /// Each client's random choices come from it.
     pub seed: u64,
-    /// Stall clients (`--nemesis pause`); `None` for a fault-free run.
-    pub stall: Option<StallNemesis>,
+    /// The clients' stalls (`--nemesis pause`, the stall part of the run's
+    /// one schedule, [`crate::schedule`]); none for a fault-free run.
+    pub stalls: Vec<StallFault>,
 }
 
-/// One stall of the schedule: from `start` on, client `client` stalls for
-/// `stall_ms` at its next grant; at `end` a stall not yet taken is dropped.
+/// One stall: from `start` on, client `client` stalls for `stall_ms` at its
+/// next grant (a GC pause longer than the TTL, so that another client takes
+/// the lock while it still believes it holds it,
+/// docs/guide.md#leases-and-fencing); at `end` a stall not yet taken is
+/// dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StallFault {
     pub start: Duration,
     pub end: Duration,
     pub client: u32,
     pub stall_ms: u64,
-}
-
-/// The stalls of a test, as the simulator schedules its `Pause` faults:
-/// after a quiet start, each stall lasts 1.5 to 3 TTLs, then a quiet gap;
-/// the last one ends a quiet period (3 TTLs, at most a fifth of the test)
-/// before the time limit, so every stalled holder wakes while clients run.
-pub fn stall_schedule(
-    nemesis: &StallNemesis,
-    options: &DriveOptions,
-    rng: &mut SmallRng,
-) -> Vec<StallFault> {
-    let ttl_ms = options.workload.ttl_ms.max(1);
-    let quiet_start = Duration::from_secs(1).min(options.time_limit / 10);
-    let quiet_end = Duration::from_millis(ttl_ms * 3).min(options.time_limit / 5);
-    let mut faults = Vec::new();
-    if options.clients == 0 || options.time_limit <= quiet_start + quiet_end {
-        return faults;
-    }
-    let last = options.time_limit - quiet_end;
-    let mut at = quiet_start;
-    loop {
-        let stall_ms = rng.gen_range(ttl_ms * 3 / 2..=ttl_ms * 3);
-        let client = rng.gen_range(0..options.clients);
-        let end = at + Duration::from_millis(stall_ms);
-        if end > last {
-            break;
-        }
-        faults.push(StallFault { start: at, end, client, stall_ms });
-        let (low, high) = nemesis.gap_ms;
-        at = end + Duration::from_millis(rng.gen_range(low..=high.max(low)));
-    }
-    faults
 }
 
 /// Runs a test: connects client 0, 1, … with `connect`, given the client's
@@ -180,10 +134,6 @@ where
     NFut: Future<Output = Result<(), RealError>>,
 {
     let mut rng = SmallRng::seed_from_u64(options.seed);
-    let faults = match &options.stall {
-        Some(nemesis) => stall_schedule(nemesis, options, &mut rng),
-        None => Vec::new(),
-    };
     // Each client's stall point, shared with its backend client too: a
     // recipe with a step inside (SETNX, then EXPIRE) stalls there.
     let stalls: Vec<Stall> = (0..options.clients).map(|_| Stall::default()).collect();
@@ -208,7 +158,7 @@ where
     });
     let server_faults = nemesis(recorder.clone(), start);
     let ((_, ()), faulted) = join(
-        join(join_all(runs), stall_clients(&faults, &stalls, &recorder, start)),
+        join(join_all(runs), stall_clients(&options.stalls, &stalls, &recorder, start)),
         server_faults,
     )
     .await;

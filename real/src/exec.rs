@@ -441,32 +441,6 @@ pub struct ProgramKill {
     pub client: u32,
 }
 
-/// The client-kill schedule: after a quiet second, a random client's program
-/// every one to three TTLs, none in the last three TTLs (at most a fifth of
-/// the test), so that the clients recover while the test runs.
-pub fn kill_schedule(
-    clients: u32,
-    ttl_ms: u64,
-    time_limit: Duration,
-    rng: &mut rand::rngs::SmallRng,
-) -> Vec<ProgramKill> {
-    use rand::Rng;
-    let mut kills = Vec::new();
-    let quiet_start = Duration::from_secs(1).min(time_limit / 10);
-    let quiet_end = Duration::from_millis(ttl_ms.saturating_mul(3)).min(time_limit / 5);
-    if clients == 0 || time_limit <= quiet_start + quiet_end {
-        return kills;
-    }
-    let ttl = ttl_ms.max(2);
-    let last = time_limit - quiet_end;
-    let mut at = quiet_start;
-    while at < last {
-        kills.push(ProgramKill { at, client: rng.gen_range(0..clients) });
-        at += Duration::from_millis(rng.gen_range(ttl..=ttl * 3));
-    }
-    kills
-}
-
 /// Carries out `kills` from `start`: each kills the client's program as it
 /// runs then (nothing when none does), recorded as a nemesis operation
 /// `{"fault":"client-kill","targets":["client-2"],"pid":…}` (a start and a

@@ -28,8 +28,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lockcheck_checker::Function;
-use rand::rngs::SmallRng;
-use rand::Rng;
 use redis::Value;
 use serde_json::json;
 use tokio::time::Instant;
@@ -229,34 +227,6 @@ pub struct Failover {
     pub end: Duration,
 }
 
-/// The schedule, in TTL units as `nemesis::schedule`'s: after a quiet
-/// second, each failover holds the link for a quarter of a TTL to a TTL,
-/// then keeps the old primary down for half a TTL to two TTLs; a quiet gap
-/// of one to three TTLs follows. All are over a quiet period (3 TTLs, at
-/// most a fifth of the test) before the end.
-pub fn schedule(ttl_ms: u64, time_limit: Duration, rng: &mut SmallRng) -> Vec<Failover> {
-    let mut failovers = Vec::new();
-    let quiet_start = Duration::from_secs(1).min(time_limit / 10);
-    let quiet_end = Duration::from_millis(ttl_ms.saturating_mul(3)).min(time_limit / 5);
-    if time_limit <= quiet_start + quiet_end {
-        return failovers;
-    }
-    let ttl = ttl_ms.max(4);
-    let last = time_limit - quiet_end;
-    let mut at = quiet_start;
-    loop {
-        let lag = Duration::from_millis(rng.gen_range(ttl / 4..=ttl));
-        let down = Duration::from_millis(rng.gen_range(ttl / 2..=ttl * 2));
-        let end = at + lag + down;
-        if end > last {
-            break;
-        }
-        failovers.push(Failover { start: at, lag, end });
-        at = end + Duration::from_millis(rng.gen_range(ttl..=ttl * 3));
-    }
-    failovers
-}
-
 /// Carries out `failovers` on `pair` from `start`, each recorded as a
 /// nemesis start (once the replica is promoted) and stop (once the old
 /// primary replicates the new one):
@@ -410,32 +380,4 @@ fn link_status(url: &str) -> Result<String, String> {
     };
     let status = info.lines().find_map(|line| line.trim().strip_prefix("master_link_status:"));
     Ok(status.unwrap_or("none (not a replica)").to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use rand::SeedableRng;
-
-    use super::*;
-
-    #[test]
-    fn the_schedule_follows_the_seed_and_ends_before_the_quiet_end() {
-        let plan =
-            |seed| schedule(500, Duration::from_secs(30), &mut SmallRng::seed_from_u64(seed));
-        let failovers = plan(1);
-        assert_eq!(failovers, plan(1));
-        assert_ne!(failovers, plan(2));
-        assert!(failovers.len() > 5, "{failovers:?}");
-        let mut previous_end = Duration::ZERO;
-        for failover in &failovers {
-            assert!(failover.start >= Duration::from_secs(1), "{failover:?}");
-            assert!(failover.start >= previous_end + Duration::from_millis(500), "{failover:?}");
-            assert!((125..=500).contains(&failover.lag.as_millis()), "{failover:?}");
-            let down = failover.end - failover.start - failover.lag;
-            assert!((250..=1000).contains(&down.as_millis()), "{failover:?}");
-            assert!(failover.end <= Duration::from_millis(30_000 - 1_500), "{failover:?}");
-            previous_end = failover.end;
-        }
-        assert!(schedule(500, Duration::from_secs(1), &mut SmallRng::seed_from_u64(1)).is_empty());
-    }
 }

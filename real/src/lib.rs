@@ -27,7 +27,8 @@
 //! - Servers and faults: [`ManagedServer`] (the private servers lockcheck
 //!   starts, libfaketime clocks; `servers.rs`, and `leftovers.rs` for the
 //!   folders of killed runs), [`proxy`] (the fault-injecting TCP proxy),
-//!   [`nemesis`] (server faults), [`netfault`] (partitions, slow links),
+//!   [`schedule`] (a run's faults, every kind from one seeded schedule,
+//!   split among the executors), [`nemesis`] (server faults), [`netfault`] (partitions, slow links),
 //!   [`failover`], [`driver`] (clients and client stalls), [`Storage`]
 //!   (the fenced resources).
 
@@ -67,6 +68,7 @@ pub mod matrix;
 pub mod nemesis;
 pub mod netfault;
 pub mod proxy;
+pub mod schedule;
 
 /// Why a real backend, its storage or a managed server could not be used.
 #[derive(Debug, thiserror::Error)]

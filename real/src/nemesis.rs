@@ -3,9 +3,10 @@
 //! the server (`conn-kill`) and a server's wall clock jumping forward
 //! (`clock`) or running fast (`clock-drift`): Redis then expires keys early,
 //! docs/guide.md#redis; the servers must run under libfaketime,
-//! [`super::servers::ServerOptions::faketime`]. On a schedule like the
-//! simulator's, each start and stop recorded as a nemesis operation (a jump's
-//! value also says `jump_ms`, a drift's `gain_ms` and `rate`).
+//! [`super::servers::ServerOptions::faketime`]. The faults are the server
+//! part of the run's one schedule ([`super::schedule`]), each start and stop
+//! recorded as a nemesis operation (a jump's value also says `jump_ms`, a
+//! drift's `gain_ms` and `rate`).
 //!
 //! Server operations block (a restart waits until the server answers), so
 //! they run on tokio's blocking pool while the clients go on.
@@ -14,8 +15,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lockcheck_checker::Function;
-use rand::rngs::SmallRng;
-use rand::Rng;
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -76,72 +75,6 @@ pub struct ServerFault {
 /// The lock servers a nemesis may strike, shared with whoever stops them at
 /// the end.
 pub type SharedServer = Arc<Mutex<ManagedServer>>;
-
-/// The schedule: after a quiet second, a fault of one of `actions` lasts
-/// half a TTL to two TTLs (a kill at least `min_down`: Redlock's delayed
-/// restart), then a quiet gap of one to three TTLs; all are over a quiet
-/// period (3 TTLs) before the end. A kill may take out up to a majority of
-/// several servers at once; a clock jump strikes a minority (one server, or
-/// up to (n - 1) / 2 of n) and moves their clocks one to three TTLs ahead,
-/// beyond any lease still running. The clock's draws come after the
-/// others', and only for clock faults, so schedules without them stay as
-/// they were for a seed.
-pub fn schedule(
-    actions: &[ServerAction],
-    servers: usize,
-    ttl_ms: u64,
-    min_down: Duration,
-    time_limit: Duration,
-    rng: &mut SmallRng,
-) -> Vec<ServerFault> {
-    let mut faults = Vec::new();
-    let quiet_start = Duration::from_secs(1).min(time_limit / 10);
-    let quiet_end = Duration::from_millis(ttl_ms * 3).min(time_limit / 5);
-    let only_sessions = actions.iter().all(|&action| action == ServerAction::ConnKill);
-    if actions.is_empty()
-        || (servers == 0 && !only_sessions)
-        || time_limit <= quiet_start + quiet_end
-    {
-        return faults;
-    }
-    let ttl = ttl_ms.max(2);
-    let last = time_limit - quiet_end;
-    let mut at = quiet_start;
-    loop {
-        let mut action = actions[rng.gen_range(0..actions.len())];
-        if servers == 0 {
-            action = ServerAction::ConnKill;
-        }
-        let mut length = Duration::from_millis(rng.gen_range(ttl / 2..=ttl * 2));
-        if action == ServerAction::Kill {
-            length = length.max(min_down);
-        }
-        let end = at + length;
-        if end > last {
-            break;
-        }
-        let struck = if action == ServerAction::ConnKill {
-            Vec::new()
-        } else {
-            let first = rng.gen_range(0..servers);
-            let spread = match action {
-                ServerAction::Kill if servers > 1 => rng.gen_range(1..=servers / 2 + 1),
-                ServerAction::ClockJump | ServerAction::ClockDrift if servers > 4 => {
-                    rng.gen_range(1..=(servers - 1) / 2)
-                }
-                _ => 1,
-            };
-            (0..spread).map(|at| (first + at) % servers).collect()
-        };
-        let jump_ms = match action {
-            ServerAction::ClockJump | ServerAction::ClockDrift => rng.gen_range(ttl..=ttl * 3),
-            _ => 0,
-        };
-        faults.push(ServerFault { start: at, end, action, servers: struck, jump_ms });
-        at = end + Duration::from_millis(rng.gen_range(ttl..=ttl * 3));
-    }
-    faults
-}
 
 fn record(
     recorder: &SharedRecorder,
@@ -272,87 +205,4 @@ pub async fn run(
         record(recorder, fault, names, Function::Stop, None);
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use rand::SeedableRng;
-
-    use super::*;
-
-    #[test]
-    fn the_schedule_follows_the_seed_heals_before_the_end_and_keeps_kills_down() {
-        let plan = |seed| {
-            schedule(
-                &[ServerAction::Pause, ServerAction::Kill],
-                5,
-                500,
-                Duration::from_millis(750),
-                Duration::from_secs(30),
-                &mut SmallRng::seed_from_u64(seed),
-            )
-        };
-        let sessions = schedule(
-            &[ServerAction::ConnKill],
-            0,
-            500,
-            Duration::ZERO,
-            Duration::from_secs(30),
-            &mut SmallRng::seed_from_u64(1),
-        );
-        assert!(!sessions.is_empty(), "conn-kill needs no managed server");
-        assert!(sessions.iter().all(|fault| fault.servers.is_empty()));
-        let faults = plan(1);
-        assert_eq!(faults, plan(1));
-        assert_ne!(faults, plan(2));
-        assert!(faults.len() > 5, "{faults:?}");
-        for fault in &faults {
-            assert!(fault.end <= Duration::from_millis(30_000 - 1_500), "{fault:?}");
-            assert!(fault.servers.len() <= 3 && !fault.servers.is_empty(), "{fault:?}");
-            if fault.action == ServerAction::Kill {
-                assert!(fault.end - fault.start >= Duration::from_millis(750), "{fault:?}");
-            }
-            assert_eq!(fault.jump_ms, 0, "{fault:?}");
-        }
-    }
-
-    #[test]
-    fn clock_jumps_strike_a_minority_by_one_to_three_ttls_from_the_seed() {
-        let plan = |servers, seed| {
-            schedule(
-                &[ServerAction::ClockJump],
-                servers,
-                500,
-                Duration::ZERO,
-                Duration::from_secs(30),
-                &mut SmallRng::seed_from_u64(seed),
-            )
-        };
-        let faults = plan(1, 7);
-        assert_eq!(faults, plan(1, 7));
-        assert_ne!(faults, plan(1, 8));
-        assert!(faults.len() > 5, "{faults:?}");
-        let mut jumps = Vec::new();
-        for fault in &faults {
-            assert_eq!(fault.action, ServerAction::ClockJump);
-            assert_eq!(fault.servers, vec![0], "{fault:?}");
-            assert!((500..=1_500).contains(&fault.jump_ms), "{fault:?}");
-            assert!(fault.end <= Duration::from_millis(30_000 - 1_500), "{fault:?}");
-            jumps.push(fault.jump_ms);
-        }
-        jumps.dedup();
-        assert!(jumps.len() > 1, "the jump is drawn for each fault: {jumps:?}");
-        for servers in [3, 5, 7] {
-            for fault in plan(servers, 7) {
-                let minority = (servers - 1) / 2;
-                assert!((1..=minority).contains(&fault.servers.len()), "{servers}: {fault:?}");
-                assert!(fault.servers.iter().all(|&at| at < servers), "{fault:?}");
-            }
-        }
-        let names: Vec<&str> = [ServerAction::ClockJump, ServerAction::Kill]
-            .iter()
-            .map(|action| action.name())
-            .collect();
-        assert_eq!(names, ["clock", "kill"]);
-    }
 }

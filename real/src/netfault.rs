@@ -1,6 +1,7 @@
 //! Network faults against real servers, through the proxy ([`super::proxy`]):
-//! partitions (`partition`) and slow links (`slow-net`), on a schedule like
-//! the simulator's, each start and stop recorded as a nemesis operation.
+//! partitions (`partition`) and slow links (`slow-net`), the network part of
+//! the run's one schedule ([`super::schedule`]), each start and stop
+//! recorded as a nemesis operation.
 //!
 //! The shapes of a partition, as the simulator's:
 //! * `client`: one client cut off from every lock server (its storage
@@ -27,8 +28,6 @@
 use std::time::Duration;
 
 use lockcheck_checker::{Event, EventType, Function, Process};
-use rand::rngs::SmallRng;
-use rand::Rng;
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -68,73 +67,6 @@ pub struct NetFault {
     pub start: Duration,
     pub end: Duration,
     pub kind: NetKind,
-}
-
-/// Which network faults a schedule draws from.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct NetChoice {
-    /// The partition shapes on (none: no partitions).
-    pub shapes: Vec<Shape>,
-    pub slow: bool,
-}
-
-/// The schedule: after a quiet second, a fault lasts one to three TTLs (a
-/// cut-off holder's lease must run out within it), then a quiet gap of one
-/// to three TTLs; every fault is over a quiet period (3 TTLs) before the
-/// end. Draws nothing when nothing is on.
-pub fn schedule(
-    choice: &NetChoice,
-    topology: &Topology,
-    ttl_ms: u64,
-    time_limit: Duration,
-    rng: &mut SmallRng,
-) -> Vec<NetFault> {
-    let mut faults = Vec::new();
-    let shapes: Vec<Shape> = choice
-        .shapes
-        .iter()
-        .copied()
-        .filter(|shape| shape.applies(topology.members as u32, true))
-        .collect();
-    let kinds = shapes.len() + usize::from(choice.slow);
-    let quiet_start = Duration::from_secs(1).min(time_limit / 10);
-    let quiet_end = Duration::from_millis(ttl_ms * 3).min(time_limit / 5);
-    if kinds == 0 || topology.clients == 0 || time_limit <= quiet_start + quiet_end {
-        return faults;
-    }
-    let ttl = ttl_ms.max(2);
-    let last = time_limit - quiet_end;
-    let mut at = quiet_start;
-    loop {
-        let length = Duration::from_millis(rng.gen_range(ttl..=ttl * 3));
-        let end = at + length;
-        if end > last {
-            break;
-        }
-        let pick = rng.gen_range(0..kinds);
-        let kind = match shapes.get(pick) {
-            Some(Shape::Client) => {
-                NetKind::ClientCut { client: rng.gen_range(0..topology.clients) }
-            }
-            Some(Shape::Ring) => NetKind::Members { shape: Shape::Ring, minority: Vec::new() },
-            Some(&shape) => {
-                let size = match shape {
-                    Shape::IsolateOne => 1,
-                    _ => rng.gen_range(1..=(topology.members - 1) / 2),
-                };
-                let first = rng.gen_range(0..topology.members);
-                let minority = (0..size).map(|at| (first + at) % topology.members).collect();
-                NetKind::Members { shape, minority }
-            }
-            None => NetKind::Slow {
-                client: rng.gen_range(0..topology.clients),
-                delay_ms: rng.gen_range(ttl / 10..=ttl).max(1),
-            },
-        };
-        faults.push(NetFault { start: at, end, kind });
-        at = end + Duration::from_millis(rng.gen_range(ttl..=ttl * 3));
-    }
-    faults
 }
 
 /// The links a fault changes, each as `(from, to)`: a client's links are
@@ -320,8 +252,6 @@ pub fn proxied_url(proxy: &Proxy, from: &str, to: &str, url: &str) -> Result<Str
 
 #[cfg(test)]
 mod tests {
-    use rand::SeedableRng;
-
     use super::*;
 
     fn topology(members: usize) -> Topology {
@@ -350,61 +280,6 @@ mod tests {
         assert_eq!(split_url("http://[::1]:2379"), Some(("http://", "[::1]:2379".to_string(), "")));
         assert_eq!(split_url("127.0.0.1:6379"), None);
         assert_eq!(split_url("ftp://host/x"), None);
-    }
-
-    #[test]
-    fn the_schedule_follows_the_seed_and_heals_before_the_end() {
-        let choice = NetChoice { shapes: Shape::ALL.to_vec(), slow: true };
-        let plan = |seed| {
-            schedule(
-                &choice,
-                &topology(3),
-                500,
-                Duration::from_secs(30),
-                &mut SmallRng::seed_from_u64(seed),
-            )
-        };
-        let faults = plan(3);
-        assert_eq!(faults, plan(3));
-        assert_ne!(faults, plan(4));
-        assert!(faults.len() > 5, "{faults:?}");
-        for fault in &faults {
-            assert!(fault.end <= Duration::from_millis(30_000 - 1_500), "{fault:?}");
-            assert!(fault.end - fault.start >= Duration::from_millis(500), "{fault:?}");
-            match &fault.kind {
-                NetKind::Members { minority, .. } => assert_eq!(minority.len(), 1, "{fault:?}"),
-                NetKind::Slow { delay_ms, .. } => assert!((50..=500).contains(delay_ms)),
-                NetKind::ClientCut { client } => assert!(*client < 4),
-            }
-        }
-        let kinds: Vec<&str> = faults
-            .iter()
-            .map(|fault| match fault.kind {
-                NetKind::ClientCut { .. } => "client",
-                NetKind::Members { .. } => "members",
-                NetKind::Slow { .. } => "slow",
-            })
-            .collect();
-        for kind in ["client", "members", "slow"] {
-            assert!(kinds.contains(&kind), "{kinds:?}");
-        }
-    }
-
-    #[test]
-    fn member_shapes_need_a_cluster_and_nothing_on_draws_nothing() {
-        let members_only =
-            NetChoice { shapes: vec![Shape::IsolateOne, Shape::Halves], slow: false };
-        let mut rng = SmallRng::seed_from_u64(1);
-        assert!(schedule(&members_only, &topology(0), 500, Duration::from_secs(30), &mut rng)
-            .is_empty());
-        assert!(schedule(
-            &NetChoice::default(),
-            &topology(3),
-            500,
-            Duration::from_secs(30),
-            &mut rng
-        )
-        .is_empty());
     }
 
     #[test]

@@ -1,24 +1,21 @@
-//! One real test: its servers started, its clients driven through the
-//! backend's recipe while the fault executors strike on their seeded
-//! schedules, and its history checked.
+//! One real test: its servers started, its faults drawn from one seeded
+//! schedule and split among the fault executors, its clients driven
+//! through the backend's recipe while the executors strike, and its
+//! history checked.
 
 use std::time::{Duration, Instant};
 
 use lockcheck_checker::{analyze_events, Analysis, Event, EventType, Function};
 use lockcheck_workloads::{FaultKind, HistoryFile, SharedRecorder, Workload, WorkloadOptions};
-use rand::rngs::SmallRng;
-use rand::SeedableRng;
 
-use crate::catalogue::{
-    Drive, LockService, RealBackend, CLIENT_KILL_SEED, ETCD_MIN_TTL_S, FAILOVER_SEED,
-    NET_FAULT_SEED, SERVER_FAULT_SEED,
-};
-use crate::driver::{DriveOptions, StallNemesis};
+use crate::catalogue::{Drive, LockService, RealBackend, ETCD_MIN_TTL_S};
+use crate::driver::DriveOptions;
 use crate::exec::{self, PidSlot};
 use crate::nemesis::{self, ServerAction, ServerFault};
-use crate::netfault::{self, NetChoice, NetFault, Topology};
+use crate::netfault::{self, NetFault, Topology};
 use crate::plan::{plan, shapes, Faults, RealOptions};
 use crate::provision::Servers;
+use crate::schedule::{self, FaultTargets, RealFault};
 use crate::storage::Storage;
 use crate::{failover, ClientConfig, RealError};
 
@@ -110,6 +107,17 @@ pub fn execute_recorded(
             backend.name()
         );
     }
+    let topology = servers.topology(backend, test.clients);
+    let struck = Struck { lock_servers: servers.lock.len(), topology: &topology, ttl_ms };
+    let mut parts = schedule::split(planned_faults(test, backend, faults, struck, seed)?);
+    if let Some(delay) = test.restart_delay {
+        // A restart delay given is the down time itself: 0 restarts a
+        // killed server at once, while its clients may still hold a lock.
+        // The kill was drawn at least this long, so it still ends in time.
+        for fault in parts.server.iter_mut().filter(|fault| fault.action == ServerAction::Kill) {
+            fault.end = fault.start + delay;
+        }
+    }
     let options = DriveOptions {
         workload: WorkloadOptions {
             workload,
@@ -126,93 +134,22 @@ pub fn execute_recorded(
         clients: test.clients,
         time_limit: test.time_limit,
         seed,
-        stall: faults.has(FaultKind::Pause).then(StallNemesis::default),
+        stalls: std::mem::take(&mut parts.stalls),
     };
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|error| {
             RealFailure::Internal(format!("cannot start the async runtime: {error}"))
         })?;
-    let mut rng = SmallRng::seed_from_u64(seed ^ SERVER_FAULT_SEED);
-    let actions: Vec<ServerAction> = [
-        (faults.has(FaultKind::Sigstop), ServerAction::Pause),
-        (faults.has(FaultKind::Kill), ServerAction::Kill),
-        (faults.has(FaultKind::ConnKill), ServerAction::ConnKill),
-        (faults.has(FaultKind::Clock), ServerAction::ClockJump),
-        (faults.has(FaultKind::Clock), ServerAction::ClockDrift),
-    ]
-    .iter()
-    .filter(|(on, _)| *on)
-    .map(|(_, action)| *action)
-    .collect();
-    let min_down = test.restart_delay.unwrap_or(Duration::from_millis(backend.min_down_ms(ttl_ms)));
-    let mut server_faults = nemesis::schedule(
-        &actions,
-        servers.lock.len(),
-        ttl_ms,
-        min_down,
-        test.time_limit,
-        &mut rng,
-    );
-    if backend.kills_a_majority() {
-        let majority = servers.lock.len() / 2 + 1;
-        for fault in server_faults.iter_mut().filter(|fault| fault.action == ServerAction::Kill) {
-            if let Some(&first) = fault.servers.first() {
-                fault.servers = (0..majority).map(|at| (first + at) % servers.lock.len()).collect();
-            }
-        }
-    }
-    if let Some(delay) = test.restart_delay {
-        // A restart delay given is the down time itself: 0 restarts a
-        // killed server at once, while its clients may still hold a lock.
-        for fault in server_faults.iter_mut().filter(|fault| fault.action == ServerAction::Kill) {
-            fault.end = fault.start + delay;
-        }
-    }
     let names = servers.lock_names();
-    let choice = NetChoice {
-        shapes: if faults.has(FaultKind::Partition) {
-            shapes(test, backend).map_err(RealFailure::Usage)?
-        } else {
-            Vec::new()
-        },
-        slow: faults.has(FaultKind::SlowNet),
-    };
-    let topology = servers.topology(backend, test.clients);
-    let net_faults = netfault::schedule(
-        &choice,
-        &topology,
-        ttl_ms,
-        test.time_limit,
-        &mut SmallRng::seed_from_u64(seed ^ NET_FAULT_SEED),
-    );
-    let failovers = if faults.has(FaultKind::Failover) {
-        failover::schedule(
-            ttl_ms,
-            test.time_limit,
-            &mut SmallRng::seed_from_u64(seed ^ FAILOVER_SEED),
-        )
-    } else {
-        Vec::new()
-    };
-    let kills = if faults.has(FaultKind::ClientKill) {
-        exec::kill_schedule(
-            test.clients,
-            ttl_ms,
-            test.time_limit,
-            &mut SmallRng::seed_from_u64(seed ^ CLIENT_KILL_SEED),
-        )
-    } else {
-        Vec::new()
-    };
     let slots: Vec<PidSlot> = (0..test.clients).map(|_| PidSlot::default()).collect();
     let planned = Planned {
-        kills: &kills,
+        kills: &parts.kills,
         slots: &slots,
-        server: &server_faults,
+        server: &parts.server,
         names: &names,
-        net: &net_faults,
+        net: &parts.net,
         topology: &topology,
-        failovers: &failovers,
+        failovers: &parts.failovers,
     };
     let events = runtime
         .block_on(drive_backend(test, backend, &servers, &options, planned, history, watch))
@@ -224,6 +161,43 @@ pub fn execute_recorded(
         RealFailure::Internal(format!("the driver recorded a malformed history: {error}"))
     })?;
     Ok(RealRun { events, analysis, wall_s, faults })
+}
+
+/// What a run's faults strike: the lock servers lockcheck manages, the
+/// network, and leases of `ttl_ms`.
+#[derive(Debug, Clone, Copy)]
+struct Struck<'a> {
+    lock_servers: usize,
+    topology: &'a Topology,
+    ttl_ms: u64,
+}
+
+/// Every fault of the run, from the one schedule its seed draws: the
+/// faults on, striking what `struck` says.
+fn planned_faults(
+    test: &RealOptions,
+    backend: RealBackend,
+    faults: Faults,
+    struck: Struck<'_>,
+    seed: u64,
+) -> Result<Vec<RealFault>, RealFailure> {
+    let Struck { lock_servers, topology, ttl_ms } = struck;
+    let kinds: Vec<FaultKind> =
+        FaultKind::ALL.into_iter().filter(|&kind| faults.has(kind)).collect();
+    let shapes = if faults.has(FaultKind::Partition) {
+        shapes(test, backend).map_err(RealFailure::Usage)?
+    } else {
+        Vec::new()
+    };
+    let targets = FaultTargets {
+        lock_servers,
+        min_down: test.restart_delay.unwrap_or(Duration::from_millis(backend.min_down_ms(ttl_ms))),
+        kills_a_majority: backend.kills_a_majority(),
+        members: topology.members,
+        shapes,
+        ..FaultTargets::clients(test.clients, ttl_ms)
+    };
+    Ok(schedule::schedule(&kinds, &targets, test.time_limit, seed))
 }
 
 /// The faults a run's nemeses carry out.

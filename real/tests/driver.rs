@@ -13,11 +13,12 @@ use std::time::Duration;
 
 use lockcheck_checker::names::{MUTUAL_EXCLUSION, RESOURCE_SAFETY};
 use lockcheck_checker::{Analysis, Event, EventType, Function, Process, Verdict};
-use lockcheck_real::driver::{drive, stall_schedule, DriveOptions, StallFault, StallNemesis};
+use lockcheck_real::driver::{drive, DriveOptions, StallFault};
+use lockcheck_real::schedule::{schedule, split, FaultTargets};
 use lockcheck_real::RealError;
-use lockcheck_workloads::{Grant, LockClient, Outcome, Stall, Workload, WorkloadOptions};
-use rand::rngs::SmallRng;
-use rand::SeedableRng;
+use lockcheck_workloads::{
+    FaultKind, Grant, LockClient, Outcome, Stall, Workload, WorkloadOptions,
+};
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -124,24 +125,34 @@ impl LockClient for FakeClient {
     async fn reset(&mut self) {}
 }
 
-fn options(stall: Option<StallNemesis>) -> DriveOptions {
+/// Five clients on two locks for 20 s with 200 ms TTLs, stalled if asked.
+fn options(stalled: bool) -> DriveOptions {
+    let (clients, ttl_ms, time_limit, seed) = (5, 200, Duration::from_secs(20), 7);
+    let stalls =
+        if stalled { stall_schedule(clients, ttl_ms, time_limit, seed) } else { Vec::new() };
     DriveOptions {
         workload: WorkloadOptions {
             workload: Workload::FencedWrite,
             locks: vec!["lock-0".to_string(), "lock-1".to_string()],
             resources: vec!["resource-0".to_string(), "resource-1".to_string()],
-            ttl_ms: 200,
+            ttl_ms,
             hold_ms: (0, 20),
             think_ms: (0, 40),
             send_fence: true,
             permits: None,
             keepalive_ms: None,
         },
-        clients: 5,
-        time_limit: Duration::from_secs(20),
-        seed: 7,
-        stall,
+        clients,
+        time_limit,
+        seed,
+        stalls,
     }
+}
+
+/// The stalls of the one fault schedule of a run with only `pause` on.
+fn stall_schedule(clients: u32, ttl_ms: u64, time_limit: Duration, seed: u64) -> Vec<StallFault> {
+    let targets = FaultTargets::clients(clients, ttl_ms);
+    split(schedule(&[FaultKind::Pause], &targets, time_limit, seed)).stalls
 }
 
 /// Drives the in-memory backend on tokio's paused clock.
@@ -187,7 +198,7 @@ fn value(event: &Event) -> Value {
 
 #[test]
 fn a_correct_lock_without_faults_is_valid() {
-    let events = drive_fake(&options(None), false);
+    let events = drive_fake(&options(false), false);
     assert!(count(&events, Function::Acquire, EventType::Ok) > 100, "the clients got locks");
     assert!(count(&events, Function::Acquire, EventType::Fail) > 0, "and contended for them");
     assert!(count(&events, Function::Write, EventType::Ok) > 100, "and wrote");
@@ -198,7 +209,7 @@ fn a_correct_lock_without_faults_is_valid() {
 
 #[test]
 fn a_lock_that_never_refuses_breaks_mutual_exclusion() {
-    let events = drive_fake(&options(None), true);
+    let events = drive_fake(&options(false), true);
     let analysis = check(&events);
     assert_eq!(verdict(&analysis, MUTUAL_EXCLUSION), Some(Verdict::Invalid));
     assert_eq!(analysis.verdict, Verdict::Invalid);
@@ -206,7 +217,7 @@ fn a_lock_that_never_refuses_breaks_mutual_exclusion() {
 
 #[test]
 fn stalls_longer_than_the_ttl_break_mutual_exclusion_but_not_fenced_storage() {
-    let events = drive_fake(&options(Some(StallNemesis::default())), false);
+    let events = drive_fake(&options(true), false);
     let faults: Vec<&Event> =
         events.iter().filter(|event| event.process == Process::Nemesis).collect();
     assert!(faults.len() >= 4, "several stalls in 20 s: {}", faults.len());
@@ -234,24 +245,22 @@ fn stalls_longer_than_the_ttl_break_mutual_exclusion_but_not_fenced_storage() {
 
 #[test]
 fn the_stall_schedule_follows_the_seed_and_stays_inside_the_test() {
-    let options = options(Some(StallNemesis::default()));
-    let nemesis = StallNemesis::default();
-    let schedule = |seed| stall_schedule(&nemesis, &options, &mut SmallRng::seed_from_u64(seed));
+    let (clients, ttl_ms, time_limit) = (5, 200, Duration::from_secs(20));
+    let schedule = |seed| stall_schedule(clients, ttl_ms, time_limit, seed);
     assert_eq!(schedule(1), schedule(1));
     assert_ne!(schedule(1), schedule(2));
     let faults: Vec<StallFault> = schedule(1);
     assert!(!faults.is_empty());
-    let quiet_end = Duration::from_millis(3 * options.workload.ttl_ms);
+    let quiet_end = Duration::from_millis(3 * ttl_ms);
     for (at, fault) in faults.iter().enumerate() {
-        assert!(fault.client < options.clients);
+        assert!(fault.client < clients);
         assert_eq!(fault.end - fault.start, Duration::from_millis(fault.stall_ms));
-        assert!(fault.end + quiet_end <= options.time_limit, "{fault:?}");
+        assert!(fault.end + quiet_end <= time_limit, "{fault:?}");
         if let Some(next) = faults.get(at + 1) {
             assert!(next.start >= fault.end + Duration::from_millis(500), "{next:?}");
         }
     }
-    let fault_free = DriveOptions { time_limit: Duration::from_millis(100), ..options.clone() };
-    assert!(stall_schedule(&nemesis, &fault_free, &mut SmallRng::seed_from_u64(1)).is_empty());
+    assert!(stall_schedule(clients, ttl_ms, Duration::from_millis(100), 1).is_empty());
 }
 
 #[test]
@@ -271,7 +280,7 @@ fn a_client_that_cannot_connect_is_an_error_not_a_history() {
             Ok(FakeClient { world, name: format!("client-{logical}"), never_refuses: false })
         }
     };
-    let outcome = runtime.block_on(drive(&options(None), connect));
+    let outcome = runtime.block_on(drive(&options(false), connect));
     assert!(matches!(outcome, Err(RealError::Connect { what: "fake", .. })), "{outcome:?}");
 }
 
@@ -289,7 +298,7 @@ fn on_the_wall_clock_the_history_takes_real_time() {
             })
         }
     };
-    let options = DriveOptions { time_limit: Duration::from_millis(300), ..options(None) };
+    let options = DriveOptions { time_limit: Duration::from_millis(300), ..options(false) };
     let wall = std::time::Instant::now();
     let events = runtime.block_on(drive(&options, connect)).expect("every client connects");
     let elapsed = wall.elapsed();

@@ -19,11 +19,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lockcheck_checker::names::{LINEARIZABILITY, MUTUAL_EXCLUSION, RESOURCE_SAFETY};
 use lockcheck_checker::{write_events, Analysis, Event, EventType, Function, Process, Verdict};
-use lockcheck_real::driver::{drive, DriveOptions, StallNemesis};
+use lockcheck_real::driver::{drive, DriveOptions};
 use lockcheck_real::exec::{ExecClient, ExecProgram};
+use lockcheck_real::schedule::{schedule, split, FaultTargets};
 use lockcheck_real::Storage;
 use lockcheck_real::{ClientConfig, RealError};
-use lockcheck_workloads::{LockClient, Outcome, Stall, Workload, WorkloadOptions};
+use lockcheck_workloads::{FaultKind, LockClient, Outcome, Stall, Workload, WorkloadOptions};
 
 fn redis_url() -> String {
     std::env::var("LOCKCHECK_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_string())
@@ -236,10 +237,13 @@ exec cat >/dev/null"#;
 
 /// A gate run: four clients of one Python lock on one key, TTL 500 ms,
 /// 6 s, with or without stalls, and its history checked.
-async fn gate_run(script: &str, seed: u64, stall: Option<StallNemesis>) -> (Vec<Event>, Analysis) {
+async fn gate_run(script: &str, seed: u64, stalled: bool) -> (Vec<Event>, Analysis) {
     let name = unique(&format!("exec-{}", script.trim_end_matches(".py")));
     let (lock, resource) = (format!("{name}-lock"), format!("{name}-resource"));
     storage_ready(std::slice::from_ref(&resource)).await;
+    let time_limit = Duration::from_secs(6);
+    let kinds: &[FaultKind] = if stalled { &[FaultKind::Pause] } else { &[] };
+    let stalls = split(schedule(kinds, &FaultTargets::clients(4, 500), time_limit, seed)).stalls;
     let options = DriveOptions {
         workload: WorkloadOptions {
             workload: Workload::FencedWrite,
@@ -253,9 +257,9 @@ async fn gate_run(script: &str, seed: u64, stall: Option<StallNemesis>) -> (Vec<
             keepalive_ms: None,
         },
         clients: 4,
-        time_limit: Duration::from_secs(6),
+        time_limit,
         seed,
-        stall,
+        stalls,
     };
     let prefix = format!("{name}:");
     let env = [
@@ -328,13 +332,13 @@ fn stalls(events: &[Event]) -> usize {
 
 #[tokio::test]
 async fn the_python_redis_lock_without_faults_is_valid() {
-    let (events, analysis) = gate_run("redis_lock.py", 1, None).await;
+    let (events, analysis) = gate_run("redis_lock.py", 1, false).await;
     assert_eq!(analysis.verdict, Verdict::Valid, "{}", describe("exec-clean", &events, &analysis));
 }
 
 #[tokio::test]
 async fn the_python_redis_lock_under_stalls_keeps_fenced_storage_safe() {
-    let (events, analysis) = gate_run("redis_lock.py", 1, Some(StallNemesis::default())).await;
+    let (events, analysis) = gate_run("redis_lock.py", 1, true).await;
     let text = describe("exec-stall", &events, &analysis);
     assert!(stalls(&events) > 0, "no stall happened\n{text}");
     assert_eq!(verdict(&analysis, RESOURCE_SAFETY), Some(Verdict::Valid), "{text}");
@@ -347,8 +351,7 @@ async fn the_python_redis_lock_under_stalls_keeps_fenced_storage_safe() {
 async fn the_python_del_release_lock_under_stalls_breaks_mutual_exclusion_and_linearizability() {
     let mut described = Vec::new();
     for seed in 1..=3 {
-        let (events, analysis) =
-            gate_run("redis_lock_del_release.py", seed, Some(StallNemesis::default())).await;
+        let (events, analysis) = gate_run("redis_lock_del_release.py", seed, true).await;
         // A stalled holder's DEL deletes the next holder's lock: its
         // release succeeds although the lock was not its own any more.
         let invalid = |checker| verdict(&analysis, checker) == Some(Verdict::Invalid);

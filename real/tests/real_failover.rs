@@ -18,13 +18,13 @@ use lockcheck_checker::{write_events, Analysis, Event, EventType, Function, Proc
 use lockcheck_real::driver::{drive_with, DriveOptions};
 use lockcheck_real::failover::{self, Failover, RedisPair, NAMES};
 use lockcheck_real::proxy::{LinkState, Proxy};
+use lockcheck_real::schedule::{schedule, split, FaultTargets};
 use lockcheck_real::{ClientConfig, RealError};
 use lockcheck_real::{RedisClient, RedisRecipe, ServerOptions, Storage};
 use lockcheck_workloads::{
-    Grant, LockClient, Outcome, Recorder, SharedRecorder, Stall, Workload, WorkloadOptions,
+    FaultKind, Grant, LockClient, Outcome, Recorder, SharedRecorder, Stall, Workload,
+    WorkloadOptions,
 };
-use rand::rngs::SmallRng;
-use rand::SeedableRng;
 use redis::Value;
 use serde_json::json;
 use tokio::time::Instant;
@@ -270,7 +270,7 @@ fn options(name: &str, seed: u64) -> DriveOptions {
         clients: 4,
         time_limit: Duration::from_secs(5),
         seed,
-        stall: None,
+        stalls: Vec::new(),
     }
 }
 
@@ -310,7 +310,10 @@ async fn run(name: &str, seed: u64, failovers: bool) -> Run {
         .await
         .unwrap_or_else(|error| panic!("PostgreSQL must be reachable at {url}: {error}"));
     let schedule = match failovers {
-        true => failover::schedule(TTL_MS, options.time_limit, &mut SmallRng::seed_from_u64(seed)),
+        true => {
+            let targets = FaultTargets::clients(options.clients, TTL_MS);
+            split(schedule(&[FaultKind::Failover], &targets, options.time_limit, seed)).failovers
+        }
         false => Vec::new(),
     };
     let mut pids = pids(&pair);

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use lockcheck_checker::names::{LINEARIZABILITY, RESOURCE_SAFETY};
 use lockcheck_checker::{write_events, Analysis, CheckOptions, Verdict};
-use lockcheck_real::driver::{drive, DriveOptions, StallNemesis};
+use lockcheck_real::driver::{drive, DriveOptions};
+use lockcheck_real::schedule::{schedule, split, FaultTargets};
 use lockcheck_real::ClientConfig;
 use lockcheck_real::{RealRedis, RedisClient, Storage};
 use lockcheck_sim::{check_run, run_user, Backend, FaultKind, SimOptions, SimRun, UserEnv};
@@ -213,6 +214,10 @@ async fn the_correct_recipe_keeps_real_fenced_storage_safe_under_holder_stalls()
         .unwrap_or_else(|error| panic!("PostgreSQL must be reachable at {postgres}: {error}"));
     let ttl_ms = 400;
     let deadline = Duration::from_millis(ttl_ms / 4);
+    let time_limit = Duration::from_secs(4);
+    // Stalls closer together than a run's, for several in 4 s.
+    let stalls = FaultTargets { stall_gap_ms: (100, 400), ..FaultTargets::clients(4, ttl_ms) };
+    let stalls = split(schedule(&[FaultKind::Pause], &stalls, time_limit, 1)).stalls;
     let options = DriveOptions {
         workload: WorkloadOptions {
             workload: Workload::FencedWrite,
@@ -226,9 +231,9 @@ async fn the_correct_recipe_keeps_real_fenced_storage_safe_under_holder_stalls()
             keepalive_ms: None,
         },
         clients: 4,
-        time_limit: Duration::from_secs(4),
+        time_limit,
         seed: 1,
-        stall: Some(StallNemesis { gap_ms: (100, 400) }),
+        stalls,
     };
     let connect = |logical: u32, _stall| {
         let (redis, postgres) = (redis.clone(), postgres.clone());

@@ -8,8 +8,8 @@
 //! runs the recipes both worlds share (`lockcheck_workloads::redis_lock`,
 //! `redlock`, `semaphore`, `lease_table`, `etcd_lock`) over the
 //! simulator's connections (`redis_lock.rs`, `redlock.rs`,
-//! `lease_table.rs`, `etcd_client.rs`); `nemesis.rs` the faults'
-//! simulated executors and their schedule; `matrix.rs` the simulated truth
+//! `lease_table.rs`, `etcd_client.rs`); `nemesis.rs` the faults and
+//! how they are drawn on the schedule both worlds share; `matrix.rs` the simulated truth
 //! table; `shrink.rs` the search for a smaller failing run.
 
 mod client;

@@ -1,4 +1,5 @@
-//! Faults, and the Jepsen-style schedule that switches them on and off.
+//! Faults, and how the simulator draws them on the schedule both worlds
+//! share ([`lockcheck_workloads::schedule`]).
 
 use std::time::Duration;
 
@@ -6,6 +7,7 @@ use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::Rng;
 
+use lockcheck_workloads::{Draws, Quiet, Window};
 pub use lockcheck_workloads::{FaultKind, Shape};
 
 /// The faults of a default simulated run: every one that strikes the lock
@@ -123,8 +125,6 @@ pub struct Rates {
     pub quiet_end: Duration,
 }
 
-/// The faults of one run: after a quiet start, a fault is on, then off for a
-/// while, and so on; every fault is healed a quiet period before the end.
 /// The shape of the system the faults strike.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Targets {
@@ -138,6 +138,10 @@ pub struct Targets {
     pub cluster: bool,
 }
 
+/// The faults of one run, on the schedule both worlds share
+/// ([`lockcheck_workloads::schedule`]): after a quiet start, a fault is on,
+/// then off for a while, and so on; every fault is healed a quiet period
+/// before the end.
 pub fn schedule(
     kinds: &[FaultKind],
     shapes: &[Shape],
@@ -146,9 +150,11 @@ pub fn schedule(
     targets: Targets,
     rng: &mut SmallRng,
 ) -> Vec<Fault> {
-    let Targets { clients, servers, ttl_ms, min_down_ms, cluster } = targets;
-    let mut shapes: Vec<Shape> =
-        shapes.iter().copied().filter(|shape| shape.applies(servers, cluster)).collect();
+    let mut shapes: Vec<Shape> = shapes
+        .iter()
+        .copied()
+        .filter(|shape| shape.applies(targets.servers, targets.cluster))
+        .collect();
     shapes.sort();
     shapes.dedup();
     if shapes.is_empty() {
@@ -157,16 +163,63 @@ pub fn schedule(
     // The faults of real processes and sessions have no simulated executor.
     let kinds: Vec<FaultKind> =
         kinds.iter().copied().filter(|&kind| refused_in_sim(kind).is_none()).collect();
-    let mut faults = Vec::new();
-    if kinds.is_empty() || time_limit <= rates.quiet_start + rates.quiet_end {
-        return faults;
+    let quiet = Quiet { start: rates.quiet_start, end: rates.quiet_end };
+    let draws = SimDraws { targets, shapes, gap_ms: rates.gap_ms };
+    lockcheck_workloads::schedule(&kinds, quiet, time_limit, &draws, rng)
+}
+
+/// How the simulator draws each fault. The order of the draws is part of
+/// every seed's history: a change here changes the pinned golden runs.
+struct SimDraws {
+    targets: Targets,
+    /// The partition shapes that apply, sorted; at least `client`.
+    shapes: Vec<Shape>,
+    gap_ms: (u64, u64),
+}
+
+impl Draws for SimDraws {
+    type Action = Action;
+    type Fault = Fault;
+
+    fn action(&self, kind: FaultKind, rng: &mut SmallRng) -> (Action, Duration) {
+        let (action, length_ms) = self.action_ms(kind, rng);
+        (action, Duration::from_millis(length_ms))
     }
-    let last = time_limit - rates.quiet_end;
-    let mut at = rates.quiet_start;
-    let ttl = ttl_ms.max(1);
-    loop {
-        let kind = kinds[rng.gen_range(0..kinds.len())];
-        let (action, length_ms) = match kind {
+
+    fn targets(&self, action: Action, window: Window, rng: &mut SmallRng) -> Fault {
+        let Targets { servers, cluster, .. } = self.targets;
+        // Drawn only where there is a choice, so single-server runs keep
+        // their histories.
+        let server = if servers > 1 { rng.gen_range(0..servers) } else { 0 };
+        // A crash may take out several servers at once (a rack losing
+        // power): up to a majority of independent instances, which is what
+        // breaks Redlock, but only a minority of a consensus cluster, which
+        // is built to survive fewer than half of its members failing. With a
+        // majority of a cluster down, every holder is cut off from it and
+        // its lease runs out while it believes (the partition `client`
+        // shape's finding, not a crash's: sim-etcd kill seed 1445 once took
+        // out two of three members).
+        let spread = if servers > 1 && action == Action::Kill {
+            let most = if cluster { (servers - 1) / 2 } else { servers / 2 + 1 };
+            rng.gen_range(1..=most.max(1))
+        } else {
+            1
+        };
+        Fault { start: window.start, end: window.end, action, server, spread }
+    }
+
+    fn gap(&self, _: &Fault, rng: &mut SmallRng) -> Duration {
+        let (low, high) = self.gap_ms;
+        Duration::from_millis(rng.gen_range(low..=high.max(low)))
+    }
+}
+
+impl SimDraws {
+    /// A fault of `kind`'s action and length in ms.
+    fn action_ms(&self, kind: FaultKind, rng: &mut SmallRng) -> (Action, u64) {
+        let Targets { clients, servers, ttl_ms, min_down_ms, .. } = self.targets;
+        let ttl = ttl_ms.max(1);
+        match kind {
             FaultKind::Pause if rng.gen_bool(0.7) => {
                 let stall_ms = rng.gen_range(ttl * 3 / 2..=ttl * 3);
                 (
@@ -195,29 +248,11 @@ pub fn schedule(
                 Action::Loss { probability: rng.gen_range(0.05..0.4) },
                 rng.gen_range(ttl..=ttl * 3),
             ),
-            FaultKind::Partition => {
-                // Drawn only where there is a choice, so the histories of
-                // single-server runs stay as they were.
-                let shape = if shapes.len() > 1 {
-                    shapes[rng.gen_range(0..shapes.len())]
-                } else {
-                    shapes[0]
-                };
-                let action = match shape {
-                    Shape::Client => {
-                        Action::IsolateClient { client: rng.gen_range(0..clients.max(1)) }
-                    }
-                    shape => {
-                        let (minority, cuts) = split(shape, servers, rng);
-                        Action::SplitServers { shape, minority, cuts }
-                    }
-                };
-                (action, rng.gen_range(ttl..=ttl * 3))
-            }
+            FaultKind::Partition => (self.partition(rng), rng.gen_range(ttl..=ttl * 3)),
             // The old primary stays down this long before rejoining.
             FaultKind::Failover => (Action::Failover, rng.gen_range(ttl / 4..=ttl * 2).max(1)),
             FaultKind::Sigstop | FaultKind::ConnKill | FaultKind::ClientKill => {
-                unreachable!("left out above: {kind:?} has no simulated executor")
+                unreachable!("left out of the kinds: {kind:?} has no simulated executor")
             }
             FaultKind::Skew => {
                 let offset_ms = rng.gen_range(-(ttl as i64) * 5..=ttl as i64 * 5);
@@ -226,33 +261,25 @@ pub fn schedule(
                     rng.gen_range(ttl..=ttl * 3),
                 )
             }
-        };
-        let end = at + Duration::from_millis(length_ms);
-        if end > last {
-            break;
         }
-        // Drawn only where there is a choice, so single-server runs keep
-        // their histories.
-        let server = if servers > 1 { rng.gen_range(0..servers) } else { 0 };
-        // A crash may take out several servers at once (a rack losing
-        // power): up to a majority of independent instances, which is what
-        // breaks Redlock, but only a minority of a consensus cluster, which
-        // is built to survive fewer than half of its members failing. With a
-        // majority of a cluster down, every holder is cut off from it and
-        // its lease runs out while it believes (the partition `client`
-        // shape's finding, not a crash's: sim-etcd kill seed 1445 once took
-        // out two of three members).
-        let spread = if servers > 1 && action == Action::Kill {
-            let most = if cluster { (servers - 1) / 2 } else { servers / 2 + 1 };
-            rng.gen_range(1..=most.max(1))
-        } else {
-            1
-        };
-        faults.push(Fault { start: at, end, action, server, spread });
-        at = end
-            + Duration::from_millis(
-                rng.gen_range(rates.gap_ms.0..=rates.gap_ms.1.max(rates.gap_ms.0)),
-            );
     }
-    faults
+
+    /// A partition's action: its shape, then whom it cuts off.
+    fn partition(&self, rng: &mut SmallRng) -> Action {
+        let Targets { clients, servers, .. } = self.targets;
+        // Drawn only where there is a choice, so the histories of
+        // single-server runs stay as they were.
+        let shape = if self.shapes.len() > 1 {
+            self.shapes[rng.gen_range(0..self.shapes.len())]
+        } else {
+            self.shapes[0]
+        };
+        match shape {
+            Shape::Client => Action::IsolateClient { client: rng.gen_range(0..clients.max(1)) },
+            shape => {
+                let (minority, cuts) = split(shape, servers, rng);
+                Action::SplitServers { shape, minority, cuts }
+            }
+        }
+    }
 }

@@ -8,7 +8,8 @@
 //!   variants), [`redlock`], [`semaphore`], [`lease_table`], [`etcd_lock`];
 //!   and [`user`], the transport traits a user-written recipe is generic over;
 //! - the fault vocabulary: [`FaultKind`] (every fault's name, in both
-//!   worlds) and [`Shape`] (a partition's shapes);
+//!   worlds) and [`Shape`] (a partition's shapes), and [`schedule()`], the
+//!   seeded schedule of faults each world draws its own way ([`Draws`]);
 //! - what each world's catalogue of backends answers ([`Catalogue`]), and a
 //!   truth table's [`Cell`];
 //! - [`interrupt`]: Ctrl-C, SIGTERM and SIGHUP for the whole tool.
@@ -23,6 +24,7 @@ pub mod lease_table;
 mod recorder;
 pub mod redis_lock;
 pub mod redlock;
+mod schedule;
 pub mod semaphore;
 pub mod user;
 mod workload;
@@ -32,4 +34,5 @@ pub use cell::Cell;
 pub use client::{Grant, LockClient, Outcome};
 pub use fault::{FaultKind, Shape};
 pub use recorder::{HistoryFile, Recorder, SharedRecorder};
+pub use schedule::{schedule, Draws, Quiet, Window};
 pub use workload::{check_sizes, run_client, ClientPlan, Stall, Workload, WorkloadOptions};
