@@ -131,7 +131,7 @@ impl EtcdClient {
     }
 
     /// The TTL, in seconds, that the server granted the last lease: the
-    /// requested one rounded up ([`ttl_seconds`]), or the server's minimum.
+    /// requested one rounded up (`ttl_seconds`), or the server's minimum.
     pub fn granted_ttl_s(&self) -> Option<i64> {
         self.channel.granted_ttl_s
     }

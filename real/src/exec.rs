@@ -604,7 +604,7 @@ impl ExecClient {
     }
 
     /// Shares this client's program's process id (0: none running) with the
-    /// client-kill fault ([`kill_programs`]).
+    /// client-kill fault (`kill_programs`).
     pub fn share_pid(mut self, slot: PidSlot) -> ExecClient {
         self.pid_slot = Some(slot);
         self.publish_pid();
@@ -635,7 +635,7 @@ impl ExecClient {
 
     /// A running process to send the next request to: the current one if
     /// it is still alive, else a fresh one (at most one attempt per
-    /// [`RESPAWN_INTERVAL`]). `false`: none could be started.
+    /// `RESPAWN_INTERVAL`). `false`: none could be started.
     async fn ensure_process(&mut self) -> bool {
         self.report().await;
         if let Some(process) = self.process.as_mut() {
@@ -730,7 +730,7 @@ impl LockClient for ExecClient {
 
     /// Reports the process that went wrong (its standard error's tail) and
     /// starts a fresh one; if that fails, operations fail `unavailable`
-    /// and each tries again (at most every [`RESPAWN_INTERVAL`]).
+    /// and each tries again (at most every `RESPAWN_INTERVAL`).
     async fn reset(&mut self) {
         self.thaw().await;
         self.storage.reset().await;

@@ -14,31 +14,34 @@
 //!   help line, [`LockService`], what its tuning and refused faults derive
 //!   from; and how its clients are built).
 //! - The truth table: [`matrix`] (typed cells); `bench --only real`:
-//!   [`bench`].
+//!   [`bench`](mod@bench).
 //! - The clients, each the transport of a recipe both worlds share (in
 //!   `lockcheck_workloads`) or a recipe of the real world's own:
 //!   [`RedisClient`] (the single-Redis recipes and `redis-fenced`;
 //!   `redis.rs`), [`RedlockClient`], [`RedisSemaphoreClient`],
 //!   [`SqlClient`] (advisory locks, `GET_LOCK`, lease tables; `sql.rs`),
-//!   [`EtcdClient`], [`exec`] (your own program), [`RealRedis`] (a
+//!   [`EtcdClient`], [`ExecClient`] (your own program; `exec.rs`), [`RealRedis`] (a
 //!   user-written recipe's Redis; `user.rs`). Each client's `connect` takes
 //!   a [`ClientConfig`]; a backend's `prepare` clears a previous run's
 //!   keys or makes its tables.
 //! - Servers and faults: [`ManagedServer`] (the private servers lockcheck
 //!   starts, libfaketime clocks; `servers.rs`, and `leftovers.rs` for the
-//!   folders of killed runs), [`proxy`] (the fault-injecting TCP proxy),
+//!   folders of killed runs), [`Proxy`] (the fault-injecting TCP proxy; `proxy.rs`),
 //!   [`schedule`] (a run's faults, every kind from one seeded schedule,
 //!   split among the executors), [`nemesis`] (server faults), [`netfault`] (partitions, slow links),
-//!   [`failover`], [`driver`] (clients and client stalls), [`Storage`]
+//!   [`failover`], [`drive`] (clients and client stalls; `driver.rs`), [`Storage`]
 //!   (the fenced resources).
 
 use std::time::Duration;
 
 mod catalogue;
+mod driver;
 mod etcd;
+mod exec;
 mod leftovers;
 mod plan;
 mod provision;
+mod proxy;
 mod redis;
 mod redlock;
 mod run;
@@ -49,8 +52,11 @@ mod storage;
 mod user;
 
 pub use catalogue::{LockService, RealBackend, RealEntry};
+pub use driver::{drive, drive_recorded, drive_with, DriveOptions, StallFault};
 pub use etcd::EtcdClient;
+pub use exec::{ExecClient, ExecProgram};
 pub use plan::{plan, Faults, RealOptions};
+pub use proxy::{LinkState, LinkStats, Proxy};
 pub use redis::{RedisClient, RedisRecipe};
 pub use redlock::RedlockClient;
 pub use run::{execute, execute_recorded, RealFailure, RealRun};
@@ -61,13 +67,10 @@ pub use storage::Storage;
 pub use user::RealRedis;
 
 pub mod bench;
-pub mod driver;
-pub mod exec;
 pub mod failover;
 pub mod matrix;
 pub mod nemesis;
 pub mod netfault;
-pub mod proxy;
 pub mod schedule;
 
 /// Why a real backend, its storage or a managed server could not be used.

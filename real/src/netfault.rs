@@ -1,4 +1,4 @@
-//! Network faults against real servers, through the proxy ([`super::proxy`]):
+//! Network faults against real servers, through the proxy ([`crate::Proxy`]):
 //! partitions (`partition`) and slow links (`slow-net`), the network part of
 //! the run's one schedule ([`super::schedule`]), each start and stop
 //! recorded as a nemesis operation.

@@ -164,7 +164,7 @@ impl Proxy {
     /// first HTTP request (etcd's rafthttp sets it on its stream, pipeline
     /// and snapshot requests), named through [`Proxy::alias`] whenever the
     /// state is looked up. A connection without it comes from
-    /// [`UNKNOWN_SOURCE`].
+    /// `UNKNOWN_SOURCE`.
     pub fn route_peers(&self, to: &str, target: SocketAddr) -> Result<SocketAddr, RealError> {
         self.listen(Source::Peer, to, target)
     }

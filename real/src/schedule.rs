@@ -2,9 +2,9 @@
 //! the simulator draws from too ([`lockcheck_workloads::schedule()`]): a
 //! single list of timed faults that never overlap, healed before the quiet
 //! end. [`split`] hands it out among the executors, which carry out their
-//! parts concurrently: the driver's stalls ([`crate::driver`]), the server
+//! parts concurrently: the driver's stalls ([`crate::drive`]), the server
 //! faults ([`crate::nemesis`]), the network's ([`crate::netfault`]), the
-//! failovers ([`crate::failover`]) and the program kills ([`crate::exec`]).
+//! failovers ([`crate::failover`]) and the program kills (`exec.rs`).
 
 use std::time::Duration;
 

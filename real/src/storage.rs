@@ -165,7 +165,7 @@ fn query_failure<T>(error: &tokio_postgres::Error) -> (Outcome<T>, bool) {
 
 impl Storage {
     /// Creates the table if it is missing and empties `resources` (see
-    /// [`prepare_table`]). Call it once per test, before any client runs.
+    /// `prepare_table`). Call it once per test, before any client runs.
     pub async fn prepare(url: &str, resources: &[String]) -> Result<(), RealError> {
         let work = async {
             let (client, connection) = open(url).await.map_err(|e| connect_error(url, e))?;

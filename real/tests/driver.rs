@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use lockcheck_checker::names::{MUTUAL_EXCLUSION, RESOURCE_SAFETY};
 use lockcheck_checker::{Analysis, Event, EventType, Function, Process, Verdict};
-use lockcheck_real::driver::{drive, DriveOptions, StallFault};
 use lockcheck_real::schedule::{schedule, split, FaultTargets};
 use lockcheck_real::RealError;
+use lockcheck_real::{drive, DriveOptions, StallFault};
 use lockcheck_workloads::{
     FaultKind, Grant, LockClient, Outcome, Stall, Workload, WorkloadOptions,
 };

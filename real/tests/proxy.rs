@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lockcheck_real::proxy::{LinkState, LinkStats, Proxy};
 use lockcheck_real::{route_clients, ManagedServer, ServerOptions};
+use lockcheck_real::{LinkState, LinkStats, Proxy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{sleep, timeout};

@@ -19,11 +19,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lockcheck_checker::names::{LINEARIZABILITY, MUTUAL_EXCLUSION, RESOURCE_SAFETY};
 use lockcheck_checker::{write_events, Analysis, Event, EventType, Function, Process, Verdict};
-use lockcheck_real::driver::{drive, DriveOptions};
-use lockcheck_real::exec::{ExecClient, ExecProgram};
 use lockcheck_real::schedule::{schedule, split, FaultTargets};
 use lockcheck_real::Storage;
+use lockcheck_real::{drive, DriveOptions};
 use lockcheck_real::{ClientConfig, RealError};
+use lockcheck_real::{ExecClient, ExecProgram};
 use lockcheck_workloads::{FaultKind, LockClient, Outcome, Stall, Workload, WorkloadOptions};
 
 fn redis_url() -> String {

@@ -15,11 +15,11 @@ use std::time::Duration;
 
 use lockcheck_checker::names::MUTUAL_EXCLUSION;
 use lockcheck_checker::{write_events, Analysis, Event, EventType, Function, Process, Verdict};
-use lockcheck_real::driver::{drive_with, DriveOptions};
 use lockcheck_real::failover::{self, Failover, RedisPair, NAMES};
-use lockcheck_real::proxy::{LinkState, Proxy};
 use lockcheck_real::schedule::{schedule, split, FaultTargets};
+use lockcheck_real::{drive_with, DriveOptions};
 use lockcheck_real::{ClientConfig, RealError};
+use lockcheck_real::{LinkState, Proxy};
 use lockcheck_real::{RedisClient, RedisRecipe, ServerOptions, Storage};
 use lockcheck_workloads::{
     FaultKind, Grant, LockClient, Outcome, Recorder, SharedRecorder, Stall, Workload,

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use lockcheck_checker::names::{LINEARIZABILITY, RESOURCE_SAFETY};
 use lockcheck_checker::{write_events, Analysis, CheckOptions, Verdict};
-use lockcheck_real::driver::{drive, DriveOptions};
 use lockcheck_real::schedule::{schedule, split, FaultTargets};
 use lockcheck_real::ClientConfig;
+use lockcheck_real::{drive, DriveOptions};
 use lockcheck_real::{RealRedis, RedisClient, Storage};
 use lockcheck_sim::{check_run, run_user, Backend, FaultKind, SimOptions, SimRun, UserEnv};
 use lockcheck_workloads::user::{RedisCommands, ResourceStore, Uncertain};
