@@ -2,8 +2,9 @@
 //! docs/truth-table.md, expected against found, a row per cell. Both worlds
 //! go through it; what differs is a [`World`]: the simulated one
 //! (`matrix_sim.rs`, `--sim`) and the real one (`matrix_real.rs`). Running
-//! and judging a cell is the world crates' (`lockcheck_sim::run_cell_with_progress`,
-//! `lockcheck_real::matrix::run_cell`).
+//! and judging a cell belongs to the world crates
+//! (`lockcheck_sim::run_cell_with_progress`,
+//! `lockcheck_real::matrix::run_cell`): the binary only prints.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
