@@ -13,6 +13,8 @@ use crate::exit;
 use crate::matrix::{Layout, Ran, World};
 use crate::progress::Progress;
 
+/// The faults column: the cell's faults and whatever else it sets that a
+/// default run does not (`pause --no-fencing`, `partition (client)`).
 fn setup(cell: &Cell) -> String {
     let faults: Vec<&str> = cell.faults.iter().map(|kind| kind.name()).collect();
     let mut setup = if faults.is_empty() { "none".to_string() } else { faults.join(",") };
