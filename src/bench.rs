@@ -30,7 +30,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             BenchPart::Lease => crate::bench_linear::lease(args)?,
             BenchPart::Sim => bench_sim(args)?,
             BenchPart::Real => crate::bench_real::real(args)?,
-            BenchPart::Sweep => crate::matrix::sweep(args)?,
+            BenchPart::Sweep => crate::matrix_sim::sweep(args)?,
             BenchPart::OneLock => crate::bench_hard::one_lock(args)?,
             BenchPart::Hard => crate::bench_hard::hard(args)?,
         };

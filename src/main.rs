@@ -37,6 +37,7 @@ mod conformance;
 mod exit;
 mod matrix;
 mod matrix_real;
+mod matrix_sim;
 mod options;
 mod output;
 mod progress;
@@ -105,7 +106,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 None => check::run(&args),
             }
         }
-        Command::Matrix(args) if args.sim => matrix::run(&args),
+        Command::Matrix(args) if args.sim => matrix_sim::run(&args),
         Command::Matrix(args) => matrix_real::run(&args),
         Command::Backends(args) => backends::run(&args),
         Command::Report(args) => report::run(&args),

@@ -1,107 +1,155 @@
-//! `lockcheck matrix --sim`: every simulated cell of docs/truth-table.md, expected
-//! against found. Without `--sim`, `matrix_real.rs` runs the real cells.
+//! `lockcheck matrix`: the one loop that prints a truth table of
+//! docs/truth-table.md, expected against found, a row per cell. Both worlds
+//! go through it; what differs is a [`World`]: the simulated one
+//! (`matrix_sim.rs`, `--sim`) and the real one (`matrix_real.rs`). Running
+//! and judging a cell belongs to the world crates
+//! (`lockcheck_sim::run_cell_with_progress`,
+//! `lockcheck_real::matrix::run_cell`): the binary only prints.
 
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use lockcheck_sim::{cells, run_cell_with_progress, sweep_cell, Cell, Effort, Expect};
+use lockcheck_workloads::Cell;
 
-use crate::args::{BenchArgs, MatrixArgs};
 use crate::exit;
 use crate::progress::Progress;
 
-fn setup(cell: &Cell) -> String {
-    let faults: Vec<&str> = cell.faults.iter().map(|kind| kind.name()).collect();
-    let mut setup = if faults.is_empty() { "none".to_string() } else { faults.join(",") };
-    if cell.workload != lockcheck_workloads::Workload::FencedWrite {
-        setup.push_str(&format!(" --workload {}", cell.workload.name()));
-    }
-    if !cell.fencing {
-        setup.push_str(" --no-fencing");
-    }
-    if cell.persistent {
-        setup.push_str(" --persistent");
-    }
-    if cell.faults.contains(&lockcheck_sim::FaultKind::Partition)
-        && cell.shapes != lockcheck_sim::Shape::ALL
-    {
-        let shapes: Vec<&str> = cell.shapes.iter().map(|shape| shape.name()).collect();
-        setup.push_str(&format!(" ({})", shapes.join(",")));
-    }
-    setup
+/// Width of the expected and found columns, in both tables.
+const VERDICT_WIDTH: usize = 44;
+
+/// How a world's table is laid out.
+pub struct Layout {
+    /// The columns that name a cell, before expected and found: heading
+    /// and width.
+    pub labels: &'static [(&'static str, usize)],
+    /// Whether a row ends with the time the cell took: a real cell takes
+    /// seconds to minutes of wall time, a simulated one no telling time.
+    pub timed: bool,
 }
 
-/// `lockcheck matrix --sim`.
-pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
-    let defaults = Effort::default();
-    let effort = Effort {
-        violated_within: args.violated_within.unwrap_or(defaults.violated_within).max(1),
-        safe_seeds: args.safe_seeds.unwrap_or(defaults.safe_seeds).max(1),
-        time_limit: args.time_limit.unwrap_or(defaults.time_limit),
-        linearizability_timeout: args
-            .linearizability_timeout
-            .unwrap_or(defaults.linearizability_timeout),
-    };
-    println!(
-        "the simulated truth table (docs/truth-table.md): violated cells must show within {} seeds, safe ones stay clean over {}; {} s simulated per run",
-        effort.violated_within,
-        effort.safe_seeds,
-        effort.time_limit.as_secs_f64()
-    );
-    println!("{:<30} {:<26} {:<44} {:<44} result", "backend", "faults", "expected", "found");
-    let started = Instant::now();
-    let mut mismatches = Vec::new();
-    let cells: Vec<Cell> = cells()
+/// How a cell came out.
+pub enum Ran {
+    /// Its runs decided it; `replay` is the command line of the run that
+    /// did (or of the first).
+    Judged { matches: bool, found: String, replay: String },
+    /// It could not run (a server missing, say): an ERROR row, and the
+    /// matrix exits UNAVAILABLE rather than passing judgement.
+    Failed(String),
+}
+
+/// What one world's matrix prints and how it runs a cell.
+pub trait World {
+    type Backend;
+    const LAYOUT: Layout;
+    /// How the usage error calls the cells (`cell`, `real cell`).
+    const CELLS: &'static str;
+    /// The sentence above the table: what it is and how hard it looks.
+    fn header(&self) -> String;
+    /// The name `--backends` selects by.
+    fn backend_name(backend: &Self::Backend) -> &'static str;
+    /// The cell's columns before expected and found, one per
+    /// [`Layout::labels`].
+    fn labels(cell: &Cell<Self::Backend>) -> Vec<String>;
+    /// How the lines after the table name the cell.
+    fn name(cell: &Cell<Self::Backend>) -> String;
+    /// Runs and judges the cell, showing its progress. An error stops the
+    /// matrix (a bug, not a cell's outcome).
+    fn run(&self, cell: &Cell<Self::Backend>, progress: &Progress) -> anyhow::Result<Ran>;
+}
+
+/// Runs the `cells` of `backends` (all of them: none named) and prints the
+/// table; exits 0 when every cell matches, 1 on a mismatch, 69 when a cell
+/// could not run, 64 when no cell is left.
+pub fn run<W: World>(
+    world: &W,
+    cells: Vec<Cell<W::Backend>>,
+    backends: &[String],
+) -> anyhow::Result<ExitCode> {
+    let cells: Vec<Cell<W::Backend>> = cells
         .into_iter()
         .filter(|cell| {
-            args.backends.is_empty() || args.backends.iter().any(|name| name == cell.backend.name())
+            backends.is_empty()
+                || backends.iter().any(|name| name == W::backend_name(&cell.backend))
         })
         .collect();
     if cells.is_empty() {
-        eprintln!("lockcheck: no cell has the backends {:?}", args.backends);
+        eprintln!("lockcheck: no {} has the backends {backends:?}", W::CELLS);
         return Ok(exit::USAGE.into());
     }
+    println!("{}", world.header());
+    println!("{}", heading(&W::LAYOUT));
+    let started = Instant::now();
+    let mut after = Vec::new();
+    let mut errors = 0;
     let progress = Progress::count(cells.len() as u64, "cells");
     for cell in &cells {
-        let what = format!("{} {}", cell.backend.name(), setup(cell));
-        let seeds =
-            if cell.expect.seeks_violation() { effort.violated_within } else { effort.safe_seeds };
-        progress.message(format!("{what}: seed 1 of up to {seeds}"));
-        let mut lock_ops = 0;
-        let result = run_cell_with_progress(cell, &effort, &mut |seed, sim| {
-            lock_ops += sim.stats.lock_ops;
-            progress.message(format!(
-                "{what}: seed {} of up to {seeds} done, {lock_ops} lock ops",
-                seed + 1
-            ));
-        })?;
-        progress.suspend(|| {
-            println!(
-                "{:<30} {:<26} {:<44} {:<44} {}",
-                cell.backend.name(),
-                setup(cell),
-                cell.expect.describe(),
-                result.found,
-                if result.matches { "ok" } else { "MISMATCH" }
-            )
-        });
+        let cell_started = Instant::now();
+        let (found, result) = match world.run(cell, &progress)? {
+            Ran::Judged { matches: true, found, .. } => (found, "ok"),
+            Ran::Judged { matches: false, found, replay } => {
+                after.push(format!("  {} ({}): replay: {replay}", W::name(cell), cell.note));
+                (found, "MISMATCH")
+            }
+            Ran::Failed(error) => {
+                errors += 1;
+                after.push(format!("  {}: {error}", W::name(cell)));
+                ("could not run".to_string(), "ERROR")
+            }
+        };
+        let took = W::LAYOUT.timed.then(|| cell_started.elapsed());
+        let row = row(&W::LAYOUT, &W::labels(cell), &cell.expect.describe(), &found, result, took);
+        progress.suspend(|| println!("{row}"));
         progress.inc();
-        if !result.matches {
-            mismatches.push(format!(
-                "  {} ({}): replay: lockcheck {}",
-                cell.backend.name(),
-                cell.note,
-                result.options.check_arguments()
-            ));
-        }
     }
     drop(progress);
-    summary(cells.len(), started, &mismatches);
-    Ok(if mismatches.is_empty() { exit::VALID } else { exit::INVALID }.into())
+    summary(cells.len(), started, &after);
+    Ok(exit_code(errors, after.len()).into())
 }
 
-/// The last lines of a matrix: how many cells matched, then each mismatch.
-pub fn summary(cells: usize, started: Instant, mismatches: &[String]) {
+/// Any cell that could not run outweighs a mismatch: its verdict is missing.
+fn exit_code(errors: usize, mismatches: usize) -> u8 {
+    if errors > 0 {
+        exit::UNAVAILABLE
+    } else if mismatches > 0 {
+        exit::INVALID
+    } else {
+        exit::VALID
+    }
+}
+
+/// The table's first line: `backend   faults   expected   found   result`.
+fn heading(layout: &Layout) -> String {
+    let mut line = String::new();
+    for (heading, width) in layout.labels {
+        line.push_str(&format!("{heading:<width$} "));
+    }
+    line + &format!("{:<VERDICT_WIDTH$} {:<VERDICT_WIDTH$} result", "expected", "found")
+}
+
+/// One cell's row: its labels, expected, found, the result and, in a timed
+/// layout, how long it took (`ok (12 s)`).
+fn row(
+    layout: &Layout,
+    labels: &[String],
+    expected: &str,
+    found: &str,
+    result: &str,
+    took: Option<Duration>,
+) -> String {
+    let mut line = String::new();
+    for (label, (_, width)) in labels.iter().zip(layout.labels) {
+        line.push_str(&format!("{label:<width$} "));
+    }
+    line.push_str(&format!("{expected:<VERDICT_WIDTH$} {found:<VERDICT_WIDTH$} {result}"));
+    if let Some(took) = took {
+        line.push_str(&format!(" ({:.0} s)", took.as_secs_f64()));
+    }
+    line
+}
+
+/// The last lines of a matrix: how many cells matched, then each mismatch
+/// (and each cell that could not run).
+fn summary(cells: usize, started: Instant, mismatches: &[String]) {
     println!(
         "{cells} cells in {:.1} s: {} match, {} do not",
         started.elapsed().as_secs_f64(),
@@ -113,66 +161,42 @@ pub fn summary(cells: usize, started: Instant, mismatches: &[String]) {
     }
 }
 
-/// `bench --only sweep`: every safe simulated cell at the matrix's defaults
-/// over many seeds, on every core. A safe cell that finds a violation is a
-/// false alarm, the worst defect a CI gate can have: each is printed with
-/// the command that replays it, and the sweep exits 1.
-pub fn sweep(args: &BenchArgs) -> anyhow::Result<u8> {
-    let effort = Effort::default();
-    let threads = std::thread::available_parallelism().map_or(1, |cores| cores.get());
-    let cells: Vec<Cell> = cells()
-        .into_iter()
-        .filter(|cell| cell.expect == Expect::Safe)
-        .filter(|cell| {
-            args.sweep_backends.is_empty()
-                || args.sweep_backends.iter().any(|name| name == cell.backend.name())
-        })
-        .collect();
-    if cells.is_empty() {
-        eprintln!("lockcheck: no safe cell has the backends {:?}", args.sweep_backends);
-        return Ok(exit::USAGE);
-    }
-    println!(
-        "sweep: {} safe simulated cells, seeds 0..{}, {} simulated s a run, {threads} threads",
-        cells.len(),
-        args.sweep_seeds,
-        effort.time_limit.as_secs_f64()
-    );
-    println!(
-        "{:<30} {:<36} {:>7} {:>12} {:>8}",
-        "backend", "faults", "seeds", "false alarms", "wall s"
-    );
-    let started = Instant::now();
-    let mut alarms = Vec::new();
-    for cell in &cells {
-        let cell_started = Instant::now();
-        let found = sweep_cell(cell, &effort, 0..args.sweep_seeds, threads)?;
-        println!(
-            "{:<30} {:<36} {:>7} {:>12} {:>8.1}",
-            cell.backend.name(),
-            setup(cell),
-            args.sweep_seeds,
-            found.len(),
-            cell_started.elapsed().as_secs_f64()
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{heading, row, Layout};
+
+    const SIMULATED: Layout = Layout { labels: &[("backend", 30), ("faults", 26)], timed: false };
+    const REAL: Layout = Layout { labels: &[("check", 64)], timed: true };
+
+    #[test]
+    fn a_layout_prints_the_columns_both_tables_printed() {
+        assert_eq!(
+            heading(&SIMULATED),
+            format!("{:<30} {:<26} {:<44} {:<44} result", "backend", "faults", "expected", "found")
         );
-        alarms.extend(found.into_iter().map(|alarm| {
+        assert_eq!(
+            heading(&REAL),
+            format!("{:<64} {:<44} {:<44} result", "check", "expected", "found")
+        );
+    }
+
+    #[test]
+    fn a_timed_row_ends_with_the_seconds_a_cell_took() {
+        let labels = ["sim-redis".to_string(), "pause".to_string()];
+        assert_eq!(
+            row(&SIMULATED, &labels, "safe", "valid over 200 seeds", "ok", None),
             format!(
-                "  {} seed {}: {}; replay: lockcheck {}",
-                cell.backend.name(),
-                alarm.seed,
-                alarm.found,
-                alarm.options.check_arguments()
+                "{:<30} {:<26} {:<44} {:<44} ok",
+                "sim-redis", "pause", "safe", "valid over 200 seeds"
             )
-        }));
+        );
+        let labels = ["--backend redis --nemesis none --ttl 500ms".to_string()];
+        let took = Some(Duration::from_millis(6400));
+        assert_eq!(
+            row(&REAL, &labels, "safe", "could not run", "ERROR", took),
+            format!("{:<64} {:<44} {:<44} ERROR (6 s)", labels[0], "safe", "could not run")
+        );
     }
-    println!(
-        "{} runs in {:.1} s: {} false alarms",
-        cells.len() as u64 * args.sweep_seeds,
-        started.elapsed().as_secs_f64(),
-        alarms.len()
-    );
-    for alarm in &alarms {
-        println!("{alarm}");
-    }
-    Ok(if alarms.is_empty() { exit::VALID } else { exit::INVALID })
 }

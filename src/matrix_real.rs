@@ -1,130 +1,80 @@
-//! `lockcheck matrix` (without `--sim`): the real-server cells of
-//! docs/truth-table.md, each a `check` command line against servers the tool
-//! starts itself, expected against found.
+//! `lockcheck matrix` (without `--sim`): the real world of the matrix loop
+//! (`matrix.rs`), the real-server cells of docs/truth-table.md, each a
+//! `check` command line against servers the tool starts itself.
 
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
 
-use lockcheck_real::matrix::{cell_options, cells, check_args, RealCell};
-use lockcheck_real::{execute, RealRun};
+use lockcheck_real::matrix::{
+    cells, check_args, run_cell, Effort, RealCell, DEFAULT_SAFE_RUNS, DEFAULT_VIOLATED_WITHIN,
+};
+use lockcheck_real::{RealBackend, RealRun};
 
 use crate::args::MatrixArgs;
-use crate::exit;
+use crate::matrix::{Layout, Ran, World};
 use crate::options::check_options;
 use crate::progress::Progress;
 
-/// Wall time per run of a cell that names none.
-const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(8);
-
-/// The cell's arguments as `check` takes them, for one run.
-fn check_line(cell: &RealCell, seed: u64, time_limit: Duration) -> String {
-    format!("{} --time-limit {}ms --seed {seed}", check_args(cell), time_limit.as_millis())
+/// The real world of the matrix: its cells' runs on private servers, as
+/// `effort` asks.
+struct Real {
+    effort: Effort,
 }
 
-/// How a cell came out.
-struct Outcome {
-    matches: bool,
-    found: String,
-    /// The run that decided it (or the first), as a `check` command line.
-    replay: String,
-}
+impl World for Real {
+    type Backend = RealBackend;
+    const LAYOUT: Layout = Layout { labels: &[("check", 64)], timed: true };
+    const CELLS: &'static str = "real cell";
 
-fn run_cell(cell: &RealCell, args: &MatrixArgs, progress: &Progress) -> Result<Outcome, String> {
-    let runs = match cell.expect.seeks_violation() {
-        true => args.violated_within.or(cell.runs).unwrap_or(3),
-        false => args.safe_seeds.unwrap_or(1),
+    fn header(&self) -> String {
+        format!(
+            "the real-server truth table (docs/truth-table.md), on servers lockcheck starts itself: violated cells must show within {} runs, safe ones stay clean over {}",
+            self.effort.violated_within.unwrap_or(DEFAULT_VIOLATED_WITHIN),
+            self.effort.safe_runs.unwrap_or(DEFAULT_SAFE_RUNS),
+        )
     }
-    .max(1);
-    let time_limit = args.time_limit.or(cell.time_limit).unwrap_or(DEFAULT_TIME_LIMIT);
-    let checks = check_options(
-        args.linearizability_timeout
-            .unwrap_or(lockcheck_sim::Effort::default().linearizability_timeout),
-    );
-    let test = cell_options(cell, time_limit, checks);
-    let args_line = check_args(cell);
-    let what = args_line.strip_prefix("--backend ").unwrap_or(&args_line);
-    let outcome = cell.expect.judge_runs(
-        runs,
-        // A run is named by its seed; what a cell took is counted in runs.
-        ("seed", "run"),
-        |seed| {
-            let label = format!("{what}, run {}/{runs}", seed + 1);
-            progress
-                .watch(&label, time_limit, || execute(&test, cell.backend, seed, false))
-                .map_err(|failure| failure.to_string())
-        },
-        |run| &run.analysis,
-    )?;
-    let seed = outcome.decided.as_ref().map_or(0, |(seed, _)| *seed);
-    let replay = format!("lockcheck check {}", check_line(cell, seed, time_limit));
-    if let (false, Some((_, run))) = (outcome.matches, &outcome.decided) {
-        progress.suspend(|| keep_evidence(&replay, run));
-    }
-    Ok(Outcome { matches: outcome.matches, found: outcome.found, replay })
-}
 
-pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
-    let cells: Vec<RealCell> = cells()
-        .into_iter()
-        .filter(|cell| {
-            args.backends.is_empty() || args.backends.iter().any(|name| cell.backend.name() == name)
-        })
-        .collect();
-    if cells.is_empty() {
-        eprintln!("lockcheck: no real cell has the backends {:?}", args.backends);
-        return Ok(exit::USAGE.into());
+    fn backend_name(backend: &RealBackend) -> &'static str {
+        backend.name()
     }
-    println!(
-        "the real-server truth table (docs/truth-table.md), on servers lockcheck starts itself: violated cells must show within {} runs, safe ones stay clean over {}",
-        args.violated_within.unwrap_or(3),
-        args.safe_seeds.unwrap_or(1),
-    );
-    println!("{:<64} {:<44} {:<44} result", "check", "expected", "found");
-    let started = Instant::now();
-    let mut mismatches = Vec::new();
-    let mut errors = 0;
-    let progress = Progress::count(cells.len() as u64, "cells");
-    for cell in &cells {
-        let cell_started = Instant::now();
-        let (found, result) = match run_cell(cell, args, &progress) {
-            Ok(outcome) => {
-                if !outcome.matches {
-                    mismatches.push(format!(
-                        "  {} ({}): replay: {}",
-                        check_args(cell),
-                        cell.note,
-                        outcome.replay
-                    ));
-                }
-                (outcome.found, if outcome.matches { "ok" } else { "MISMATCH" })
-            }
-            Err(error) => {
-                errors += 1;
-                mismatches.push(format!("  {}: {error}", check_args(cell)));
-                ("could not run".to_string(), "ERROR")
-            }
+
+    fn labels(cell: &RealCell) -> Vec<String> {
+        vec![check_args(cell)]
+    }
+
+    fn name(cell: &RealCell) -> String {
+        check_args(cell)
+    }
+
+    /// A cell that cannot run is a row of its own, not the matrix's end:
+    /// the other cells may still run. A mismatch keeps its evidence.
+    fn run(&self, cell: &RealCell, progress: &Progress) -> anyhow::Result<Ran> {
+        let shown = |label: &str, time_limit, run: lockcheck_real::matrix::Run<'_>| {
+            progress.watch(label, time_limit, || run(&crate::progress::recording))
         };
-        progress.suspend(|| {
-            println!(
-                "{:<64} {:<44} {:<44} {result} ({:.0} s)",
-                check_args(cell),
-                cell.expect.describe(),
-                found,
-                cell_started.elapsed().as_secs_f64()
-            )
-        });
-        progress.inc();
+        Ok(match run_cell(cell, &self.effort, &shown) {
+            Ok(result) => {
+                if let (false, Some(run)) = (result.matches, &result.decided) {
+                    progress.suspend(|| keep_evidence(&result.replay, run));
+                }
+                Ran::Judged { matches: result.matches, found: result.found, replay: result.replay }
+            }
+            Err(failure) => Ran::Failed(failure.to_string()),
+        })
     }
-    drop(progress);
-    crate::matrix::summary(cells.len(), started, &mismatches);
-    Ok(if errors > 0 {
-        exit::UNAVAILABLE
-    } else if mismatches.is_empty() {
-        exit::VALID
-    } else {
-        exit::INVALID
-    }
-    .into())
+}
+
+/// `lockcheck matrix`.
+pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
+    let effort = Effort {
+        violated_within: args.violated_within,
+        safe_runs: args.safe_seeds,
+        time_limit: args.time_limit,
+        checks: check_options(
+            args.linearizability_timeout
+                .unwrap_or(lockcheck_sim::Effort::default().linearizability_timeout),
+        ),
+    };
+    crate::matrix::run(&Real { effort }, cells(), &args.backends)
 }
 
 /// A cell that did not come out as expected keeps what shows why: its
@@ -184,7 +134,7 @@ mod tests {
     #[test]
     fn each_cell_replays_as_the_check_line_the_matrix_prints() {
         for cell in cells() {
-            let line = super::check_line(&cell, 3, Duration::from_millis(2500));
+            let line = lockcheck_real::matrix::check_line(&cell, 3, Duration::from_millis(2500));
             let options = lockcheck_real::matrix::cell_options(
                 &cell,
                 Duration::from_millis(2500),

@@ -1,5 +1,6 @@
 //! The real-server truth table (docs/truth-table.md): each cell a backend
-//! under faults, as data, with the verdict it must get.
+//! under faults, as data, with the verdict it must get, and how a cell is
+//! run and judged ([`run_cell`]).
 
 use std::time::Duration;
 
@@ -8,11 +9,13 @@ use lockcheck_checker::names::LINEARIZABILITY as LINEAR;
 use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
 use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
 use lockcheck_checker::{CheckOptions, Expect};
+use lockcheck_workloads::SharedRecorder;
 
 use crate::catalogue::RealBackend;
 use crate::netfault::Shape;
 use crate::plan::RealOptions;
 use crate::redis::RedisRecipe;
+use crate::run::{execute_recorded, RealFailure, RealRun};
 use crate::sql::SqlRecipe;
 use lockcheck_workloads::{Cell, FaultKind};
 
@@ -93,6 +96,107 @@ pub fn cell_options(cell: &RealCell, time_limit: Duration, checks: CheckOptions)
         checks,
         ..defaults
     }
+}
+
+/// The cell's arguments as `check` takes them, for one run: what a
+/// mismatch prints to replay it.
+pub fn check_line(cell: &RealCell, seed: u64, time_limit: Duration) -> String {
+    format!("{} --time-limit {}ms --seed {seed}", check_args(cell), time_limit.as_millis())
+}
+
+/// Runs a violated cell may take when neither the matrix nor the cell
+/// names a number.
+pub const DEFAULT_VIOLATED_WITHIN: u64 = 3;
+
+/// Runs a safe cell must stay clean over when the matrix names no number:
+/// a real run takes seconds of wall time, a safe cell takes all its runs.
+pub const DEFAULT_SAFE_RUNS: u64 = 1;
+
+/// Wall time per run of a cell that names none.
+pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(8);
+
+/// How hard the real matrix looks: what `lockcheck matrix` was asked. What
+/// it leaves out is the cell's own number, else the default.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Effort {
+    /// A violated cell must show within this many runs.
+    pub violated_within: Option<u64>,
+    /// A safe cell must stay clean over this many.
+    pub safe_runs: Option<u64>,
+    /// Wall time per run.
+    pub time_limit: Option<Duration>,
+    pub checks: CheckOptions,
+}
+
+impl Effort {
+    /// The runs `cell` may take: a violated cell's own number yields to the
+    /// matrix's, a safe cell has none.
+    pub fn runs(&self, cell: &RealCell) -> u64 {
+        match cell.expect.seeks_violation() {
+            true => self.violated_within.or(cell.runs).unwrap_or(DEFAULT_VIOLATED_WITHIN),
+            false => self.safe_runs.unwrap_or(DEFAULT_SAFE_RUNS),
+        }
+        .max(1)
+    }
+
+    /// The wall time of each of `cell`'s runs.
+    pub fn time_limit(&self, cell: &RealCell) -> Duration {
+        self.time_limit.or(cell.time_limit).unwrap_or(DEFAULT_TIME_LIMIT)
+    }
+}
+
+/// One run of a cell, to be started by a [`run_cell`] caller's progress
+/// callback; it hands the run's recorder to the function it is given once
+/// the clients start.
+pub type Run<'a> = &'a mut dyn FnMut(&dyn Fn(&SharedRecorder)) -> Result<RealRun, RealFailure>;
+
+/// How a real cell came out.
+#[derive(Debug)]
+pub struct CellResult {
+    pub matches: bool,
+    /// One line for the table.
+    pub found: String,
+    /// The run that decided the cell (or the first), as a `lockcheck check`
+    /// command line.
+    pub replay: String,
+    /// The run that decided the cell, when one did: what shows why, since
+    /// a real run on a loaded machine may not come out the same way twice.
+    pub decided: Option<RealRun>,
+}
+
+/// Runs `cell` as `effort` asks until a run decides it. Each run goes
+/// through `progress`, with what it is called and its time limit, which
+/// starts it and returns what it returned (a progress display shows it
+/// meanwhile; without one, `&|_, _, run| run(&|_| {})`).
+pub fn run_cell(
+    cell: &RealCell,
+    effort: &Effort,
+    progress: &dyn Fn(&str, Duration, Run<'_>) -> Result<RealRun, RealFailure>,
+) -> Result<CellResult, RealFailure> {
+    let runs = effort.runs(cell);
+    let time_limit = effort.time_limit(cell);
+    let test = cell_options(cell, time_limit, effort.checks.clone());
+    let args = check_args(cell);
+    let what = args.strip_prefix("--backend ").unwrap_or(&args);
+    let outcome = cell.expect.judge_runs(
+        runs,
+        // A run is named by its seed; what a cell took is counted in runs.
+        ("seed", "run"),
+        |seed| {
+            let label = format!("{what}, run {}/{runs}", seed + 1);
+            progress(&label, time_limit, &mut |recording| {
+                execute_recorded(&test, cell.backend, seed, false, None, recording)
+            })
+        },
+        |run| &run.analysis,
+    )?;
+    let seed = outcome.decided.as_ref().map_or(0, |(seed, _)| *seed);
+    Ok(CellResult {
+        matches: outcome.matches,
+        found: outcome.found,
+        replay: format!("lockcheck check {}", check_line(cell, seed, time_limit)),
+        decided: outcome.decided.map(|(_, run)| run),
+    })
 }
 
 /// The real cells, in docs/truth-table.md's order.
@@ -291,5 +395,22 @@ mod tests {
         let unique: std::collections::BTreeSet<&String> = args.iter().collect();
         assert_eq!(unique.len(), args.len(), "two cells run the same test");
         assert_eq!(super::duration(Duration::from_millis(1500)), "1500ms");
+    }
+
+    #[test]
+    fn the_runs_the_matrix_asks_come_before_the_cells_and_the_cells_before_the_default() {
+        use super::Effort;
+        let cells = cells();
+        let find = |keep: &dyn Fn(&super::RealCell) -> bool| cells.iter().find(|cell| keep(cell));
+        let safe = find(&|cell| !cell.expect.seeks_violation()).unwrap();
+        let violated = find(&|cell| cell.expect.seeks_violation() && cell.runs.is_none()).unwrap();
+        let own_runs = find(&|cell| cell.expect.seeks_violation() && cell.runs.is_some()).unwrap();
+        let asked = Effort { violated_within: Some(2), safe_runs: Some(4), ..Effort::default() };
+        assert_eq!(Effort::default().runs(safe), super::DEFAULT_SAFE_RUNS);
+        assert_eq!(Effort::default().runs(violated), super::DEFAULT_VIOLATED_WITHIN);
+        assert_eq!(Effort::default().runs(own_runs), own_runs.runs.unwrap());
+        assert_eq!([asked.runs(safe), asked.runs(violated), asked.runs(own_runs)], [4, 2, 2]);
+        let none = Effort { violated_within: Some(0), safe_runs: Some(0), ..Effort::default() };
+        assert_eq!([none.runs(safe), none.runs(violated)], [1, 1], "a cell runs at least once");
     }
 }
