@@ -61,7 +61,7 @@ pub use redis::{RedisClient, RedisRecipe};
 pub use redlock::RedlockClient;
 pub use run::{execute, execute_recorded, RealFailure, RealRun};
 pub use semaphore::RedisSemaphoreClient;
-pub use servers::{route_clients, stop_all, ManagedServer, ServerKind, ServerOptions};
+pub use servers::{stop_all, ManagedServer, ServerKind, ServerOptions};
 pub use sql::{advisory_key, mysql_lock_name, SqlClient, SqlRecipe};
 pub use storage::Storage;
 pub use user::RealRedis;

@@ -251,7 +251,7 @@ impl ManagedServer {
     /// and listens on its real port; once the cluster runs, each member's id
     /// is aliased to its node name, so the peer connections are attributed
     /// to their links. Clients reach the members through the proxy by the
-    /// URLs [`route_clients`] gives (a listener per client and
+    /// URLs a route per client gives (a listener per client and
     /// member), or directly at [`ManagedServer::url`].
     pub fn start_etcd_cluster_behind(
         members: usize,
@@ -1329,31 +1329,4 @@ fn probe_etcd(stream: &mut TcpStream, port: u16) -> Result<(), String> {
         true => Ok(()),
         false => Err(format!("/health answered {:?}", reply.lines().last().unwrap_or_default())),
     }
-}
-
-/// For each client `client-c` (`c` in `0..clients`), its own listener to
-/// each of `members`, as `http://127.0.0.1:<port>` URLs (etcd's client URLs;
-/// the host and port are what a Redis URL needs too): `urls[c][i]` is the
-/// link `client-c -> <kind>-i`, `etcd-1` for the second etcd member. One
-/// listener per client and member, so a partition can cut one client off
-/// from one member while the others still reach it.
-pub fn route_clients(
-    proxy: &Proxy,
-    clients: u32,
-    members: &[ManagedServer],
-) -> Result<Vec<Vec<String>>, RealError> {
-    (0..clients)
-        .map(|client| {
-            let from = format!("client-{client}");
-            members
-                .iter()
-                .enumerate()
-                .map(|(at, member)| {
-                    let to = format!("{}-{at}", member.kind().name());
-                    let target = SocketAddr::from((Ipv4Addr::LOCALHOST, member.port()));
-                    proxy.route(&from, &to, target).map(|address| format!("http://{address}"))
-                })
-                .collect()
-        })
-        .collect()
 }

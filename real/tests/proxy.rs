@@ -11,13 +11,13 @@
 //! bound on a duration.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream as StdTcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream as StdTcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lockcheck_real::{route_clients, ManagedServer, ServerOptions};
-use lockcheck_real::{LinkState, LinkStats, Proxy};
+use lockcheck_real::{LinkState, LinkStats, Proxy, RealError};
+use lockcheck_real::{ManagedServer, ServerOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{sleep, timeout};
@@ -499,4 +499,31 @@ fn an_isolated_etcd_member_cannot_commit_and_catches_up_on_heal() {
     }
     let client = link(&stats, "client-0", "etcd-0").expect("the client's route is counted");
     assert!(client.connections > 0 && client.bytes_received > 0, "{client:?}");
+}
+
+/// For each client `client-c` (`c` in `0..clients`), its own listener to
+/// each of `members`, as `http://127.0.0.1:<port>` URLs (etcd's client URLs;
+/// the host and port are what a Redis URL needs too): `urls[c][i]` is the
+/// link `client-c -> <kind>-i`, `etcd-1` for the second etcd member. One
+/// listener per client and member, so a partition can cut one client off
+/// from one member while the others still reach it.
+pub fn route_clients(
+    proxy: &Proxy,
+    clients: u32,
+    members: &[ManagedServer],
+) -> Result<Vec<Vec<String>>, RealError> {
+    (0..clients)
+        .map(|client| {
+            let from = format!("client-{client}");
+            members
+                .iter()
+                .enumerate()
+                .map(|(at, member)| {
+                    let to = format!("{}-{at}", member.kind().name());
+                    let target = SocketAddr::from((Ipv4Addr::LOCALHOST, member.port()));
+                    proxy.route(&from, &to, target).map(|address| format!("http://{address}"))
+                })
+                .collect()
+        })
+        .collect()
 }
