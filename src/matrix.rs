@@ -9,7 +9,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use lockcheck_workloads::Cell;
+use lockcheck_workloads::{Catalogue, Cell};
 
 use crate::exit;
 use crate::progress::Progress;
@@ -39,14 +39,13 @@ pub enum Ran {
 
 /// What one world's matrix prints and how it runs a cell.
 pub trait World {
-    type Backend;
+    /// The world's catalogue: `--backends` selects cells by its names.
+    type Backend: Catalogue;
     const LAYOUT: Layout;
     /// How the usage error calls the cells (`cell`, `real cell`).
     const CELLS: &'static str;
     /// The sentence above the table: what it is and how hard it looks.
     fn header(&self) -> String;
-    /// The name `--backends` selects by.
-    fn backend_name(backend: &Self::Backend) -> &'static str;
     /// The cell's columns before expected and found, one per
     /// [`Layout::labels`].
     fn labels(cell: &Cell<Self::Backend>) -> Vec<String>;
@@ -68,8 +67,7 @@ pub fn run<W: World>(
     let cells: Vec<Cell<W::Backend>> = cells
         .into_iter()
         .filter(|cell| {
-            backends.is_empty()
-                || backends.iter().any(|name| name == W::backend_name(&cell.backend))
+            backends.is_empty() || backends.iter().any(|name| name == cell.backend.name())
         })
         .collect();
     if cells.is_empty() {

@@ -33,10 +33,6 @@ impl World for Real {
         )
     }
 
-    fn backend_name(backend: &RealBackend) -> &'static str {
-        backend.name()
-    }
-
     fn labels(cell: &RealCell) -> Vec<String> {
         vec![check_args(cell)]
     }

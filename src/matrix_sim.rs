@@ -56,10 +56,6 @@ impl World for Simulated {
         )
     }
 
-    fn backend_name(backend: &Self::Backend) -> &'static str {
-        backend.name()
-    }
-
     fn labels(cell: &Cell) -> Vec<String> {
         vec![cell.backend.name().to_string(), setup(cell)]
     }
