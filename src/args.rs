@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lockcheck_checker::import::{InputFormat, ModelChoice};
 use lockcheck_sim::{Backend, FaultKind, Shape, SimOptions};
-use lockcheck_workloads::Workload;
+use lockcheck_workloads::{StallPoint, Workload};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -257,6 +257,16 @@ pub struct CheckArgs {
     /// when ring is among the shapes, else three).
     #[arg(long, default_value = DEFAULT_PARTITION_SHAPES)]
     pub partition_shapes: String,
+    /// Where the pause fault may strike a client, a comma list of
+    /// after-grant (before the holder's work and write), in-flight (a
+    /// request sent, its reply not yet read; the stall is the client's, so
+    /// the reply's deadline waits it out), between-commands (of a recipe of
+    /// several: SET and the fence's INCR, GET and DEL, a lease's grant and
+    /// its lock), after-write, before-renew (the watchdog renews when the
+    /// stall is over), before-release; or all. Each stall is drawn at one
+    /// of them, and recorded with where it struck.
+    #[arg(long, value_name = "POINTS", default_value = DEFAULT_PAUSE_AT)]
+    pub pause_at: String,
     /// How long the clients run (e.g. 60s, 5m): simulated time, or wall
     /// time against real servers.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s")]
@@ -333,6 +343,9 @@ pub struct CheckArgs {
 /// kept off the command line: `(flag, variable)`.
 /// `check`'s partition shapes when none are given: every one.
 pub const DEFAULT_PARTITION_SHAPES: &str = "client,isolate-one,halves,ring";
+
+/// `--pause-at`'s default: a pause may strike anywhere.
+pub const DEFAULT_PAUSE_AT: &str = "all";
 
 /// `check`'s search time when none is given, as its `--linearizability-timeout`
 /// default says.
@@ -457,6 +470,7 @@ impl CheckArgs {
             seed: self.seed.unwrap_or_default(),
             fencing: !self.no_fencing,
             persistent: self.persistent,
+            pause_at: StallPoint::parse_list(&self.pause_at)?,
         };
         options.check()?;
         Ok(options)

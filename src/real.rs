@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use lockcheck_checker::{Analysis, Event, Verdict};
 use lockcheck_real::{execute_recorded, RealBackend, RealError, RealFailure, RealOptions, RealRun};
 use lockcheck_reports::Analyzed;
-use lockcheck_workloads::{interrupt, FaultKind};
+use lockcheck_workloads::{interrupt, FaultKind, StallPoint};
 
 use crate::args::{CheckArgs, Format};
 use crate::exit;
@@ -41,6 +41,7 @@ pub fn real_options(args: &CheckArgs) -> Result<RealOptions, String> {
         mysql_url: args.mysql_url.clone(),
         etcd_url: args.etcd_url.clone(),
         checks: check_options(args.linearizability_timeout),
+        pause_at: StallPoint::parse_list(&args.pause_at)?,
     })
 }
 
@@ -202,6 +203,9 @@ fn rerun_command(args: &CheckArgs, backend: RealBackend, seed: u64) -> String {
     }
     if args.partition_shapes != crate::args::DEFAULT_PARTITION_SHAPES {
         command.push_str(&format!(" --partition-shapes {}", args.partition_shapes));
+    }
+    if args.pause_at != crate::args::DEFAULT_PAUSE_AT {
+        command.push_str(&format!(" --pause-at {}", args.pause_at));
     }
     if args.linearizability_timeout != crate::args::DEFAULT_LINEARIZABILITY_TIMEOUT {
         command.push_str(&format!(

@@ -67,6 +67,12 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 /// One run's line in the data file.
 fn record(index: usize, args: &str) -> String {
+    record_history(index, args, |history| history)
+}
+
+/// As [`record`], with the history made over by `edit` before it is counted
+/// and hashed.
+fn record_history(index: usize, args: &str, edit: impl Fn(Vec<u8>) -> Vec<u8>) -> String {
     let store = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("cli_golden-{}-{index}", std::process::id()));
     let _ = std::fs::remove_dir_all(&store);
@@ -86,7 +92,7 @@ fn record(index: usize, args: &str) -> String {
         .filter(|path| path.file_name().is_some_and(|name| name == "history.jsonl"))
         .collect();
     assert_eq!(histories.len(), 1, "{args}: histories stored: {histories:?}\n{}", both(&output));
-    let history = std::fs::read(&histories[0]).unwrap();
+    let history = edit(std::fs::read(&histories[0]).unwrap());
     let lines = history.iter().filter(|&&byte| byte == b'\n').count();
     let document: serde_json::Value = serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|error| panic!("{args}: stdout is not JSON ({error})\n{}", both(&output)));
@@ -138,4 +144,51 @@ fn pinned_simulated_runs_record_the_same_histories_and_verdicts() {
 #[test]
 fn a_pinned_run_repeats_itself() {
     assert_eq!(record(1000, RUNS[0]), record(1001, RUNS[0]));
+}
+
+/// The runs of [`RUNS`] with a pause, as they were before a pause could
+/// strike anywhere but after a grant (`tests/data/golden-pause-after-grant.txt`,
+/// their lines from before): pinned to `--pause-at after-grant`, each
+/// records the same history but for where its stalls were aimed and struck,
+/// and the same verdicts. Not `sim-redis-setnx-expire`: its crash point
+/// between SETNX and PEXPIRE took any stall before, and takes only one aimed
+/// there now.
+#[test]
+fn a_pause_aimed_after_the_grant_is_the_pause_from_before() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden-pause-after-grant.txt");
+    let expected = std::fs::read_to_string(data).expect("tests/data/golden-pause-after-grant.txt");
+    let expected: Vec<&str> = expected.lines().filter(|line| !line.starts_with('#')).collect();
+    assert!(expected.len() >= 8, "{expected:?}");
+    let mut changed = Vec::new();
+    for (index, want) in expected.iter().enumerate() {
+        let args = want.split(" | ").next().expect("arguments");
+        let found = record_history(100 + index, &format!("{args} --pause-at after-grant"), |history| {
+            strip_pause_points(&history)
+        });
+        let found = found.replacen(" --pause-at after-grant", "", 1);
+        if &found != want {
+            changed.push(format!("  was: {want}\n  now: {found}"));
+        }
+    }
+    assert!(changed.is_empty(), "{} runs changed:\n{}", changed.len(), changed.join("\n"));
+}
+
+/// A history without the pause's `"at"` and `"struck"` fields.
+fn strip_pause_points(history: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8(history.to_vec()).expect("a history is UTF-8");
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let mut line = line.replace(",\"at\":\"after-grant\"", "");
+        if let Some(at) = line.find(",\"struck\":") {
+            let rest = &line[at + ",\"struck\":".len()..];
+            let end = if rest.starts_with("null") {
+                "null".len()
+            } else {
+                rest[1..].find('"').map_or(0, |quote| quote + 2)
+            };
+            line.replace_range(at..at + ",\"struck\":".len() + end, "");
+        }
+        out.push_str(&line);
+    }
+    out.into_bytes()
 }

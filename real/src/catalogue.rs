@@ -144,12 +144,14 @@ pub(crate) type Nemesis<'a> = Box<
 
 impl RealBackend {
     /// Every real backend, in the order `lockcheck backends` lists them.
-    pub const ALL: [RealBackend; 15] = [
+    pub const ALL: [RealBackend; 17] = [
         RealBackend::Redis(RedisRecipe::Plain),
         RealBackend::Redis(RedisRecipe::Fenced),
         RealBackend::Redis(RedisRecipe::DelRelease),
         RealBackend::Redis(RedisRecipe::SetnxExpire),
         RealBackend::Redis(RedisRecipe::LostReply),
+        RealBackend::Redis(RedisRecipe::GetDelRelease),
+        RealBackend::Redis(RedisRecipe::BlindRenew),
         RealBackend::Redlock,
         RealBackend::Semaphore { client_clock: false },
         RealBackend::Semaphore { client_clock: true },
@@ -203,6 +205,14 @@ impl RealBackend {
             },
             RealBackend::Redis(RedisRecipe::LostReply) => RealEntry {
                 help: "broken: a lost SET reply is taken for busy (an orphan lock until its TTL)",
+                ..REDIS
+            },
+            RealBackend::Redis(RedisRecipe::GetDelRelease) => RealEntry {
+                help: "broken: release by GET, compare, then DEL: a pause between deletes the next holder's lock",
+                ..REDIS
+            },
+            RealBackend::Redis(RedisRecipe::BlindRenew) => RealEntry {
+                help: "broken: renew by plain PEXPIRE: a late watchdog extends the next holder's lock",
                 ..REDIS
             },
             RealBackend::Redlock => RealEntry {
@@ -459,7 +469,7 @@ impl RealBackend {
                                 ExecClient::connect(program, logical, clients, &env, &config)
                                     .await?;
                             let slot = run.slots[logical as usize].clone();
-                            Ok(client.freeze_on_stall(stall).share_pid(slot))
+                            Ok(client.share_pid(slot).freeze_on_stall(stall))
                         }
                     },
                     nemesis,

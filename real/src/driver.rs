@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use super::RealError;
 use lockcheck_workloads::{
-    run_client, ClientPlan, HistoryFile, LockClient, Recorder, SharedRecorder, Stall,
+    run_client, ClientPlan, HistoryFile, LockClient, Recorder, SharedRecorder, Stall, StallPoint,
     WorkloadOptions,
 };
 
@@ -38,9 +38,9 @@ pub struct DriveOptions {
     pub stalls: Vec<StallFault>,
 }
 
-/// One stall: from `start` on, client `client` stalls for `stall_ms` at its
-/// next grant (a GC pause longer than the TTL, so that another client takes
-/// the lock while it still believes it holds it,
+/// One stall: from `start` on, client `client` stalls for `stall_ms` when
+/// it next passes point `at` (a GC pause longer than the TTL, so that
+/// another client takes the lock while it still believes it holds it,
 /// docs/guide.md#leases-and-fencing); at `end` a stall not yet taken is
 /// dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +49,7 @@ pub struct StallFault {
     pub end: Duration,
     pub client: u32,
     pub stall_ms: u64,
+    pub at: StallPoint,
 }
 
 /// Runs a test: connects client 0, 1, … with `connect`, given the client's
@@ -177,20 +178,31 @@ async fn stall_clients(
     for fault in faults {
         let stall = &stalls[fault.client as usize];
         tokio::time::sleep_until(start + fault.start).await;
-        stall.request(fault.stall_ms);
-        record_fault(recorder, fault, Function::Start);
+        stall.request_at(fault.stall_ms, fault.at);
+        record_fault(recorder, fault, Function::Start, None);
         tokio::time::sleep_until(start + fault.end).await;
-        stall.take();
-        record_fault(recorder, fault, Function::Stop);
+        let struck = stall.clear();
+        record_fault(recorder, fault, Function::Stop, Some(struck));
     }
 }
 
-fn record_fault(recorder: &SharedRecorder, fault: &StallFault, f: Function) {
-    let value = json!({
+/// A stall's record; its stop says where it struck (`null`: the client
+/// never passed its point while it was on).
+fn record_fault(
+    recorder: &SharedRecorder,
+    fault: &StallFault,
+    f: Function,
+    struck: Option<Option<StallPoint>>,
+) {
+    let mut value = json!({
         "fault": "pause",
         "targets": [format!("client-{}", fault.client)],
         "stall_ms": fault.stall_ms,
+        "at": fault.at.name(),
     });
+    if let Some(struck) = struck {
+        value["struck"] = json!(struck.map(StallPoint::name));
+    }
     recorder.lock().expect("the recorder is never poisoned").record_nemesis(f, value);
 }
 

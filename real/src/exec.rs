@@ -35,7 +35,7 @@ use tokio::time::{timeout, timeout_at, Instant};
 use super::servers::signal_group;
 use super::storage::Storage;
 use super::{ClientConfig, RealError};
-use lockcheck_workloads::Stall;
+use lockcheck_workloads::{Stall, StallPoint};
 use lockcheck_workloads::{Grant, LockClient, Outcome};
 
 /// The protocol version this driver speaks.
@@ -423,8 +423,6 @@ pub struct ExecClient {
     /// The pause nemesis' stall point, when the program is to be frozen
     /// with its holder ([`ExecClient::freeze_on_stall`]).
     stall: Option<Stall>,
-    /// A frozen program's thaw time: SIGCONT before the next operation.
-    frozen_until: Option<Instant>,
     /// Where the client-kill fault finds the running program.
     pid_slot: Option<PidSlot>,
 }
@@ -510,42 +508,22 @@ impl ExecClient {
             restart_reported: false,
             storage,
             stall: None,
-            frozen_until: None,
             pid_slot: None,
         })
     }
 
-    /// The pause nemesis freezes the program too: a stall asked for on
-    /// `stall` is taken right after a grant, and the program is stopped
-    /// (SIGSTOP of its process group) until the stall is over, so that its
-    /// own threads (a lease watchdog, a heartbeat) stop as a whole
-    /// application's do in a GC pause. The holder's next operation waits
-    /// out the stall, then the program continues (SIGCONT).
+    /// The pause nemesis freezes the program too, wherever it strikes:
+    /// the program is stopped (SIGSTOP of its process group) for as long as
+    /// the stall lasts, so that its own threads (a lease watchdog, a
+    /// heartbeat) stop as a whole application's do in a GC pause, then
+    /// continues (SIGCONT). A stall in flight stops it while a request is
+    /// outstanding ([`ExecClient::request`]).
     pub fn freeze_on_stall(mut self, stall: Stall) -> ExecClient {
+        let slot = self.pid_slot.get_or_insert_with(PidSlot::default).clone();
+        self.publish_pid();
+        stall.freezing(Arc::new(GroupFreezer(slot)));
         self.stall = Some(stall);
         self
-    }
-
-    /// After a grant: freezes the program if a stall is pending.
-    fn freeze_if_asked(&mut self) {
-        let stall_ms = self.stall.as_ref().map_or(0, Stall::take);
-        if stall_ms == 0 {
-            return;
-        }
-        if let Some(pid) = self.pid() {
-            let _ = signal_group(pid, "STOP");
-        }
-        self.frozen_until = Some(Instant::now() + Duration::from_millis(stall_ms));
-    }
-
-    /// Before any operation: waits out a freeze, then lets the program go on.
-    async fn thaw(&mut self) {
-        if let Some(until) = self.frozen_until.take() {
-            tokio::time::sleep_until(until).await;
-            if let Some(pid) = self.pid() {
-                let _ = signal_group(pid, "CONT");
-            }
-        }
     }
 
     /// The process id of the running program (also its process group's),
@@ -575,8 +553,28 @@ impl ExecClient {
         let Some(process) = self.process.as_mut() else {
             return Outcome::Fail("unavailable".to_string());
         };
-        let until = Instant::now() + self.launch.deadline;
-        let (outcome, trouble) = match process.request(op, fields, until).await {
+        // A pause in flight: the program is stopped a moment after the
+        // request leaves (in the middle of its commands, when it has
+        // several), for the stall's length. The stall is the program's own,
+        // so the reply's deadline moves on by as much: the call just takes
+        // longer, as a paused application's call does.
+        let stall_ms =
+            self.stall.as_ref().map_or(0, |stall| stall.take_at(StallPoint::InFlight));
+        let until = Instant::now() + self.launch.deadline + Duration::from_millis(stall_ms);
+        let pid = process.child.id();
+        let freeze = async {
+            if stall_ms == 0 {
+                return;
+            }
+            let Some(pid) = pid else { return };
+            tokio::time::sleep(Duration::from_micros(IN_FLIGHT_AFTER_US[stall_ms as usize % 3]))
+                .await;
+            let _ = signal_group(pid, "STOP");
+            tokio::time::sleep(Duration::from_millis(stall_ms)).await;
+            let _ = signal_group(pid, "CONT");
+        };
+        let (answer, ()) = tokio::join!(process.request(op, fields, until), freeze);
+        let (outcome, trouble) = match answer {
             Answer::Reply(Reply::Ok(grant)) => return Outcome::Ok(grant),
             Answer::Reply(Reply::Fail(error)) => return Outcome::Fail(error),
             Answer::Reply(Reply::Info(error)) => {
@@ -691,18 +689,38 @@ impl ExecClient {
     }
 }
 
+/// How long after a request leaves a pause in flight stops the program, in
+/// microseconds: at once, or a moment into its work (its first command sent,
+/// say), picked by the stall's length.
+const IN_FLIGHT_AFTER_US: [u64; 3] = [0, 500, 2_000];
+
+/// Stops and continues the process group of whichever program a client
+/// runs now.
+#[derive(Debug)]
+struct GroupFreezer(PidSlot);
+
+impl lockcheck_workloads::Freezer for GroupFreezer {
+    fn freeze(&self) {
+        let pid = self.0.load(std::sync::atomic::Ordering::Relaxed);
+        if pid != 0 {
+            let _ = signal_group(pid, "STOP");
+        }
+    }
+
+    fn thaw(&self) {
+        let pid = self.0.load(std::sync::atomic::Ordering::Relaxed);
+        if pid != 0 {
+            let _ = signal_group(pid, "CONT");
+        }
+    }
+}
+
 impl LockClient for ExecClient {
     async fn acquire(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
-        self.thaw().await;
-        let outcome = self.request("acquire", json!({ "key": key, "ttl_ms": ttl_ms })).await;
-        if matches!(outcome, Outcome::Ok(_)) {
-            self.freeze_if_asked();
-        }
-        outcome
+        self.request("acquire", json!({ "key": key, "ttl_ms": ttl_ms })).await
     }
 
     async fn release(&mut self, key: &str, grant: &Grant) -> Outcome<()> {
-        self.thaw().await;
         let mut fields = Map::new();
         fields.insert("key".to_string(), key.into());
         ExecClient::grant_fields(&mut fields, grant);
@@ -710,7 +728,6 @@ impl LockClient for ExecClient {
     }
 
     async fn renew(&mut self, key: &str, grant: &Grant, ttl_ms: u64) -> Outcome<()> {
-        self.thaw().await;
         let mut fields = Map::new();
         fields.insert("key".to_string(), key.into());
         fields.insert("ttl_ms".to_string(), ttl_ms.into());
@@ -719,12 +736,10 @@ impl LockClient for ExecClient {
     }
 
     async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {
-        self.thaw().await;
         self.storage.write(resource, fence, data).await
     }
 
     async fn read(&mut self, resource: &str) -> Outcome<(Option<u64>, Option<String>)> {
-        self.thaw().await;
         self.storage.read(resource).await
     }
 
@@ -732,7 +747,6 @@ impl LockClient for ExecClient {
     /// starts a fresh one; if that fails, operations fail `unavailable`
     /// and each tries again (at most every `RESPAWN_INTERVAL`).
     async fn reset(&mut self) {
-        self.thaw().await;
         self.storage.reset().await;
         self.report().await;
         // After the program's own `info` it is still running: a new one.

@@ -17,7 +17,7 @@ use crate::plan::RealOptions;
 use crate::redis::RedisRecipe;
 use crate::run::{execute_recorded, RealFailure, RealRun};
 use crate::sql::SqlRecipe;
-use lockcheck_workloads::{Cell, FaultKind};
+use lockcheck_workloads::{Cell, FaultKind, StallPoint};
 
 /// `backend` under `faults` with a lease of `ttl_ms`: a cell still to be
 /// given its time, expectation and note by [`cell`].
@@ -63,6 +63,9 @@ pub fn check_args(cell: &RealCell) -> String {
         let shapes: Vec<&str> = cell.shapes.iter().map(|shape| shape.name()).collect();
         args.push_str(&format!(" --partition-shapes {}", shapes.join(",")));
     }
+    if cell.faults.contains(&FaultKind::Pause) && cell.pause_at != StallPoint::ALL {
+        args.push_str(&format!(" --pause-at {}", StallPoint::list(cell.pause_at)));
+    }
     args.push_str(&format!(" --ttl {}", duration(cell.ttl.unwrap_or(RealOptions::default().ttl))));
     if let Some(delay) = cell.restart_delay {
         args.push_str(&format!(" --restart-delay {}", duration(delay)));
@@ -94,6 +97,7 @@ pub fn cell_options(cell: &RealCell, time_limit: Duration, checks: CheckOptions)
         no_fencing: !cell.fencing,
         persistent: cell.persistent,
         checks,
+        pause_at: cell.pause_at.to_vec(),
         ..defaults
     }
 }

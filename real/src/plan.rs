@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use lockcheck_checker::CheckOptions;
-use lockcheck_workloads::{check_sizes, FaultKind, Workload};
+use lockcheck_workloads::{check_sizes, FaultKind, StallPoint, Workload};
 
 use crate::catalogue::{LockService, RealBackend};
 use crate::netfault::Shape;
@@ -40,6 +40,8 @@ pub struct RealOptions {
     pub etcd_url: Vec<String>,
     /// The checkers' options.
     pub checks: CheckOptions,
+    /// Where the pause fault may strike a client.
+    pub pause_at: Vec<StallPoint>,
 }
 
 impl Default for RealOptions {
@@ -66,6 +68,7 @@ impl Default for RealOptions {
                 linearizability_time_limit: Some(Duration::from_secs(10)),
                 ..CheckOptions::default()
             },
+            pause_at: StallPoint::ALL.to_vec(),
         }
     }
 }
@@ -360,6 +363,8 @@ mod tests {
             "redis-del-release",
             "redis-setnx-expire",
             "redis-lost-reply",
+            "redis-get-del-release",
+            "redis-blind-renew",
             "redlock",
             "redis-semaphore",
             "redis-semaphore-client-clock",

@@ -36,7 +36,7 @@ use tokio::time::{timeout_at, Instant};
 use super::storage::Storage;
 use super::{ClientConfig, RealError};
 use lockcheck_workloads::redis_lock::{self, CallError, RedisLock, Variant};
-use lockcheck_workloads::Stall;
+use lockcheck_workloads::{Stall, StallPoint};
 use lockcheck_workloads::{Grant, LockClient, Outcome};
 
 /// How long opening a connection may take while setting up a test, before
@@ -83,6 +83,8 @@ pub(crate) enum Command<'a> {
     SetNx { key: &'a str, value: &'a str },
     /// `PEXPIRE key ttl`
     PExpire { key: &'a str, ttl_ms: u64 },
+    /// `GET key` (the broken two-step release)
+    Get { key: &'a str },
     /// `DEL key` (the broken release)
     Del { key: &'a str },
     /// The Lua compare-and-delete release.
@@ -118,6 +120,7 @@ impl Command<'_> {
             Command::PExpire { key, ttl_ms } => {
                 redis::cmd("PEXPIRE").arg(key).arg(ttl_ms).query_async(connection).await
             }
+            Command::Get { key } => redis::cmd("GET").arg(key).query_async(connection).await,
             Command::Del { key } => redis::cmd("DEL").arg(key).query_async(connection).await,
             Command::DelIfEq { key, value } => {
                 RELEASE.key(key).arg(value).invoke_async(connection).await
@@ -365,6 +368,10 @@ pub enum RedisRecipe {
     /// Broken: a lost `SET` reply is taken for `busy` (an orphan lock until
     /// its TTL runs out).
     LostReply,
+    /// Broken: release by `GET`, a compare in the client, then `DEL`.
+    GetDelRelease,
+    /// Broken: renew by plain `PEXPIRE`, without the compare.
+    BlindRenew,
 }
 
 impl RedisRecipe {
@@ -376,6 +383,8 @@ impl RedisRecipe {
             RedisRecipe::DelRelease => "redis-del-release",
             RedisRecipe::SetnxExpire => "redis-setnx-expire",
             RedisRecipe::LostReply => "redis-lost-reply",
+            RedisRecipe::GetDelRelease => "redis-get-del-release",
+            RedisRecipe::BlindRenew => "redis-blind-renew",
         }
     }
 }
@@ -391,7 +400,7 @@ pub struct RedisClient {
     nonce: u64,
     grants: u64,
     deadline: Duration,
-    /// Where a stall strikes inside the two-step `SETNX` recipe.
+    /// The client's pause point, for the points inside its recipe.
     stall: Stall,
     instance: Instance,
     storage: Storage,
@@ -480,8 +489,18 @@ impl RedisClient {
 
     /// Sends `command` to the lock server, through the lost-reply injector,
     /// which strikes only the grant commands.
+    ///
+    /// A pause asked for in flight strikes once the reply is in, before the
+    /// client reads it: the command ran, and the client acts on its reply
+    /// only when it resumes. The stall is the client's own: the operation's
+    /// deadline moves on by as much.
     async fn call(&mut self, command: Command<'_>, until: Instant) -> Result<Value, Failure> {
         let reply = self.instance.call(command, until).await;
+        let stall_ms = self.stall.take_at(StallPoint::InFlight);
+        if stall_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(stall_ms)).await;
+            self.until += Duration::from_millis(stall_ms);
+        }
         let grant = matches!(
             command,
             Command::SetNxPx { .. } | Command::SetNx { .. } | Command::FencedAcquire { .. }
@@ -539,10 +558,19 @@ impl RedisLock for RedisClient {
         }
     }
 
-    async fn pexpire(&mut self, key: &str, ttl_ms: u64) -> Result<(), CallError> {
+    async fn pexpire(&mut self, key: &str, ttl_ms: u64) -> Result<bool, CallError> {
         let lock = lock_key(key);
-        self.call(Command::PExpire { key: &lock, ttl_ms }, self.until).await?;
-        Ok(())
+        counted(self.call(Command::PExpire { key: &lock, ttl_ms }, self.until).await?)
+    }
+
+    async fn get(&mut self, key: &str) -> Result<Option<String>, CallError> {
+        let lock = lock_key(key);
+        match self.call(Command::Get { key: &lock }, self.until).await? {
+            Value::Nil => Ok(None),
+            Value::BulkString(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+            Value::SimpleString(text) => Ok(Some(text)),
+            _ => Err(CallError::BadReply),
+        }
     }
 
     async fn incr_fence(&mut self, key: &str) -> Result<u64, CallError> {
@@ -575,12 +603,22 @@ impl RedisLock for RedisClient {
     }
 
     async fn crash_point(&mut self) -> bool {
-        let stall_ms = self.stall.take();
+        let stall_ms = self.stall.take_at(StallPoint::BetweenCommands);
         if stall_ms > 0 {
             tokio::time::sleep(Duration::from_millis(stall_ms)).await;
             self.instance.disconnect();
         }
         stall_ms > 0
+    }
+
+    async fn between_commands(&mut self) {
+        // The stall is the client's own: the operation's deadline moves on
+        // by as much.
+        let stall_ms = self.stall.take_at(StallPoint::BetweenCommands);
+        if stall_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(stall_ms)).await;
+            self.until += Duration::from_millis(stall_ms);
+        }
     }
 }
 
@@ -604,6 +642,8 @@ impl RedisRecipe {
             RedisRecipe::DelRelease => Variant::DelRelease,
             RedisRecipe::SetnxExpire => Variant::SetnxExpire,
             RedisRecipe::LostReply => Variant::LostReply,
+            RedisRecipe::GetDelRelease => Variant::GetDelRelease,
+            RedisRecipe::BlindRenew => Variant::BlindRenew,
         }
     }
 }
@@ -627,7 +667,7 @@ impl LockClient for RedisClient {
     async fn renew(&mut self, key: &str, grant: &Grant, ttl_ms: u64) -> Outcome<()> {
         self.until = Instant::now() + self.deadline;
         let value = grant.lease.clone().unwrap_or_default();
-        redis_lock::renew(self, key, &value, ttl_ms).await
+        redis_lock::renew(self, self.recipe.variant(), key, &value, ttl_ms).await
     }
 
     async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {

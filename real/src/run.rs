@@ -195,6 +195,7 @@ fn planned_faults(
         kills_a_majority: backend.kills_a_majority(),
         members: topology.members,
         shapes,
+        pause_at: test.pause_at.clone(),
         ..FaultTargets::clients(test.clients, ttl_ms)
     };
     Ok(schedule::schedule(&kinds, &targets, test.time_limit, seed))

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use lockcheck_workloads::{Draws, FaultKind, Quiet, Shape, Window};
+use lockcheck_workloads::{Draws, FaultKind, Quiet, Shape, StallPoint, Window};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -42,6 +42,8 @@ pub struct FaultTargets {
     pub shapes: Vec<Shape>,
     /// The quiet time after a stall, uniform, in ms: the simulator's rates.
     pub stall_gap_ms: (u64, u64),
+    /// Where a client's stall may strike (drawn per stall when several).
+    pub pause_at: Vec<StallPoint>,
 }
 
 impl FaultTargets {
@@ -57,6 +59,7 @@ impl FaultTargets {
             members: 0,
             shapes: Vec::new(),
             stall_gap_ms: (500, 3000),
+            pause_at: StallPoint::ALL.to_vec(),
         }
     }
 
@@ -161,6 +164,7 @@ pub fn split(faults: Vec<RealFault>) -> Parts {
 enum Action {
     Stall {
         stall_ms: u64,
+        at: StallPoint,
     },
     /// A clock fault moves the clocks by `jump_ms` (0 for the others).
     Server {
@@ -197,7 +201,13 @@ impl Draws for RealDraws<'_> {
             // client took the lock.
             FaultKind::Pause => {
                 let stall_ms = rng.gen_range(ttl * 3 / 2..=ttl * 3);
-                (Action::Stall { stall_ms }, ms(stall_ms))
+                // Drawn only where there is a choice.
+                let at = match self.targets.pause_at.as_slice() {
+                    [] => StallPoint::AfterGrant,
+                    [one] => *one,
+                    points => points[rng.gen_range(0..points.len())],
+                };
+                (Action::Stall { stall_ms, at }, ms(stall_ms))
             }
             FaultKind::Sigstop | FaultKind::Kill | FaultKind::ConnKill | FaultKind::Clock => {
                 self.server_action(kind, rng)
@@ -230,9 +240,9 @@ impl Draws for RealDraws<'_> {
     fn targets(&self, action: Action, window: Window, rng: &mut SmallRng) -> RealFault {
         let Window { start, end } = window;
         match action {
-            Action::Stall { stall_ms } => {
+            Action::Stall { stall_ms, at } => {
                 let client = self.client(rng);
-                RealFault::Stall(StallFault { start, end, client, stall_ms })
+                RealFault::Stall(StallFault { start, end, client, stall_ms, at })
             }
             Action::Server { action, jump_ms } => {
                 let servers = self.servers_struck(action, rng);

@@ -152,7 +152,7 @@ async fn stall_holders(spec: &Spec, stalls: &[Stall], recorder: &SharedRecorder,
         record(Function::Start, client, stall_ms);
         tokio::time::sleep(Duration::from_millis(stall_ms)).await;
         // A stall not taken by now is dropped, as the simulator's is.
-        stalls[client].take();
+        stalls[client].clear();
         record(Function::Stop, client, stall_ms);
     }
 }

@@ -53,6 +53,10 @@ pub enum Backend {
     /// has it, without waiting for a majority (asynchronous replication): a
     /// leader cut off from the others goes on granting.
     EtcdNoQuorum,
+    /// Broken: release by `GET`, a compare in the client, then `DEL`.
+    RedisGetDelRelease,
+    /// Broken: renew by plain `PEXPIRE`, without the compare.
+    RedisBlindRenew,
 }
 
 /// The five Redlock instances.
@@ -123,11 +127,13 @@ const ETCD: Entry =
     Entry { recipe: Recipe::Etcd, lock_hosts: &ETCD_HOSTS_3, cluster: true, ..ONE_REDIS };
 
 impl Backend {
-    pub const ALL: [Backend; 13] = [
+    pub const ALL: [Backend; 15] = [
         Backend::Redis,
         Backend::RedisDelRelease,
         Backend::RedisSetnxExpire,
         Backend::RedisLostReply,
+        Backend::RedisGetDelRelease,
+        Backend::RedisBlindRenew,
         Backend::LeaseTable,
         Backend::LeaseTableClientClock,
         Backend::Redlock,
@@ -163,6 +169,18 @@ impl Backend {
                 name: "sim-redis-lost-reply",
                 help: "broken: a lost SET reply is taken for busy (an orphan lock until its TTL)",
                 recipe: Recipe::Redis(Variant::LostReply),
+                ..SINGLE_REDIS
+            },
+            Backend::RedisGetDelRelease => Entry {
+                name: "sim-redis-get-del-release",
+                help: "broken: release by GET, compare, then DEL: a pause between deletes the next holder's lock",
+                recipe: Recipe::Redis(Variant::GetDelRelease),
+                ..SINGLE_REDIS
+            },
+            Backend::RedisBlindRenew => Entry {
+                name: "sim-redis-blind-renew",
+                help: "broken: renew by plain PEXPIRE: a late watchdog extends the next holder's lock",
+                recipe: Recipe::Redis(Variant::BlindRenew),
                 ..SINGLE_REDIS
             },
             Backend::LeaseTable => Entry {
@@ -322,7 +340,7 @@ pub struct SimClient {
     /// The lock hosts' connections: one, or Redlock's five.
     pub(crate) instances: Vec<Connection>,
     storage: Connection,
-    /// Where a stall strikes inside the two-step SETNX recipe.
+    /// The client's pause point, for the points inside its recipe.
     pub(crate) stall: Stall,
     /// This client's clock, ahead of simulated time by this much (a skew
     /// nemesis moves it); only a recipe that trusts the client's clock reads it.
@@ -368,9 +386,10 @@ impl SimClient {
                         if backend.entry().independent { deadline / 2 } else { deadline },
                     )
                     .refusing_when_down(down)
+                    .stalling(&stall)
                 })
                 .collect(),
-            storage: Connection::new("storage", deadline),
+            storage: Connection::new("storage", deadline).stalling(&stall),
             stall,
         }
     }
@@ -378,7 +397,7 @@ impl SimClient {
     /// Talks to whichever host of a replica set is the primary, following
     /// it through failovers, instead of the backend's one lock host.
     pub(crate) fn following(mut self, primary: Primary, deadline: Duration) -> Self {
-        self.instances = vec![Connection::to_primary(primary, deadline)];
+        self.instances = vec![Connection::to_primary(primary, deadline).stalling(&self.stall)];
         self
     }
 
@@ -427,7 +446,7 @@ impl LockClient for SimClient {
     async fn renew(&mut self, key: &str, grant: &Grant, ttl_ms: u64) -> Outcome<()> {
         let value = grant.lease.clone().unwrap_or_default();
         match self.backend.entry().recipe {
-            Recipe::Redis(_) => self.renew_redis(key, &value, ttl_ms).await,
+            Recipe::Redis(variant) => self.renew_redis(variant, key, &value, ttl_ms).await,
             Recipe::Semaphore => self.renew_permit(key, &value, ttl_ms).await,
             Recipe::Redlock => self.renew_redlock(key, &value, ttl_ms).await,
             Recipe::LeaseTable => self.renew_lease(key, grant, ttl_ms).await,

@@ -100,6 +100,10 @@ impl EtcdSession for Members<'_> {
         self.int_one(&Request::LeaseKeepAlive { lease }).await
     }
 
+    async fn between_commands(&mut self) {
+        self.connections[self.local % self.connections.len()].between_commands().await;
+    }
+
     async fn revoke(&mut self, lease: u64) -> Result<bool, Unanswered> {
         self.int_one(&Request::LeaseRevoke { lease }).await
     }

@@ -9,6 +9,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use turmoil::net::{TcpListener, TcpStream};
+use lockcheck_workloads::{Stall, StallPoint};
 
 use crate::protocol::{Request, Response};
 use crate::server::{KeyChange, ServerState};
@@ -305,11 +306,27 @@ pub struct Connection {
     stream:
         Option<(BufReader<turmoil::net::tcp::OwnedReadHalf>, turmoil::net::tcp::OwnedWriteHalf)>,
     down: DownHosts,
+    /// The client's pause point: a pause asked for in flight strikes
+    /// between a request and the reading of its reply.
+    stall: Option<Stall>,
 }
 
 impl Connection {
     pub fn new(host: &'static str, deadline: Duration) -> Self {
-        Connection { host, follow: None, deadline, stream: None, down: DownHosts::default() }
+        Connection {
+            host,
+            follow: None,
+            deadline,
+            stream: None,
+            down: DownHosts::default(),
+            stall: None,
+        }
+    }
+
+    /// Stalls in flight when the client's pause asks for it.
+    pub fn stalling(mut self, stall: &Stall) -> Self {
+        self.stall = Some(stall.clone());
+        self
     }
 
     /// Refuses at once to connect to a host while it is down.
@@ -328,6 +345,16 @@ impl Connection {
             deadline,
             stream: None,
             down: DownHosts::default(),
+            stall: None,
+        }
+    }
+
+    /// Between two commands of a recipe: a pause asked for there strikes
+    /// (`true` if it did).
+    pub async fn between_commands(&self) -> bool {
+        match &self.stall {
+            Some(stall) => stall.strike(StallPoint::BetweenCommands).await,
+            None => false,
         }
     }
 
@@ -358,6 +385,29 @@ impl Connection {
         let (reader, writer) = self.stream.as_mut().expect("connected above");
         let mut line = serde_json::to_vec(request).expect("requests serialize");
         line.push(b'\n');
+        let in_flight =
+            self.stall.as_ref().filter(|stall| stall.is_pending_at(StallPoint::InFlight)).cloned();
+        if let Some(stall) = in_flight {
+            // Sent, then the client stalls before it reads the reply: the
+            // stall is its own, not the server's, so the deadline starts
+            // again when it resumes.
+            let sent = tokio::time::timeout(self.deadline, writer.write_all(&line)).await;
+            if !matches!(sent, Ok(Ok(()))) {
+                self.stream = None;
+                return Err(Failure::Unknown);
+            }
+            stall.strike(StallPoint::InFlight).await;
+            let (reader, _) = self.stream.as_mut().expect("connected above");
+            let read = async {
+                let mut reply = String::new();
+                if reader.read_line(&mut reply).await? == 0 {
+                    return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+                }
+                Ok::<_, std::io::Error>(reply)
+            };
+            let reply = tokio::time::timeout(self.deadline, read).await;
+            return self.answer(reply);
+        }
         let exchange = async {
             writer.write_all(&line).await?;
             let mut reply = String::new();
@@ -366,7 +416,16 @@ impl Connection {
             }
             Ok::<_, std::io::Error>(reply)
         };
-        match tokio::time::timeout(self.deadline, exchange).await {
+        let reply = tokio::time::timeout(self.deadline, exchange).await;
+        self.answer(reply)
+    }
+
+    /// The response in `reply`, read within the deadline or not.
+    fn answer(
+        &mut self,
+        reply: Result<std::io::Result<String>, tokio::time::error::Elapsed>,
+    ) -> Result<Response, Failure> {
+        match reply {
             Ok(Ok(reply)) => match serde_json::from_str(&reply) {
                 Ok(response) => Ok(response),
                 Err(_) => {

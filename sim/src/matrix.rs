@@ -10,7 +10,7 @@ use lockcheck_checker::{analyze_events, Analysis, CheckOptions, HistoryError, Ju
 
 use crate::client::Backend;
 use crate::nemesis::{FaultKind, Shape};
-use lockcheck_workloads::Workload;
+use lockcheck_workloads::{StallPoint, Workload};
 
 use crate::run::{run, SimError, SimOptions, SimRun};
 
@@ -43,6 +43,7 @@ const fn violated(any_of: &'static [&'static str]) -> Expect {
 pub fn cells() -> Vec<Cell> {
     use Backend as B;
     use FaultKind as F;
+    use StallPoint as P;
     vec![
         cell(B::Redis, &[], SAFE, "no fault: safe"),
         cell(
@@ -169,6 +170,73 @@ pub fn cells() -> Vec<Cell> {
                 "a leader that commits without a majority goes on granting in the minority",
             )
         },
+        // The pause at one point of a client's life at a time: a recipe
+        // that breaks in that window, and a correct one keeping its promise
+        // there.
+        cell(
+            B::Redis,
+            &[F::Pause],
+            violated(&[RESOURCE]),
+            "in flight: a grant read after its lease ran out, the stale write lands",
+        )
+        .without_fencing()
+        .with_pause_at(&[P::InFlight]),
+        cell(
+            B::Redis,
+            &[F::Pause],
+            Expect::Keeps { valid: &[LINEAR, RESOURCE] },
+            "in flight: the lock stays linearizable, the fenced storage rejects the stale write",
+        )
+        .with_pause_at(&[P::InFlight]),
+        cell(
+            B::Redis,
+            &[F::Pause],
+            violated(&[LINEAR]),
+            "between SET and the fence's separate INCR: the stalled holder gets a newer token than the next one",
+        )
+        .with_pause_at(&[P::BetweenCommands]),
+        cell(
+            B::Etcd,
+            &[F::Pause],
+            SAFE,
+            "between a lease's grant and the lock: nothing is locked on a lease that ran out",
+        )
+        .with_pause_at(&[P::BetweenCommands]),
+        cell(
+            B::RedisGetDelRelease,
+            &[F::Pause],
+            violated(&[LINEAR]),
+            "between GET and DEL of a release: the next holder's lock is deleted",
+        )
+        .with_pause_at(&[P::BetweenCommands]),
+        cell(
+            B::Redis,
+            &[F::Pause],
+            Expect::Keeps { valid: &[LINEAR, RESOURCE] },
+            "before a release: the late compare-and-delete leaves the next holder's lock alone",
+        )
+        .with_pause_at(&[P::BeforeRelease]),
+        cell(
+            B::RedisDelRelease,
+            &[F::Pause],
+            violated(&[LINEAR]),
+            "before a release by DEL: the next holder's lock is deleted",
+        )
+        .with_pause_at(&[P::BeforeRelease]),
+        cell(
+            B::Redis,
+            &[F::Pause],
+            Expect::Keeps { valid: &[LINEAR, RESOURCE] },
+            "before a renewal: the late compare-then-PEXPIRE finds the lease gone, the holder stops",
+        )
+        .with_pause_at(&[P::BeforeRenew]),
+        cell(
+            B::RedisBlindRenew,
+            &[F::Pause],
+            violated(&[LINEAR]),
+            "before a renewal by plain PEXPIRE: the late watchdog extends the next holder's lock",
+        )
+        .with_pause_at(&[P::BeforeRenew]),
         Cell { workload: Workload::Cron, ..cell(B::Redis, &[], SAFE, "cron, a lock per day never released: once a day") },
         Cell {
             workload: Workload::CronRelease,
@@ -297,6 +365,7 @@ fn cell_options(cell: &Cell, effort: &Effort) -> (SimOptions, CheckOptions) {
         workload: cell.workload,
         faults: cell.faults.to_vec(),
         partition_shapes: cell.shapes.to_vec(),
+        pause_at: cell.pause_at.to_vec(),
         fencing: cell.fencing,
         persistent: cell.persistent,
         time_limit: cell.time_limit.unwrap_or(effort.time_limit),

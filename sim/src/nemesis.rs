@@ -7,7 +7,7 @@ use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::Rng;
 
-use lockcheck_workloads::{Draws, Quiet, Window};
+use lockcheck_workloads::{Draws, Quiet, StallPoint, Window};
 pub use lockcheck_workloads::{FaultKind, Shape};
 
 /// The faults of a default simulated run: every one that strikes the lock
@@ -76,8 +76,8 @@ pub struct Fault {
 /// What a fault does.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
-    /// Client `client` stalls this long at its next grant.
-    StallClient { client: u32, stall_ms: u64 },
+    /// Client `client` stalls this long when it next passes point `at`.
+    StallClient { client: u32, stall_ms: u64, at: StallPoint },
     /// The lock server reads nothing until `end`.
     PauseServer,
     /// The lock server's clock jumps forward by this much at `start`.
@@ -145,6 +145,7 @@ pub struct Targets {
 pub fn schedule(
     kinds: &[FaultKind],
     shapes: &[Shape],
+    pause_at: &[StallPoint],
     rates: Rates,
     time_limit: Duration,
     targets: Targets,
@@ -164,7 +165,8 @@ pub fn schedule(
     let kinds: Vec<FaultKind> =
         kinds.iter().copied().filter(|&kind| refused_in_sim(kind).is_none()).collect();
     let quiet = Quiet { start: rates.quiet_start, end: rates.quiet_end };
-    let draws = SimDraws { targets, shapes, gap_ms: rates.gap_ms };
+    let pause_at = if pause_at.is_empty() { vec![StallPoint::AfterGrant] } else { pause_at.to_vec() };
+    let draws = SimDraws { targets, shapes, pause_at, gap_ms: rates.gap_ms };
     lockcheck_workloads::schedule(&kinds, quiet, time_limit, &draws, rng)
 }
 
@@ -174,6 +176,8 @@ struct SimDraws {
     targets: Targets,
     /// The partition shapes that apply, sorted; at least `client`.
     shapes: Vec<Shape>,
+    /// Where a client's stall may strike, sorted; at least one.
+    pause_at: Vec<StallPoint>,
     gap_ms: (u64, u64),
 }
 
@@ -222,10 +226,13 @@ impl SimDraws {
         match kind {
             FaultKind::Pause if rng.gen_bool(0.7) => {
                 let stall_ms = rng.gen_range(ttl * 3 / 2..=ttl * 3);
-                (
-                    Action::StallClient { client: rng.gen_range(0..clients.max(1)), stall_ms },
-                    stall_ms,
-                )
+                let client = rng.gen_range(0..clients.max(1));
+                // Drawn only where there is a choice.
+                let at = match self.pause_at.as_slice() {
+                    [one] => *one,
+                    points => points[rng.gen_range(0..points.len())],
+                };
+                (Action::StallClient { client, stall_ms, at }, stall_ms)
             }
             FaultKind::Pause => (Action::PauseServer, rng.gen_range(ttl / 2..=ttl * 2)),
             FaultKind::Clock if rng.gen_bool(0.6) => {

@@ -112,6 +112,10 @@ pub enum Request {
     Read {
         key: String,
     },
+    /// `GET key`
+    Get {
+        key: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,4 +137,6 @@ pub enum Response {
     NotLeader {
         leader: Option<u32>,
     },
+    /// A Redis key's value, or nil.
+    Value(Option<String>),
 }

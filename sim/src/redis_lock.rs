@@ -3,11 +3,9 @@
 //! too, over the simulator's connection to its Redis: the lock at its own
 //! name, its fence counter at `fence:<name>`.
 
-use std::time::Duration;
-
 use lockcheck_workloads::redis_lock::{self, CallError, RedisLock, Variant};
 use lockcheck_workloads::semaphore::{self, SemaphoreStore};
-use lockcheck_workloads::{Grant, Outcome, Stall};
+use lockcheck_workloads::{Grant, Outcome};
 
 use crate::client::SimClient;
 use crate::host::{Connection, Failure};
@@ -16,7 +14,6 @@ use crate::protocol::{Request, Response};
 /// One client's connection to the simulated Redis.
 struct SimRedis<'a> {
     connection: &'a mut Connection,
-    stall: &'a Stall,
 }
 
 impl SimRedis<'_> {
@@ -45,8 +42,17 @@ impl RedisLock for SimRedis<'_> {
         self.call(&request, |reply| Ok(matches!(reply, Response::Int(1)))).await
     }
 
-    async fn pexpire(&mut self, key: &str, ttl_ms: u64) -> Result<(), CallError> {
-        self.call(&Request::Expire { key: key.into(), ttl_ms }, |_| Ok(())).await
+    async fn pexpire(&mut self, key: &str, ttl_ms: u64) -> Result<bool, CallError> {
+        let request = Request::Expire { key: key.into(), ttl_ms };
+        self.call(&request, |reply| Ok(matches!(reply, Response::Int(1)))).await
+    }
+
+    async fn get(&mut self, key: &str) -> Result<Option<String>, CallError> {
+        self.call(&Request::Get { key: key.into() }, |reply| match reply {
+            Response::Value(value) => Ok(value),
+            _ => Err(CallError::BadReply),
+        })
+        .await
     }
 
     async fn incr_fence(&mut self, key: &str) -> Result<u64, CallError> {
@@ -78,11 +84,11 @@ impl RedisLock for SimRedis<'_> {
     }
 
     async fn crash_point(&mut self) -> bool {
-        let stall_ms = self.stall.take();
-        if stall_ms > 0 {
-            tokio::time::sleep(Duration::from_millis(stall_ms)).await;
-        }
-        stall_ms > 0
+        self.connection.between_commands().await
+    }
+
+    async fn between_commands(&mut self) {
+        self.connection.between_commands().await;
     }
 }
 
@@ -120,7 +126,7 @@ impl SemaphoreStore for SimRedis<'_> {
 
 impl SimClient {
     fn redis(&mut self) -> SimRedis<'_> {
-        SimRedis { connection: &mut self.instances[0], stall: &self.stall }
+        SimRedis { connection: &mut self.instances[0] }
     }
 
     pub(crate) async fn acquire_redis(
@@ -143,8 +149,14 @@ impl SimClient {
         redis_lock::release(&mut self.redis(), variant, key, value).await
     }
 
-    pub(crate) async fn renew_redis(&mut self, key: &str, value: &str, ttl_ms: u64) -> Outcome<()> {
-        redis_lock::renew(&mut self.redis(), key, value, ttl_ms).await
+    pub(crate) async fn renew_redis(
+        &mut self,
+        variant: Variant,
+        key: &str,
+        value: &str,
+        ttl_ms: u64,
+    ) -> Outcome<()> {
+        redis_lock::renew(&mut self.redis(), variant, key, value, ttl_ms).await
     }
 
     pub(crate) async fn acquire_permit(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {

@@ -23,7 +23,11 @@ impl Instances<'_> {
         effect: impl Fn(&Response) -> bool,
     ) -> Vec<Result<bool, Uncertain>> {
         let mut replies = Vec::with_capacity(self.0.len());
-        for instance in self.0.iter_mut() {
+        for (at, instance) in self.0.iter_mut().enumerate() {
+            // The instances are asked in turn: a pause may fall between two.
+            if at > 0 {
+                instance.between_commands().await;
+            }
             replies.push(match instance.call(request).await {
                 Ok(response) => Ok(effect(&response)),
                 Err(Failure::Unknown) => Err(Uncertain::Unknown),

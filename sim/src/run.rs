@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use lockcheck_checker::{Event, EventType, Function};
 use lockcheck_workloads::{
+    StallPoint,
     check_sizes, run_client, ClientPlan, HistoryFile, LockClient, Recorder, SharedRecorder, Stall,
     Workload, WorkloadOptions,
 };
@@ -52,6 +53,8 @@ pub struct SimOptions {
     /// The lock server keeps its state across a restart (a lease table's
     /// database always does).
     pub persistent: bool,
+    /// Where a client's pause may strike (every point: drawn per stall).
+    pub pause_at: Vec<StallPoint>,
 }
 
 impl Default for SimOptions {
@@ -70,6 +73,7 @@ impl Default for SimOptions {
             seed: 0,
             fencing: true,
             persistent: false,
+            pause_at: StallPoint::ALL.to_vec(),
         }
     }
 }
@@ -85,6 +89,9 @@ impl SimOptions {
         }
         if self.partition_shapes.is_empty() {
             return Err("--partition-shapes needs at least one shape".to_string());
+        }
+        if self.pause_at.is_empty() {
+            return Err("--pause-at needs at least one point".to_string());
         }
         let servers = backend.lock_hosts().len() as u32;
         if self.faults.contains(&FaultKind::Partition)
@@ -130,6 +137,12 @@ impl SimOptions {
         if shapes != Shape::ALL {
             let names: Vec<&str> = shapes.iter().map(|shape| shape.name()).collect();
             arguments.push_str(&format!(" --partition-shapes {}", names.join(",")));
+        }
+        let mut points = self.pause_at.clone();
+        points.sort();
+        points.dedup();
+        if points != StallPoint::ALL {
+            arguments.push_str(&format!(" --pause-at {}", StallPoint::list(&points)));
         }
         for (on, flag) in [
             (self.swarm, " --swarm"),
@@ -201,8 +214,8 @@ fn fault_value(fault: &Fault, lock_hosts: &[&str], host: usize) -> Value {
     let struck: Vec<&str> =
         (0..fault.spread as usize).map(|at| lock_hosts[(host + at) % lock_hosts.len()]).collect();
     match &fault.action {
-        Action::StallClient { client, stall_ms } => {
-            json!({ "fault": "pause", "targets": [format!("client-{client}")], "stall_ms": stall_ms })
+        Action::StallClient { client, stall_ms, at } => {
+            json!({ "fault": "pause", "targets": [format!("client-{client}")], "stall_ms": stall_ms, "at": at.name() })
         }
         Action::PauseServer => json!({ "fault": "pause", "targets": [lock_host] }),
         Action::ClockJump { forward_ms } => {
@@ -307,8 +320,8 @@ impl Nemesis {
         let host = self.host(fault);
         let knobs = &self.knobs[host];
         match fault.action {
-            Action::StallClient { client, stall_ms } => {
-                self.stalls[client as usize].request(stall_ms)
+            Action::StallClient { client, stall_ms, at } => {
+                self.stalls[client as usize].request_at(stall_ms, at)
             }
             Action::PauseServer => knobs.paused.set(true),
             Action::ClockJump { forward_ms } => {
@@ -357,9 +370,11 @@ impl Nemesis {
     fn stop(&mut self, sim: &mut turmoil::Sim<'_>, fault: &Fault) {
         let host = self.host(fault);
         let knobs = &self.knobs[host];
+        let mut struck = None;
         match fault.action {
             Action::StallClient { client, .. } => {
-                self.stalls[client as usize].take();
+                // Where it struck, if the client passed its point at all.
+                struck = Some(self.stalls[client as usize].clear().map(StallPoint::name));
             }
             Action::PauseServer => knobs.paused.set(false),
             Action::Kill => {
@@ -393,7 +408,15 @@ impl Nemesis {
             }
             Action::ClockJump { .. } | Action::ClockDrift { .. } => {}
         }
-        self.record(fault, Function::Stop);
+        match struck {
+            Some(struck) => {
+                let mut value = fault_value(fault, self.lock_hosts, self.host(fault));
+                value["struck"] = json!(struck);
+                let mut recorder = self.recorder.lock().expect("the recorder is never poisoned");
+                recorder.record_nemesis(Function::Stop, value);
+            }
+            None => self.record(fault, Function::Stop),
+        }
     }
 
     /// Moves the lock servers' clocks on by the active drifts over one step.
@@ -481,8 +504,18 @@ where
         },
         cluster: options.backend.is_cluster(),
     };
-    let faults =
-        schedule(&kinds, &options.partition_shapes, rates, options.time_limit, targets, &mut rng);
+    let mut pause_at = options.pause_at.clone();
+    pause_at.sort();
+    pause_at.dedup();
+    let faults = schedule(
+        &kinds,
+        &options.partition_shapes,
+        &pause_at,
+        rates,
+        options.time_limit,
+        targets,
+        &mut rng,
+    );
 
     let mut sim = turmoil::Builder::new()
         .simulation_duration(options.time_limit + Duration::from_secs(120))

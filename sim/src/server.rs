@@ -116,6 +116,9 @@ impl ServerState {
                 }
                 None => Response::Int(0),
             },
+            Request::Get { key } => {
+                Response::Value(self.live(&key, now_ms).map(|entry| entry.value.clone()))
+            }
             Request::Del { key } => {
                 let existed = self.live(&key, now_ms).is_some();
                 self.keys.remove(&key);

@@ -9,6 +9,7 @@ use std::time::Duration;
 use lockcheck_checker::Expect;
 
 use crate::fault::{FaultKind, Shape};
+use crate::stall::StallPoint;
 use crate::workload::Workload;
 
 /// One cell.
@@ -20,6 +21,8 @@ pub struct Cell<B> {
     pub faults: &'static [FaultKind],
     /// The shapes a partition may take (every one: [`Shape::ALL`]).
     pub shapes: &'static [Shape],
+    /// Where a pause may strike (every point: [`StallPoint::ALL`]).
+    pub pause_at: &'static [StallPoint],
     pub fencing: bool,
     pub persistent: bool,
     /// The lease, when not the matrix's default.
@@ -51,6 +54,7 @@ impl<B> Cell<B> {
             workload: Workload::FencedWrite,
             faults,
             shapes: &Shape::ALL,
+            pause_at: &StallPoint::ALL,
             fencing: true,
             persistent: false,
             ttl: None,
@@ -65,6 +69,11 @@ impl<B> Cell<B> {
     /// The same cell with partitions of these shapes only.
     pub fn with_shapes(self, shapes: &'static [Shape]) -> Cell<B> {
         Cell { shapes, ..self }
+    }
+
+    /// The same cell with pauses at these points only.
+    pub fn with_pause_at(self, pause_at: &'static [StallPoint]) -> Cell<B> {
+        Cell { pause_at, ..self }
     }
 
     /// The same cell with this lease.

@@ -55,6 +55,10 @@ pub trait EtcdSession {
     async fn keep_alive(&mut self, lease: u64) -> Result<bool, Unanswered>;
     /// Revokes `lease`, deleting its keys: `true` if it still existed.
     async fn revoke(&mut self, lease: u64) -> Result<bool, Unanswered>;
+    /// Between two commands of the recipe: a pause asked for there
+    /// ([`crate::StallPoint::BetweenCommands`]) strikes. A transport without
+    /// a pause point does nothing.
+    async fn between_commands(&mut self) {}
 }
 
 /// A lock this client holds.
@@ -105,6 +109,9 @@ impl EtcdLock {
         let Ok((lease, granted_ttl_ms)) = session.grant(ttl_ms).await else {
             return Outcome::Fail("unavailable".into());
         };
+        // The lease's TTL runs from its grant: a pause before the lock is
+        // bound to it spends it.
+        session.between_commands().await;
         let revision = match session.lock(name, lease).await {
             Ok(Some(revision)) => revision,
             Ok(None) => {

@@ -26,6 +26,7 @@ pub mod redis_lock;
 pub mod redlock;
 mod schedule;
 pub mod semaphore;
+mod stall;
 pub mod user;
 mod workload;
 
@@ -35,4 +36,5 @@ pub use client::{Grant, LockClient, Outcome};
 pub use fault::{FaultKind, Shape};
 pub use recorder::{HistoryFile, Recorder, SharedRecorder};
 pub use schedule::{schedule, Draws, Quiet, Window};
-pub use workload::{check_sizes, run_client, ClientPlan, Stall, Workload, WorkloadOptions};
+pub use stall::{Freezer, Stall, StallPoint};
+pub use workload::{check_sizes, run_client, ClientPlan, Workload, WorkloadOptions};

@@ -24,6 +24,13 @@ pub enum Variant {
     /// Broken: a lost `SET` reply is taken for a refusal (an orphan lock
     /// until its TTL runs out).
     LostReply,
+    /// Broken: release by `GET`, a compare in the client, then `DEL`: a
+    /// pause between the two deletes the next holder's lock.
+    GetDelRelease,
+    /// Broken: renew by a plain `PEXPIRE`, without the compare: a watchdog
+    /// that resumes after its lease ran out extends the next holder's lock
+    /// and believes it still holds.
+    BlindRenew,
 }
 
 /// Why a command has no usable reply.
@@ -70,8 +77,10 @@ pub trait RedisLock {
     async fn set_nx_px(&mut self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, CallError>;
     /// `SETNX lock value`: `true` if set.
     async fn set_nx(&mut self, key: &str, value: &str) -> Result<bool, CallError>;
-    /// `PEXPIRE lock ttl`.
-    async fn pexpire(&mut self, key: &str, ttl_ms: u64) -> Result<(), CallError>;
+    /// `PEXPIRE lock ttl`: `true` if the key exists (whoever holds it).
+    async fn pexpire(&mut self, key: &str, ttl_ms: u64) -> Result<bool, CallError>;
+    /// `GET lock`: the value it holds, if any.
+    async fn get(&mut self, key: &str) -> Result<Option<String>, CallError>;
     /// `INCR` of the lock's fence counter: the new token.
     async fn incr_fence(&mut self, key: &str) -> Result<u64, CallError>;
     /// The compare-and-delete: `true` if the lock held `value` and is gone.
@@ -90,6 +99,10 @@ pub trait RedisLock {
     /// if any: waits it out and drops the connection, as a crashed client's
     /// is; `true` if there was one.
     async fn crash_point(&mut self) -> bool;
+    /// Between two commands of a recipe: a pause asked for there
+    /// ([`crate::StallPoint::BetweenCommands`]) strikes, and the client goes
+    /// on when it is over.
+    async fn between_commands(&mut self);
 }
 
 /// Acquires `key` with `value` (unique to this attempt); with `fencing`, a
@@ -114,7 +127,7 @@ pub async fn acquire<R: RedisLock>(
             return Outcome::Info("crashed-before-expire".into());
         }
         return match redis.pexpire(key, ttl_ms).await {
-            Ok(()) => fence(redis, fencing, key, value).await,
+            Ok(_) => fence(redis, fencing, key, value).await,
             Err(CallError::Unknown(reason)) => Outcome::Info(reason.into()),
             // Held, without a TTL: as unknown as a crash.
             Err(_) => Outcome::Info("expire-failed".into()),
@@ -139,6 +152,10 @@ async fn fence<R: RedisLock>(
     if !fencing {
         return Outcome::Ok(Grant { fence: None, lease: Some(value) });
     }
+    // The token is a second command, not atomic with the grant: a pause
+    // here hands a holder whose lease ran out a newer token than the next
+    // holder's.
+    redis.between_commands().await;
     match redis.incr_fence(key).await {
         Ok(fence) => Outcome::Ok(Grant { fence: Some(fence), lease: Some(value) }),
         // Granted, but the token is unknown: the client gives up (the lock
@@ -161,16 +178,34 @@ pub async fn release<R: RedisLock>(
             Err(error) => error.outcome(),
         };
     }
+    if variant == Variant::GetDelRelease {
+        // The bug: the compare and the delete are two commands.
+        match redis.get(key).await {
+            Ok(Some(held)) if held == value => {}
+            Ok(_) => return Outcome::Fail("not-held".into()),
+            Err(error) => return error.outcome(),
+        }
+        redis.between_commands().await;
+        return match redis.del(key).await {
+            Ok(()) => Outcome::Ok(()),
+            Err(error) => error.outcome(),
+        };
+    }
     counted(redis.del_if_eq(key, value).await)
 }
 
 /// Extends `key` held with `value` to `ttl_ms`.
 pub async fn renew<R: RedisLock>(
     redis: &mut R,
+    variant: Variant,
     key: &str,
     value: &str,
     ttl_ms: u64,
 ) -> Outcome<()> {
+    if variant == Variant::BlindRenew {
+        // The bug: extends the key whoever holds it now.
+        return counted(redis.pexpire(key, ttl_ms).await);
+    }
     counted(redis.pexpire_if_eq(key, value, ttl_ms).await)
 }
 

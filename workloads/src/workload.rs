@@ -1,7 +1,5 @@
 //! Workloads: what each logical client does, over and over, until time is up.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use lockcheck_checker::{EventType, Function, Process};
@@ -11,6 +9,7 @@ use serde_json::{json, Value};
 
 use crate::client::{Grant, LockClient, Outcome};
 use crate::recorder::SharedRecorder;
+use crate::stall::{Stall, StallPoint};
 
 /// The workloads lockcheck drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -90,23 +89,6 @@ pub struct WorkloadOptions {
     /// long job of `hold_ms` and renews every this many ms through it, then
     /// writes. `None`: a short job after at most one watchdog renewal.
     pub keepalive_ms: Option<u64>,
-}
-
-/// A GC-pause point: a nemesis sets a duration, and the client stalls that
-/// long at its next point between a grant and its write, then clears it.
-#[derive(Debug, Clone, Default)]
-pub struct Stall(Arc<AtomicU64>);
-
-impl Stall {
-    /// Asks the client to stall for `ms` at its next chance.
-    pub fn request(&self, ms: u64) {
-        self.0.store(ms, Ordering::Relaxed);
-    }
-
-    /// Takes the pending stall, if any (0: none).
-    pub fn take(&self) -> u64 {
-        self.0.swap(0, Ordering::Relaxed)
-    }
 }
 
 /// One logical client's identity and limits.
@@ -191,16 +173,15 @@ async fn run_cron<C: LockClient>(
         let lock = format!("{job}:{unit}");
         let outcome = match client.acquire(&lock, ttl_ms).await {
             Outcome::Ok(grant) => {
-                let stall_ms = stall.take();
-                if stall_ms > 0 {
-                    tokio::time::sleep(Duration::from_millis(stall_ms)).await;
-                }
+                stall.strike(StallPoint::AfterGrant).await;
                 let fence = if options.send_fence { grant.fence } else { None };
                 // Each day's run writes that day's report.
                 let report = format!("{output}:{unit}");
                 let outcome = client.write(&report, fence, &format!("{unit} by {process}")).await;
+                stall.strike(StallPoint::AfterWrite).await;
                 if matches!(outcome, Outcome::Ok(())) && options.workload == Workload::CronRelease {
                     // The bug: a late replica now finds the lock free.
+                    stall.strike(StallPoint::BeforeRelease).await;
                     let _ = client.release(&lock, &grant).await;
                 }
                 outcome
@@ -317,6 +298,9 @@ async fn run_locking<C: LockClient>(
         // an unknown outcome with a new process.
         macro_rules! renew_or_stop {
             ($ops:lifetime) => {
+                    // A stall here: the watchdog resumes with the process
+                    // and renews late.
+                    stall.strike(StallPoint::BeforeRenew).await;
                     record(
                         process,
                         EventType::Invoke,
@@ -335,6 +319,7 @@ async fn run_locking<C: LockClient>(
                     }
                     if lost {
                         // The lease is gone: stop, and say so with a release.
+                        stall.strike(StallPoint::BeforeRelease).await;
                         record(
                             process,
                             EventType::Invoke,
@@ -353,17 +338,17 @@ async fn run_locking<C: LockClient>(
                     }
             };
         }
-        // A watchdog renewal now and then. It cannot save a holder whose
-        // stall falls after it, before the work (docs/guide.md#leases-and-fencing), and the
-        // workload keeps it that way.
-        if options.keepalive_ms.is_none() && rng.gen_bool(RENEW_CHANCE) {
+        // A watchdog renewal now and then, and always when a pause is to
+        // strike before one. It cannot save a holder whose stall falls
+        // after it, before the work (docs/guide.md#leases-and-fencing), and
+        // the workload keeps it that way.
+        if options.keepalive_ms.is_none()
+            && (rng.gen_bool(RENEW_CHANCE) || stall.is_pending_at(StallPoint::BeforeRenew))
+        {
             renew_or_stop!('ops);
         }
-        // The GC pause falls here: after the grant, before the work.
-        let stall_ms = stall.take();
-        if stall_ms > 0 {
-            tokio::time::sleep(Duration::from_millis(stall_ms)).await;
-        }
+        // The classic GC pause: after the grant, before the work.
+        stall.strike(StallPoint::AfterGrant).await;
         // The long job of a session holder, its keepalive renewing the lease
         // all along (and, cut off from the service, still believing in it
         // until its own deadline: the client library's view, docs/guide.md#etcd).
@@ -401,11 +386,13 @@ async fn run_locking<C: LockClient>(
                     client.reset().await;
                     continue;
                 }
+                stall.strike(StallPoint::AfterWrite).await;
                 if options.keepalive_ms.is_none() {
                     pause(&mut rng, options.hold_ms).await;
                 }
             }
         }
+        stall.strike(StallPoint::BeforeRelease).await;
         record(process, EventType::Invoke, Function::Release, lock, grant_value(&grant), None);
         let outcome = unit(client.release(lock, &grant).await);
         let crashed = matches!(outcome, Outcome::Info(_));

@@ -1,0 +1,224 @@
+//! Where a pause strikes a client, in either world. A real GC pause stops a
+//! process at any instruction; the pause nemesis asks a client to stall at
+//! one [`StallPoint`] of its life, and the client (its workload, its
+//! recipe, its transport) stalls when it next passes that point.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A point of a client's life where a pause may strike.
+///
+/// The order is the one the points are listed and drawn in; a new point
+/// goes at the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum StallPoint {
+    /// After a grant, before the holder's work and write: the classic GC
+    /// pause.
+    AfterGrant,
+    /// Inside an operation in flight: the request is sent, its reply not
+    /// yet read. The stall is the client's own, so it does not count
+    /// against the reply's deadline: the call just takes longer.
+    InFlight,
+    /// Between two commands of a multi-command recipe: `SET NX PX` and the
+    /// fence's `INCR`, `SETNX` and `PEXPIRE`, a `GET` and the `DEL` it
+    /// decides, a lease's grant and the lock put on it, two Redlock
+    /// instances.
+    BetweenCommands,
+    /// After the holder's write, before the rest of its hold.
+    AfterWrite,
+    /// Before a renewal: the watchdog resumes with the process and renews
+    /// after the stall.
+    BeforeRenew,
+    /// Before a release.
+    BeforeRelease,
+}
+
+impl StallPoint {
+    pub const ALL: [StallPoint; 6] = [
+        StallPoint::AfterGrant,
+        StallPoint::InFlight,
+        StallPoint::BetweenCommands,
+        StallPoint::AfterWrite,
+        StallPoint::BeforeRenew,
+        StallPoint::BeforeRelease,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            StallPoint::AfterGrant => "after-grant",
+            StallPoint::InFlight => "in-flight",
+            StallPoint::BetweenCommands => "between-commands",
+            StallPoint::AfterWrite => "after-write",
+            StallPoint::BeforeRenew => "before-renew",
+            StallPoint::BeforeRelease => "before-release",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<StallPoint> {
+        StallPoint::ALL.into_iter().find(|point| point.name() == name)
+    }
+
+    /// A `--pause-at` comma list: its points sorted, each once; `all` is
+    /// every point. An unknown name, or none, is an error that lists the
+    /// known ones.
+    pub fn parse_list(names: &str) -> Result<Vec<StallPoint>, String> {
+        let mut points = Vec::new();
+        for name in names.split(',').map(str::trim).filter(|name| !name.is_empty()) {
+            if name == "all" {
+                points.extend(StallPoint::ALL);
+                continue;
+            }
+            match StallPoint::parse(name) {
+                Some(point) => points.push(point),
+                None => return Err(format!("unknown pause point {name:?}: {}", Self::known())),
+            }
+        }
+        points.sort();
+        points.dedup();
+        if points.is_empty() {
+            return Err(format!("--pause-at needs at least one point: {}", Self::known()));
+        }
+        Ok(points)
+    }
+
+    fn known() -> String {
+        let known: Vec<&str> = StallPoint::ALL.iter().map(|point| point.name()).collect();
+        format!("the points are {}, or all", known.join(", "))
+    }
+
+    /// A list of points as `--pause-at` takes it.
+    pub fn list(points: &[StallPoint]) -> String {
+        if points == StallPoint::ALL {
+            return "all".to_string();
+        }
+        points.iter().map(|point| point.name()).collect::<Vec<_>>().join(",")
+    }
+}
+
+/// What else stops while a client stalls: a client whose lock lives in a
+/// process of its own (`--backend exec`) has it stopped too, as a GC pause
+/// stops the whole application, its watchdog threads with it.
+pub trait Freezer: Send + Sync + std::fmt::Debug {
+    /// The stall begins.
+    fn freeze(&self);
+    /// The stall is over.
+    fn thaw(&self);
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The stall asked for and not yet taken: its length and where.
+    pending: Option<(u64, StallPoint)>,
+    /// Where the last stall asked for struck, once it has.
+    struck: Option<StallPoint>,
+    freezer: Option<Arc<dyn Freezer>>,
+}
+
+/// One client's pause point: the nemesis asks for a stall at a point, the
+/// client takes it when it next passes that point; the nemesis clears what
+/// was not taken when the fault ends, and learns where it struck.
+#[derive(Debug, Clone, Default)]
+pub struct Stall(Arc<Mutex<State>>);
+
+impl Stall {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Asks the client to stall for `ms` after its next grant.
+    pub fn request(&self, ms: u64) {
+        self.request_at(ms, StallPoint::AfterGrant);
+    }
+
+    /// Asks the client to stall for `ms` when it next passes `point`.
+    pub fn request_at(&self, ms: u64, point: StallPoint) {
+        let mut state = self.state();
+        state.pending = (ms > 0).then_some((ms, point));
+        state.struck = None;
+    }
+
+    /// Stops `freezer` too whenever this client stalls.
+    pub fn freezing(&self, freezer: Arc<dyn Freezer>) {
+        self.state().freezer = Some(freezer);
+    }
+
+    /// Whether a stall waits at `point`.
+    pub fn is_pending_at(&self, point: StallPoint) -> bool {
+        matches!(self.state().pending, Some((_, at)) if at == point)
+    }
+
+    /// Takes the stall waiting at `point`, if any: its length (0: none).
+    pub fn take_at(&self, point: StallPoint) -> u64 {
+        let mut state = self.state();
+        match state.pending {
+            Some((ms, at)) if at == point => {
+                state.pending = None;
+                state.struck = Some(point);
+                ms
+            }
+            _ => 0,
+        }
+    }
+
+    /// Takes the stall waiting at `point`, if any, and sleeps it out (on
+    /// the runtime's clock: simulated time in the simulator); `true` if it
+    /// stalled.
+    pub async fn strike(&self, point: StallPoint) -> bool {
+        let ms = self.take_at(point);
+        if ms > 0 {
+            let freezer = self.state().freezer.clone();
+            if let Some(freezer) = &freezer {
+                freezer.freeze();
+            }
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            if let Some(freezer) = &freezer {
+                freezer.thaw();
+            }
+        }
+        ms > 0
+    }
+
+    /// The fault is over: drops a stall not taken, and says where the last
+    /// one struck (`None`: it found no chance).
+    pub fn clear(&self) -> Option<StallPoint> {
+        let mut state = self.state();
+        state.pending = None;
+        state.struck.take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Stall, StallPoint};
+
+    #[test]
+    fn a_point_reads_back_by_its_name_and_a_list_sorts() {
+        for point in StallPoint::ALL {
+            assert_eq!(StallPoint::parse(point.name()), Some(point));
+        }
+        assert_eq!(
+            StallPoint::parse_list("before-release, in-flight,in-flight").unwrap(),
+            [StallPoint::InFlight, StallPoint::BeforeRelease]
+        );
+        assert_eq!(StallPoint::parse_list("all").unwrap(), StallPoint::ALL);
+        assert_eq!(StallPoint::list(&StallPoint::ALL), "all");
+        assert_eq!(StallPoint::list(&[StallPoint::InFlight, StallPoint::AfterWrite]), "in-flight,after-write");
+        let unknown = StallPoint::parse_list("in-flight,gc").unwrap_err();
+        assert!(unknown.starts_with("unknown pause point \"gc\": the points are after-grant"), "{unknown}");
+        assert!(StallPoint::parse_list(" ,").is_err());
+    }
+
+    #[test]
+    fn a_stall_strikes_only_at_its_point_and_says_where() {
+        let stall = Stall::default();
+        stall.request_at(700, StallPoint::BeforeRelease);
+        assert!(stall.is_pending_at(StallPoint::BeforeRelease));
+        assert_eq!(stall.take_at(StallPoint::AfterGrant), 0, "not its point");
+        assert_eq!(stall.take_at(StallPoint::BeforeRelease), 700);
+        assert_eq!(stall.take_at(StallPoint::BeforeRelease), 0, "taken once");
+        assert_eq!(stall.clear(), Some(StallPoint::BeforeRelease));
+        stall.request(300);
+        assert_eq!(stall.clear(), None, "never passed its point");
+        assert_eq!(stall.take_at(StallPoint::AfterGrant), 0, "cleared");
+    }
+}
