@@ -510,6 +510,11 @@ pub struct MatrixArgs {
     /// Time the linearizability search may take per run [default: 10s]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub linearizability_timeout: Option<Duration>,
+    /// Instead of the table: how many runs each violated cell needs to
+    /// show, over this many samples of its seeds (the k-th from seed
+    /// k*1000), with their median and maximum
+    #[arg(long, value_name = "SAMPLES")]
+    pub runs_needed: Option<u64>,
 }
 
 #[derive(Debug, Args)]

@@ -29,9 +29,9 @@ pub struct Layout {
 
 /// How a cell came out.
 pub enum Ran {
-    /// Its runs decided it; `replay` is the command line of the run that
-    /// did (or of the first).
-    Judged { matches: bool, found: String, replay: String },
+    /// Its runs decided it, after `runs` of them; `replay` is the command
+    /// line of the run that did (or of the first).
+    Judged { matches: bool, found: String, replay: String, runs: u64 },
     /// It could not run (a server missing, say): an ERROR row, and the
     /// matrix exits UNAVAILABLE rather than passing judgement.
     Failed(String),
@@ -51,9 +51,27 @@ pub trait World {
     fn labels(cell: &Cell<Self::Backend>) -> Vec<String>;
     /// How the lines after the table name the cell.
     fn name(cell: &Cell<Self::Backend>) -> String;
-    /// Runs and judges the cell, showing its progress. An error stops the
-    /// matrix (a bug, not a cell's outcome).
-    fn run(&self, cell: &Cell<Self::Backend>, progress: &Progress) -> anyhow::Result<Ran>;
+    /// Runs and judges the cell, its first run at seed `first_seed`,
+    /// showing its progress. An error stops the matrix (a bug, not a cell's
+    /// outcome).
+    fn run(
+        &self,
+        cell: &Cell<Self::Backend>,
+        first_seed: u64,
+        progress: &Progress,
+    ) -> anyhow::Result<Ran>;
+    /// How many runs a violated cell may take.
+    fn budget(&self, cell: &Cell<Self::Backend>) -> u64;
+}
+
+/// The cells of `backends` (all: none named), or the usage error.
+fn selected<B: Catalogue>(cells: Vec<Cell<B>>, backends: &[String]) -> Vec<Cell<B>> {
+    cells
+        .into_iter()
+        .filter(|cell| {
+            backends.is_empty() || backends.iter().any(|name| name == cell.backend.name())
+        })
+        .collect()
 }
 
 /// Runs the `cells` of `backends` (all of them: none named) and prints the
@@ -64,12 +82,7 @@ pub fn run<W: World>(
     cells: Vec<Cell<W::Backend>>,
     backends: &[String],
 ) -> anyhow::Result<ExitCode> {
-    let cells: Vec<Cell<W::Backend>> = cells
-        .into_iter()
-        .filter(|cell| {
-            backends.is_empty() || backends.iter().any(|name| name == cell.backend.name())
-        })
-        .collect();
+    let cells = selected(cells, backends);
     if cells.is_empty() {
         eprintln!("lockcheck: no {} has the backends {backends:?}", W::CELLS);
         return Ok(exit::USAGE.into());
@@ -82,9 +95,9 @@ pub fn run<W: World>(
     let progress = Progress::count(cells.len() as u64, "cells");
     for cell in &cells {
         let cell_started = Instant::now();
-        let (found, result) = match world.run(cell, &progress)? {
+        let (found, result) = match world.run(cell, 0, &progress)? {
             Ran::Judged { matches: true, found, .. } => (found, "ok"),
-            Ran::Judged { matches: false, found, replay } => {
+            Ran::Judged { matches: false, found, replay, .. } => {
                 after.push(format!("  {} ({}): replay: {replay}", W::name(cell), cell.note));
                 (found, "MISMATCH")
             }
@@ -102,6 +115,92 @@ pub fn run<W: World>(
     drop(progress);
     summary(cells.len(), started, &after);
     Ok(exit_code(errors, after.len()).into())
+}
+
+/// Seeds between two samples of [`runs_needed`]: more than any cell takes.
+pub const SAMPLE_STRIDE: u64 = 1_000;
+
+/// `matrix --runs-needed SAMPLES`: how many runs each violated cell of
+/// `backends` needs to show, `samples` times, the k-th from seed
+/// `k * SAMPLE_STRIDE`: each sample's count, their median and maximum. A
+/// sample that shows nothing within the cell's budget counts as one run
+/// more, and the cell is a mismatch (exit 1), as in the table.
+pub fn runs_needed<W: World>(
+    world: &W,
+    cells: Vec<Cell<W::Backend>>,
+    backends: &[String],
+    samples: u64,
+) -> anyhow::Result<ExitCode> {
+    let cells: Vec<Cell<W::Backend>> =
+        selected(cells, backends).into_iter().filter(|cell| cell.expect.seeks_violation()).collect();
+    if cells.is_empty() {
+        eprintln!("lockcheck: no violated {} has the backends {backends:?}", W::CELLS);
+        return Ok(exit::USAGE.into());
+    }
+    let samples = samples.max(1);
+    println!(
+        "runs each violated cell needed to show, {samples} samples (the k-th from seed k*{SAMPLE_STRIDE})"
+    );
+    let mut line = String::new();
+    for (heading, width) in W::LAYOUT.labels {
+        line.push_str(&format!("{heading:<width$} "));
+    }
+    println!("{line}{:>6} {:>4}  runs", "median", "max");
+    let started = Instant::now();
+    let (mut errors, mut blind) = (0, Vec::new());
+    let progress = Progress::count(cells.len() as u64 * samples, "samples");
+    for cell in &cells {
+        let budget = world.budget(cell);
+        let mut needed = Vec::new();
+        for sample in 0..samples {
+            match world.run(cell, sample * SAMPLE_STRIDE, &progress)? {
+                Ran::Judged { matches: true, runs, .. } => needed.push(Some(runs)),
+                Ran::Judged { matches: false, replay, .. } => {
+                    blind.push(format!("  {} ({}): replay: {replay}", W::name(cell), cell.note));
+                    needed.push(None);
+                }
+                Ran::Failed(error) => {
+                    errors += 1;
+                    blind.push(format!("  {}: {error}", W::name(cell)));
+                    needed.push(None);
+                }
+            }
+            progress.inc();
+        }
+        let row = needed_row(&W::LAYOUT, &W::labels(cell), &needed, budget);
+        progress.suspend(|| println!("{row}"));
+    }
+    drop(progress);
+    println!(
+        "{} cells, {} samples each, in {:.1} s",
+        cells.len(),
+        samples,
+        started.elapsed().as_secs_f64()
+    );
+    for line in &blind {
+        println!("{line}");
+    }
+    Ok(exit_code(errors, blind.len()).into())
+}
+
+/// One cell's row of [`runs_needed`]: labels, median, maximum, each
+/// sample's count (`>3`: not within a budget of 3).
+fn needed_row(layout: &Layout, labels: &[String], needed: &[Option<u64>], budget: u64) -> String {
+    let mut line = String::new();
+    for (label, (_, width)) in labels.iter().zip(layout.labels) {
+        line.push_str(&format!("{label:<width$} "));
+    }
+    let mut counts: Vec<u64> = needed.iter().map(|runs| runs.unwrap_or(budget + 1)).collect();
+    counts.sort_unstable();
+    let median = match counts.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => counts[n / 2] as f64,
+        n => (counts[n / 2 - 1] + counts[n / 2]) as f64 / 2.0,
+    };
+    let max = counts.last().copied().unwrap_or(0);
+    let over = |runs: u64| if runs > budget { format!(">{budget}") } else { runs.to_string() };
+    let each: Vec<String> = needed.iter().map(|runs| over(runs.unwrap_or(budget + 1))).collect();
+    line + &format!("{median:>6} {:>4}  {}", over(max), each.join(" "))
 }
 
 /// Any cell that could not run outweighs a mismatch: its verdict is missing.
@@ -163,7 +262,7 @@ fn summary(cells: usize, started: Instant, mismatches: &[String]) {
 mod tests {
     use std::time::Duration;
 
-    use super::{heading, row, Layout};
+    use super::{heading, needed_row, row, Layout};
 
     const SIMULATED: Layout = Layout { labels: &[("backend", 30), ("faults", 26)], timed: false };
     const REAL: Layout = Layout { labels: &[("check", 64)], timed: true };
@@ -177,6 +276,21 @@ mod tests {
         assert_eq!(
             heading(&REAL),
             format!("{:<64} {:<44} {:<44} result", "check", "expected", "found")
+        );
+    }
+
+    #[test]
+    fn a_row_of_runs_needed_gives_the_median_the_maximum_and_each_sample() {
+        let labels = ["sim-redis".to_string(), "pause".to_string()];
+        let needed = [Some(1), Some(3), Some(1), Some(2)];
+        assert_eq!(
+            needed_row(&SIMULATED, &labels, &needed, 50),
+            format!("{:<30} {:<26} {:>6} {:>4}  1 3 1 2", "sim-redis", "pause", "1.5", "3")
+        );
+        let blind = [Some(1), None, Some(2)];
+        assert_eq!(
+            needed_row(&SIMULATED, &labels, &blind, 3),
+            format!("{:<30} {:<26} {:>6} {:>4}  1 >3 2", "sim-redis", "pause", "2", ">3")
         );
     }
 

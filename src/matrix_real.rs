@@ -43,16 +43,26 @@ impl World for Real {
 
     /// A cell that cannot run is a row of its own, not the matrix's end:
     /// the other cells may still run. A mismatch keeps its evidence.
-    fn run(&self, cell: &RealCell, progress: &Progress) -> anyhow::Result<Ran> {
+    fn budget(&self, cell: &RealCell) -> u64 {
+        self.effort.runs(cell)
+    }
+
+    fn run(&self, cell: &RealCell, first_seed: u64, progress: &Progress) -> anyhow::Result<Ran> {
         let shown = |label: &str, time_limit, run: lockcheck_real::matrix::Run<'_>| {
             progress.watch(label, time_limit, || run(&crate::progress::recording))
         };
-        Ok(match run_cell(cell, &self.effort, &shown) {
+        let effort = Effort { first_seed, ..self.effort.clone() };
+        Ok(match run_cell(cell, &effort, &shown) {
             Ok(result) => {
                 if let (false, Some(run)) = (result.matches, &result.decided) {
                     progress.suspend(|| keep_evidence(&result.replay, run));
                 }
-                Ran::Judged { matches: result.matches, found: result.found, replay: result.replay }
+                Ran::Judged {
+                    matches: result.matches,
+                    found: result.found,
+                    replay: result.replay,
+                    runs: result.runs,
+                }
             }
             Err(failure) => Ran::Failed(failure.to_string()),
         })
@@ -69,8 +79,12 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
             args.linearizability_timeout
                 .unwrap_or(lockcheck_sim::Effort::default().linearizability_timeout),
         ),
+        first_seed: 0,
     };
-    crate::matrix::run(&Real { effort }, cells(), &args.backends)
+    match args.runs_needed {
+        Some(samples) => crate::matrix::runs_needed(&Real { effort }, cells(), &args.backends, samples),
+        None => crate::matrix::run(&Real { effort }, cells(), &args.backends),
+    }
 }
 
 /// A cell that did not come out as expected keeps what shows why: its

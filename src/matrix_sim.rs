@@ -21,6 +21,11 @@ fn setup(cell: &Cell) -> String {
     if cell.workload != lockcheck_workloads::Workload::FencedWrite {
         setup.push_str(&format!(" --workload {}", cell.workload.name()));
     }
+    if cell.faults.contains(&lockcheck_sim::FaultKind::Pause)
+        && cell.pause_at != lockcheck_workloads::StallPoint::ALL
+    {
+        setup.push_str(&format!(" at {}", lockcheck_workloads::StallPoint::list(cell.pause_at)));
+    }
     if !cell.fencing {
         setup.push_str(" --no-fencing");
     }
@@ -64,21 +69,26 @@ impl World for Simulated {
         cell.backend.name().to_string()
     }
 
-    fn run(&self, cell: &Cell, progress: &Progress) -> anyhow::Result<Ran> {
-        let effort = &self.effort;
+    fn budget(&self, _: &Cell) -> u64 {
+        self.effort.violated_within
+    }
+
+    fn run(&self, cell: &Cell, first_seed: u64, progress: &Progress) -> anyhow::Result<Ran> {
+        let effort = &Effort { first_seed, ..self.effort };
         let what = format!("{} {}", cell.backend.name(), setup(cell));
         let seeds =
             if cell.expect.seeks_violation() { effort.violated_within } else { effort.safe_seeds };
         progress.message(format!("{what}: seed 1 of up to {seeds}"));
-        let mut lock_ops = 0;
-        let result = run_cell_with_progress(cell, effort, &mut |seed, sim| {
+        let (mut lock_ops, mut done) = (0, 0);
+        let result = run_cell_with_progress(cell, effort, &mut |_, sim| {
             lock_ops += sim.stats.lock_ops;
+            done += 1;
             progress.message(format!(
-                "{what}: seed {} of up to {seeds} done, {lock_ops} lock ops",
-                seed + 1
+                "{what}: seed {done} of up to {seeds} done, {lock_ops} lock ops"
             ));
         })?;
         Ok(Ran::Judged {
+            runs: result.seeds,
             matches: result.matches,
             found: result.found,
             replay: format!("lockcheck {}", result.options.check_arguments()),
@@ -96,8 +106,14 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
         linearizability_timeout: args
             .linearizability_timeout
             .unwrap_or(defaults.linearizability_timeout),
+        first_seed: 0,
     };
-    crate::matrix::run(&Simulated { effort }, cells(), &args.backends)
+    match args.runs_needed {
+        Some(samples) => {
+            crate::matrix::runs_needed(&Simulated { effort }, cells(), &args.backends, samples)
+        }
+        None => crate::matrix::run(&Simulated { effort }, cells(), &args.backends),
+    }
 }
 
 /// `bench --only sweep`: every safe simulated cell at the matrix's defaults

@@ -114,16 +114,30 @@ impl Expect {
         &self,
         runs: u64,
         names: (&str, &str),
+        run: impl FnMut(u64) -> Result<R, E>,
+        analysis_of: impl Fn(&R) -> &Analysis,
+    ) -> Result<CellOutcome<R>, E> {
+        self.judge_runs_from(0, runs, names, run, analysis_of)
+    }
+
+    /// As [`Expect::judge_runs`], from `run(first)` on: how many runs a
+    /// violated cell needs depends on where its seeds start.
+    pub fn judge_runs_from<R, E>(
+        &self,
+        first: u64,
+        runs: u64,
+        names: (&str, &str),
         mut run: impl FnMut(u64) -> Result<R, E>,
         analysis_of: impl Fn(&R) -> &Analysis,
     ) -> Result<CellOutcome<R>, E> {
         let runs = runs.max(1);
-        for at in 0..runs {
+        for (done, at) in (first..first.saturating_add(runs)).enumerate() {
             let made = run(at)?;
             if let Judgement::Decided { matches, found } =
                 self.judge(analysis_of(&made), &format!("{} {at}", names.0))
             {
-                return Ok(CellOutcome { matches, found, runs: at + 1, decided: Some((at, made)) });
+                let runs = done as u64 + 1;
+                return Ok(CellOutcome { matches, found, runs, decided: Some((at, made)) });
             }
         }
         let (matches, found) = self.exhausted(runs, names.1);

@@ -130,6 +130,8 @@ pub struct Effort {
     /// Wall time per run.
     pub time_limit: Option<Duration>,
     pub checks: CheckOptions,
+    /// The seed of a cell's first run.
+    pub first_seed: u64,
 }
 
 impl Effort {
@@ -158,6 +160,8 @@ pub type Run<'a> = &'a mut dyn FnMut(&dyn Fn(&SharedRecorder)) -> Result<RealRun
 #[derive(Debug)]
 pub struct CellResult {
     pub matches: bool,
+    /// The runs it took.
+    pub runs: u64,
     /// One line for the table.
     pub found: String,
     /// The run that decided the cell (or the first), as a `lockcheck check`
@@ -182,12 +186,14 @@ pub fn run_cell(
     let test = cell_options(cell, time_limit, effort.checks.clone());
     let args = check_args(cell);
     let what = args.strip_prefix("--backend ").unwrap_or(&args);
-    let outcome = cell.expect.judge_runs(
+    let first = effort.first_seed;
+    let outcome = cell.expect.judge_runs_from(
+        first,
         runs,
         // A run is named by its seed; what a cell took is counted in runs.
         ("seed", "run"),
         |seed| {
-            let label = format!("{what}, run {}/{runs}", seed + 1);
+            let label = format!("{what}, run {}/{runs}", seed - first + 1);
             progress(&label, time_limit, &mut |recording| {
                 execute_recorded(&test, cell.backend, seed, false, None, recording)
             })
@@ -197,6 +203,7 @@ pub fn run_cell(
     let seed = outcome.decided.as_ref().map_or(0, |(seed, _)| *seed);
     Ok(CellResult {
         matches: outcome.matches,
+        runs: outcome.runs,
         found: outcome.found,
         replay: format!("lockcheck check {}", check_line(cell, seed, time_limit)),
         decided: outcome.decided.map(|(_, run)| run),
