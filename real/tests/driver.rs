@@ -17,7 +17,7 @@ use lockcheck_real::schedule::{schedule, split, FaultTargets};
 use lockcheck_real::RealError;
 use lockcheck_real::{drive, DriveOptions, StallFault};
 use lockcheck_workloads::{
-    FaultKind, Grant, LockClient, Outcome, Stall, Workload, WorkloadOptions,
+    FaultKind, Grant, LockClient, Outcome, Stall, StallPoint, Workload, WorkloadOptions,
 };
 use serde_json::Value;
 use tokio::time::Instant;
@@ -217,13 +217,22 @@ fn a_lock_that_never_refuses_breaks_mutual_exclusion() {
 
 #[test]
 fn stalls_longer_than_the_ttl_break_mutual_exclusion_but_not_fenced_storage() {
-    let events = drive_fake(&options(true), false);
+    // Each stall aimed after a grant, before the write: the stale write.
+    let mut options = options(true);
+    for stall in &mut options.stalls {
+        stall.at = StallPoint::AfterGrant;
+    }
+    let events = drive_fake(&options, false);
     let faults: Vec<&Event> =
         events.iter().filter(|event| event.process == Process::Nemesis).collect();
     assert!(faults.len() >= 4, "several stalls in 20 s: {}", faults.len());
     for pair in faults.chunks(2) {
         assert_eq!((&pair[0].f, &pair[1].f), (&Function::Start, &Function::Stop));
-        assert_eq!(value(pair[0]), value(pair[1]));
+        // The stop is the start, and says where the stall struck.
+        let mut stop = value(pair[1]);
+        let struck = stop.as_object_mut().and_then(|stop| stop.remove("struck"));
+        assert!(struck.is_some(), "a stop says where it struck: {stop}");
+        assert_eq!(value(pair[0]), stop);
     }
     for fault in &faults {
         assert_eq!(fault.event_type, EventType::Info);
@@ -312,4 +321,50 @@ fn on_the_wall_clock_the_history_takes_real_time() {
     assert!(last_ns >= 250_000_000 && last_ns <= elapsed.as_nanos() as u64, "{last_ns}");
     assert!(events.windows(2).all(|pair| pair[0].time_ns <= pair[1].time_ns));
     assert_eq!(check(&events).verdict, Verdict::Valid);
+}
+
+#[test]
+fn a_real_pause_strikes_at_each_point_of_the_workload_and_the_client_goes_on() {
+    // The real schedule aims each stall at one point; the shared workload
+    // passes the four of its own (the fake client has no transport, so no
+    // stall strikes in flight or between commands), and a stalled client
+    // acts again when its stall is over.
+    let mut struck = std::collections::BTreeSet::new();
+    for seed in 0..3 {
+        let mut options = options(true);
+        options.seed = seed;
+        options.stalls = stall_schedule(5, 200, Duration::from_secs(20), seed);
+        assert!(options.stalls.iter().any(|stall| stall.at != StallPoint::AfterGrant));
+        let events = drive_fake(&options, false);
+        for (at, event) in events.iter().enumerate() {
+            let value = value(event);
+            if event.process != Process::Nemesis || event.f != Function::Stop {
+                continue;
+            }
+            let Some(point) = value["struck"].as_str() else { continue };
+            struck.insert(point.to_string());
+            assert!(
+                ["after-grant", "after-write", "before-renew", "before-release"].contains(&point),
+                "struck at {point}, which the fake client does not pass"
+            );
+            let client: i64 = value["targets"][0].as_str().unwrap()[7..].parse().unwrap();
+            let resumed = event.time_ns + value["stall_ms"].as_u64().unwrap() * 1_000_000;
+            let end = events.last().unwrap().time_ns;
+            if end > resumed + 2_000_000_000 {
+                assert!(
+                    events[at..].iter().any(|later| {
+                        matches!(later.process, Process::Client(p) if p % 5 == client)
+                            && later.event_type == EventType::Invoke
+                            && later.time_ns > resumed
+                    }),
+                    "client {client} never acted after its stall at {point}, seed {seed}"
+                );
+            }
+        }
+    }
+    assert_eq!(
+        struck.into_iter().collect::<Vec<_>>(),
+        ["after-grant", "after-write", "before-release", "before-renew"],
+        "every point of the workload struck over three seeds"
+    );
 }
