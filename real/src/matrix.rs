@@ -200,7 +200,7 @@ pub fn run_cell(
         },
         |run| &run.analysis,
     )?;
-    let seed = outcome.decided.as_ref().map_or(0, |(seed, _)| *seed);
+    let seed = outcome.decided.as_ref().map_or(first, |(seed, _)| *seed);
     Ok(CellResult {
         matches: outcome.matches,
         runs: outcome.runs,

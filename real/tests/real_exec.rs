@@ -24,7 +24,9 @@ use lockcheck_real::Storage;
 use lockcheck_real::{drive, DriveOptions};
 use lockcheck_real::{ClientConfig, RealError};
 use lockcheck_real::{ExecClient, ExecProgram};
-use lockcheck_workloads::{FaultKind, LockClient, Outcome, Stall, Workload, WorkloadOptions};
+use lockcheck_workloads::{
+    FaultKind, LockClient, Outcome, Stall, StallPoint, Workload, WorkloadOptions,
+};
 
 fn redis_url() -> String {
     std::env::var("LOCKCHECK_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_string())
@@ -183,6 +185,65 @@ async fn a_stopped_program_times_out_as_a_paused_client_would() {
     assert_eq!(client.acquire("lock", 1000).await, Outcome::Info("timeout".into()));
     client.reset().await;
     assert!(gone(pid).await, "a stopped process is killed too");
+    assert!(granted(&client.acquire("lock", 1000).await));
+}
+
+/// Whether process `pid` is stopped (state `T` in /proc).
+fn stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('T'))
+    })
+}
+
+/// Samples whether `pid` is stopped every 100 ms for `for_ms`: how many
+/// samples found it stopped.
+async fn stopped_samples(pid: u32, for_ms: u64) -> usize {
+    let mut count = 0;
+    for _ in 0..for_ms / 100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        count += usize::from(stopped(pid));
+    }
+    count
+}
+
+#[tokio::test]
+async fn a_pause_in_flight_stops_the_program_with_its_request_outstanding_and_not_against_the_deadline(
+) {
+    // The deadline is 3 s; the program is stopped for 4 s while the acquire
+    // is outstanding, and the acquire is granted all the same: the stall
+    // is the program's own, so the call just takes longer.
+    let stall = Stall::default();
+    let mut client = misbehaving("fine", 0).await.freeze_on_stall(stall.clone());
+    let pid = client.pid().expect("a running program");
+    stall.request_at(4_000, StallPoint::InFlight);
+    let started = std::time::Instant::now();
+    let (outcome, stopped_for) =
+        tokio::join!(client.acquire("lock", 1000), stopped_samples(pid, 3_500));
+    assert!(granted(&outcome), "{outcome:?}");
+    assert!(started.elapsed() >= Duration::from_millis(4_000), "{:?}", started.elapsed());
+    assert!(stopped_for >= 15, "stopped in {stopped_for} of 35 samples");
+    assert!(!stopped(pid), "continued once the stall was over");
+    assert_eq!(stall.clear(), Some(StallPoint::InFlight));
+    // Once struck, the next request is not stopped.
+    let started = std::time::Instant::now();
+    assert!(granted(&client.acquire("lock", 1000).await));
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn a_pause_anywhere_else_stops_the_whole_program_for_the_stall() {
+    // At the workload's points (here after a grant), lockcheck's client
+    // stalls and the program with it, its own threads included.
+    let stall = Stall::default();
+    let mut client = misbehaving("fine", 0).await.freeze_on_stall(stall.clone());
+    let pid = client.pid().expect("a running program");
+    assert!(granted(&client.acquire("lock", 1000).await));
+    stall.request_at(1_500, StallPoint::AfterGrant);
+    let (struck, stopped_for) =
+        tokio::join!(stall.strike(StallPoint::AfterGrant), stopped_samples(pid, 1_200));
+    assert!(struck);
+    assert!(stopped_for >= 5, "stopped in {stopped_for} of 12 samples");
+    assert!(!stopped(pid), "continued once the stall was over");
     assert!(granted(&client.acquire("lock", 1000).await));
 }
 

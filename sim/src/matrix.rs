@@ -415,6 +415,6 @@ pub fn run_cell_with_progress(
         seeds: outcome.runs,
         seed,
         found: outcome.found,
-        options: SimOptions { seed: seed.unwrap_or(0), ..base },
+        options: SimOptions { seed: seed.unwrap_or(effort.first_seed), ..base },
     })
 }
