@@ -168,7 +168,10 @@ where
 }
 
 /// Carries out the stalls, recording each start and stop as the simulator
-/// does: `{"fault":"pause","targets":["client-3"],"stall_ms":…}`.
+/// does: `{"fault":"pause","targets":["client-3"],"stall_ms":…}`. Each
+/// stall strikes a client holding a lock when it starts, if any does: the
+/// real world's stalls are aimed where they break locks (the simulator's
+/// stay where the seed put them, so that its histories stay its own).
 async fn stall_clients(
     faults: &[StallFault],
     stalls: &[Stall],
@@ -176,13 +179,25 @@ async fn stall_clients(
     start: Instant,
 ) {
     for fault in faults {
-        let stall = &stalls[fault.client as usize];
         tokio::time::sleep_until(start + fault.start).await;
+        // Aimed at a holder in the middle of its hold when there is one:
+        // the drawn client picks among the holders of the moment.
+        let holders: Vec<u32> = (0u32..)
+            .zip(stalls)
+            .filter(|(_, stall)| stall.is_holding())
+            .map(|(client, _)| client)
+            .collect();
+        let client = match holders.as_slice() {
+            [] => fault.client,
+            holders => holders[fault.client as usize % holders.len()],
+        };
+        let fault = StallFault { client, ..*fault };
+        let stall = &stalls[client as usize];
         stall.request_at(fault.stall_ms, fault.at);
-        record_fault(recorder, fault, Function::Start, None);
+        record_fault(recorder, &fault, Function::Start, None);
         tokio::time::sleep_until(start + fault.end).await;
         let struck = stall.clear();
-        record_fault(recorder, fault, Function::Stop, Some(struck));
+        record_fault(recorder, &fault, Function::Stop, Some(struck));
     }
 }
 

@@ -112,6 +112,8 @@ struct State {
     /// Where the last stall asked for struck, once it has.
     struck: Option<StallPoint>,
     freezer: Option<Arc<dyn Freezer>>,
+    /// The client holds a lock now (from its grant to its release).
+    holding: bool,
 }
 
 /// One client's pause point: the nemesis asks for a stall at a point, the
@@ -135,6 +137,17 @@ impl Stall {
         let mut state = self.state();
         state.pending = (ms > 0).then_some((ms, point));
         state.struck = None;
+    }
+
+    /// The workload says whether the client holds a lock now: a nemesis
+    /// that aims at holders asks [`Stall::is_holding`].
+    pub fn set_holding(&self, holding: bool) {
+        self.state().holding = holding;
+    }
+
+    /// Whether the client holds a lock now.
+    pub fn is_holding(&self) -> bool {
+        self.state().holding
     }
 
     /// Stops `freezer` too whenever this client stalls.

@@ -262,6 +262,8 @@ async fn run_locking<C: LockClient>(
             }
         };
     'ops: while tokio::time::Instant::now() < plan.until {
+        // Whatever ended the last turn, nothing is held between turns.
+        stall.set_holding(false);
         pause(&mut rng, options.think_ms).await;
         let at = rng.gen_range(0..options.locks.len());
         let (lock, resource) = (&options.locks[at], &options.resources[at]);
@@ -281,6 +283,7 @@ async fn run_locking<C: LockClient>(
         let grant = match outcome {
             Outcome::Ok(grant) => {
                 complete(&mut process, Function::Acquire, lock, Outcome::Ok(grant_value(&grant)));
+                stall.set_holding(true);
                 grant
             }
             Outcome::Fail(error) => {
@@ -393,6 +396,7 @@ async fn run_locking<C: LockClient>(
             }
         }
         stall.strike(StallPoint::BeforeRelease).await;
+        stall.set_holding(false);
         record(process, EventType::Invoke, Function::Release, lock, grant_value(&grant), None);
         let outcome = unit(client.release(lock, &grant).await);
         let crashed = matches!(outcome, Outcome::Info(_));
