@@ -154,15 +154,15 @@ pub fn runs_needed<W: World>(
         let mut needed = Vec::new();
         for sample in 0..samples {
             match world.run(cell, sample * SAMPLE_STRIDE, &progress)? {
-                Ran::Judged { matches: true, runs, .. } => needed.push(Some(runs)),
+                Ran::Judged { matches: true, runs, .. } => needed.push(Sample::Found(runs)),
                 Ran::Judged { matches: false, replay, .. } => {
                     blind.push(format!("  {} ({}): replay: {replay}", W::name(cell), cell.note));
-                    needed.push(None);
+                    needed.push(Sample::NotFound);
                 }
                 Ran::Failed(error) => {
                     errors += 1;
                     blind.push(format!("  {}: {error}", W::name(cell)));
-                    needed.push(None);
+                    needed.push(Sample::Failed);
                 }
             }
             progress.inc();
@@ -183,14 +183,31 @@ pub fn runs_needed<W: World>(
     Ok(exit_code(errors, blind.len()).into())
 }
 
+/// How one sample of a violated cell came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sample {
+    /// Shown after this many runs.
+    Found(u64),
+    /// Not shown within the cell's budget.
+    NotFound,
+    /// A run could not run: no count.
+    Failed,
+}
+
 /// One cell's row of [`runs_needed`]: labels, median, maximum, each
-/// sample's count (`>3`: not within a budget of 3).
-fn needed_row(layout: &Layout, labels: &[String], needed: &[Option<u64>], budget: u64) -> String {
+/// sample's count (`>3`: not within a budget of 3; `error`: a run could
+/// not run, left out of the median and maximum).
+fn needed_row(layout: &Layout, labels: &[String], needed: &[Sample], budget: u64) -> String {
     let mut line = String::new();
     for (label, (_, width)) in labels.iter().zip(layout.labels) {
         line.push_str(&format!("{label:<width$} "));
     }
-    let mut counts: Vec<u64> = needed.iter().map(|runs| runs.unwrap_or(budget + 1)).collect();
+    let count = |sample: &Sample| match sample {
+        Sample::Found(runs) => Some(*runs),
+        Sample::NotFound => Some(budget + 1),
+        Sample::Failed => None,
+    };
+    let mut counts: Vec<u64> = needed.iter().filter_map(count).collect();
     counts.sort_unstable();
     let median = match counts.len() {
         0 => 0.0,
@@ -199,7 +216,8 @@ fn needed_row(layout: &Layout, labels: &[String], needed: &[Option<u64>], budget
     };
     let max = counts.last().copied().unwrap_or(0);
     let over = |runs: u64| if runs > budget { format!(">{budget}") } else { runs.to_string() };
-    let each: Vec<String> = needed.iter().map(|runs| over(runs.unwrap_or(budget + 1))).collect();
+    let each: Vec<String> =
+        needed.iter().map(|sample| count(sample).map_or("error".to_string(), over)).collect();
     line + &format!("{median:>6} {:>4}  {}", over(max), each.join(" "))
 }
 
@@ -262,7 +280,7 @@ fn summary(cells: usize, started: Instant, mismatches: &[String]) {
 mod tests {
     use std::time::Duration;
 
-    use super::{heading, needed_row, row, Layout};
+    use super::{heading, needed_row, row, Layout, Sample};
 
     const SIMULATED: Layout = Layout { labels: &[("backend", 30), ("faults", 26)], timed: false };
     const REAL: Layout = Layout { labels: &[("check", 64)], timed: true };
@@ -282,15 +300,15 @@ mod tests {
     #[test]
     fn a_row_of_runs_needed_gives_the_median_the_maximum_and_each_sample() {
         let labels = ["sim-redis".to_string(), "pause".to_string()];
-        let needed = [Some(1), Some(3), Some(1), Some(2)];
+        let needed = [Sample::Found(1), Sample::Found(3), Sample::Found(1), Sample::Found(2)];
         assert_eq!(
             needed_row(&SIMULATED, &labels, &needed, 50),
             format!("{:<30} {:<26} {:>6} {:>4}  1 3 1 2", "sim-redis", "pause", "1.5", "3")
         );
-        let blind = [Some(1), None, Some(2)];
+        let blind = [Sample::Found(1), Sample::NotFound, Sample::Found(2), Sample::Failed];
         assert_eq!(
             needed_row(&SIMULATED, &labels, &blind, 3),
-            format!("{:<30} {:<26} {:>6} {:>4}  1 >3 2", "sim-redis", "pause", "2", ">3")
+            format!("{:<30} {:<26} {:>6} {:>4}  1 >3 2 error", "sim-redis", "pause", "2", ">3")
         );
     }
 

@@ -223,10 +223,12 @@ pub fn cells() -> Vec<RealCell> {
             "holder stall > TTL: two holders; the fenced storage rejects the stale write",
         ),
         cell(
-            on(B::Redis(RedisRecipe::Plain), &[F::Pause], 500).without_fencing(),
+            on(B::Redis(RedisRecipe::Plain), &[F::Pause], 500)
+                .without_fencing()
+                .with_pause_at(&[StallPoint::AfterGrant]),
             8,
             violated(&[RESOURCE]),
-            "holder stall > TTL without fencing: the stale write lands",
+            "holder stall > TTL between its grant and its write, without fencing: the stale write lands",
         ),
         cell(
             on(B::Redis(RedisRecipe::Plain), &[F::Kill], 500),
