@@ -131,8 +131,10 @@ pub fn runs_needed<W: World>(
     backends: &[String],
     samples: u64,
 ) -> anyhow::Result<ExitCode> {
-    let cells: Vec<Cell<W::Backend>> =
-        selected(cells, backends).into_iter().filter(|cell| cell.expect.seeks_violation()).collect();
+    let cells: Vec<Cell<W::Backend>> = selected(cells, backends)
+        .into_iter()
+        .filter(|cell| cell.expect.seeks_violation())
+        .collect();
     if cells.is_empty() {
         eprintln!("lockcheck: no violated {} has the backends {backends:?}", W::CELLS);
         return Ok(exit::USAGE.into());

@@ -82,7 +82,9 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
         first_seed: 0,
     };
     match args.runs_needed {
-        Some(samples) => crate::matrix::runs_needed(&Real { effort }, cells(), &args.backends, samples),
+        Some(samples) => {
+            crate::matrix::runs_needed(&Real { effort }, cells(), &args.backends, samples)
+        }
         None => crate::matrix::run(&Real { effort }, cells(), &args.backends),
     }
 }

@@ -83,9 +83,8 @@ impl World for Simulated {
         let result = run_cell_with_progress(cell, effort, &mut |_, sim| {
             lock_ops += sim.stats.lock_ops;
             done += 1;
-            progress.message(format!(
-                "{what}: seed {done} of up to {seeds} done, {lock_ops} lock ops"
-            ));
+            progress
+                .message(format!("{what}: seed {done} of up to {seeds} done, {lock_ops} lock ops"));
         })?;
         Ok(Ran::Judged {
             runs: result.seeds,

@@ -155,16 +155,18 @@ fn a_pinned_run_repeats_itself() {
 /// there now.
 #[test]
 fn a_pause_aimed_after_the_grant_is_the_pause_from_before() {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden-pause-after-grant.txt");
+    let data =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden-pause-after-grant.txt");
     let expected = std::fs::read_to_string(data).expect("tests/data/golden-pause-after-grant.txt");
     let expected: Vec<&str> = expected.lines().filter(|line| !line.starts_with('#')).collect();
     assert!(expected.len() >= 8, "{expected:?}");
     let mut changed = Vec::new();
     for (index, want) in expected.iter().enumerate() {
         let args = want.split(" | ").next().expect("arguments");
-        let found = record_history(100 + index, &format!("{args} --pause-at after-grant"), |history| {
-            strip_pause_points(&history)
-        });
+        let found =
+            record_history(100 + index, &format!("{args} --pause-at after-grant"), |history| {
+                strip_pause_points(&history)
+            });
         let found = found.replacen(" --pause-at after-grant", "", 1);
         if &found != want {
             changed.push(format!("  was: {want}\n  now: {found}"));

@@ -35,8 +35,8 @@ use tokio::time::{timeout, timeout_at, Instant};
 use super::servers::signal_group;
 use super::storage::Storage;
 use super::{ClientConfig, RealError};
-use lockcheck_workloads::{Stall, StallPoint};
 use lockcheck_workloads::{Grant, LockClient, Outcome};
+use lockcheck_workloads::{Stall, StallPoint};
 
 /// The protocol version this driver speaks.
 pub const PROTOCOL: u32 = 1;
@@ -558,8 +558,7 @@ impl ExecClient {
         // several), for the stall's length. The stall is the program's own,
         // so the reply's deadline moves on by as much: the call just takes
         // longer, as a paused application's call does.
-        let stall_ms =
-            self.stall.as_ref().map_or(0, |stall| stall.take_at(StallPoint::InFlight));
+        let stall_ms = self.stall.as_ref().map_or(0, |stall| stall.take_at(StallPoint::InFlight));
         let until = Instant::now() + self.launch.deadline + Duration::from_millis(stall_ms);
         let pid = process.child.id();
         let freeze = async {

@@ -36,8 +36,8 @@ use tokio::time::{timeout_at, Instant};
 use super::storage::Storage;
 use super::{ClientConfig, RealError};
 use lockcheck_workloads::redis_lock::{self, CallError, RedisLock, Variant};
-use lockcheck_workloads::{Stall, StallPoint};
 use lockcheck_workloads::{Grant, LockClient, Outcome};
+use lockcheck_workloads::{Stall, StallPoint};
 
 /// How long opening a connection may take while setting up a test, before
 /// anything is recorded.

@@ -24,8 +24,8 @@ use lockcheck_real::{
     ManagedServer, RedisClient, RedisRecipe, RedlockClient, ServerKind, ServerOptions, Storage,
 };
 use lockcheck_workloads::{
-    run_client, ClientPlan, LockClient, Outcome, Recorder, SharedRecorder, Stall, Workload,
-    WorkloadOptions,
+    run_client, ClientPlan, LockClient, Outcome, Recorder, SharedRecorder, Stall, StallPoint,
+    Workload, WorkloadOptions,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -58,6 +58,8 @@ struct Spec {
     stalls_at_most: usize,
     /// Each operation's deadline, if not the simulator's quarter TTL.
     deadline: Option<Duration>,
+    /// Where each stall is aimed.
+    pause_at: StallPoint,
     seed: u64,
 }
 
@@ -74,6 +76,7 @@ impl Spec {
             stalls: false,
             stalls_at_most: usize::MAX,
             deadline: None,
+            pause_at: StallPoint::AfterGrant,
             seed: 1,
         }
     }
@@ -136,8 +139,11 @@ const STALLING_RUN: Duration = Duration::from_secs(5);
 async fn stall_holders(spec: &Spec, stalls: &[Stall], recorder: &SharedRecorder, until: Duration) {
     let mut rng = SmallRng::seed_from_u64(spec.seed ^ 0x5eed);
     let started = tokio::time::Instant::now();
-    let record = |f: Function, client: usize, stall_ms: u64| {
-        let value = json!({ "fault": "pause", "targets": [format!("client-{client}")], "stall_ms": stall_ms });
+    let record = |f: Function, client: usize, stall_ms: u64, struck: Option<StallPoint>| {
+        let mut value = json!({ "fault": "pause", "targets": [format!("client-{client}")], "stall_ms": stall_ms, "at": spec.pause_at.name() });
+        if f == Function::Stop {
+            value["struck"] = json!(struck.map(StallPoint::name));
+        }
         recorder.lock().unwrap().record(Process::Nemesis, EventType::Info, f, None, value, None);
     };
     let quiet = Duration::from_millis(spec.ttl_ms * 5);
@@ -148,12 +154,12 @@ async fn stall_holders(spec: &Spec, stalls: &[Stall], recorder: &SharedRecorder,
         }
         let client = rng.gen_range(0..stalls.len());
         let stall_ms = rng.gen_range(spec.ttl_ms * 3..=spec.ttl_ms * 4);
-        stalls[client].request(stall_ms);
-        record(Function::Start, client, stall_ms);
+        stalls[client].request_at(stall_ms, spec.pause_at);
+        record(Function::Start, client, stall_ms, None);
         tokio::time::sleep(Duration::from_millis(stall_ms)).await;
         // A stall not taken by now is dropped, as the simulator's is.
-        stalls[client].clear();
-        record(Function::Stop, client, stall_ms);
+        let struck = stalls[client].clear();
+        record(Function::Stop, client, stall_ms, struck);
     }
 }
 
@@ -319,12 +325,82 @@ async fn redis_setnx_expire_crash_leaves_the_lock_stuck() {
         stalls: true,
         stalls_at_most: 2,
         deadline: Some(Duration::from_secs(1)),
+        pause_at: StallPoint::BetweenCommands,
         ttl_ms: 300,
         run_for: STALLING_RUN,
         ..Spec::new("real-redis-setnx-expire")
     };
     let analysis = redis_run(&spec, RedisRecipe::SetnxExpire, 0.0).await;
     assert_invalid(&spec, &analysis, LIVENESS);
+}
+
+/// The linearizability verdicts of `recipe` under stalls aimed at `at`,
+/// over up to three seeds, until one is invalid.
+async fn linearizable_under_stalls_at(
+    name: &'static str,
+    recipe: RedisRecipe,
+    at: StallPoint,
+) -> (bool, String) {
+    let mut described = Vec::new();
+    for seed in 1..=3 {
+        let spec =
+            Spec { stalls: true, run_for: STALLING_RUN, pause_at: at, seed, ..Spec::new(name) };
+        let checked = redis_run(&spec, recipe, 0.0).await;
+        described.push(describe(&spec, &checked));
+        if verdict(&checked, LINEARIZABILITY) == Some(Verdict::Invalid) {
+            return (false, described.join("\n"));
+        }
+    }
+    (true, described.join("\n"))
+}
+
+#[tokio::test]
+async fn redis_get_del_release_paused_between_its_commands_deletes_the_next_holders_lock() {
+    let (linearizable, described) = linearizable_under_stalls_at(
+        "real-redis-get-del",
+        RedisRecipe::GetDelRelease,
+        StallPoint::BetweenCommands,
+    )
+    .await;
+    assert!(!linearizable, "{described}");
+}
+
+#[tokio::test]
+async fn redis_blind_renew_paused_before_renewing_extends_the_next_holders_lock() {
+    let (linearizable, described) = linearizable_under_stalls_at(
+        "real-redis-blind-renew",
+        RedisRecipe::BlindRenew,
+        StallPoint::BeforeRenew,
+    )
+    .await;
+    assert!(!linearizable, "{described}");
+}
+
+#[tokio::test]
+async fn redis_paused_before_renewing_or_releasing_stays_linearizable() {
+    // The correct recipe in the same windows: its compare finds the lease
+    // gone. Every seed must stay linearizable.
+    for (name, at) in [
+        ("real-redis-late-renew", StallPoint::BeforeRenew),
+        ("real-redis-late-release", StallPoint::BeforeRelease),
+    ] {
+        for seed in 1..=2 {
+            let spec =
+                Spec { stalls: true, run_for: STALLING_RUN, pause_at: at, seed, ..Spec::new(name) };
+            let checked = redis_run(&spec, RedisRecipe::Plain, 0.0).await;
+            let text = describe(&spec, &checked);
+            assert_eq!(verdict(&checked, LINEARIZABILITY), Some(Verdict::Valid), "{text}");
+            assert_eq!(verdict(&checked, RESOURCE_SAFETY), Some(Verdict::Valid), "{text}");
+            assert!(
+                checked.events.iter().any(|event| event.f == Function::Stop
+                    && event.value.as_ref().is_some_and(|raw| {
+                        raw.get().contains(&format!("\"struck\":\"{}\"", at.name()))
+                    })),
+                "no stall struck at {}: {text}",
+                at.name()
+            );
+        }
+    }
 }
 
 #[tokio::test]

@@ -5,11 +5,11 @@ use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::time::Duration;
 
+use lockcheck_workloads::{Stall, StallPoint};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use turmoil::net::{TcpListener, TcpStream};
-use lockcheck_workloads::{Stall, StallPoint};
 
 use crate::protocol::{Request, Response};
 use crate::server::{KeyChange, ServerState};

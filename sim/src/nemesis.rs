@@ -165,7 +165,8 @@ pub fn schedule(
     let kinds: Vec<FaultKind> =
         kinds.iter().copied().filter(|&kind| refused_in_sim(kind).is_none()).collect();
     let quiet = Quiet { start: rates.quiet_start, end: rates.quiet_end };
-    let pause_at = if pause_at.is_empty() { vec![StallPoint::AfterGrant] } else { pause_at.to_vec() };
+    let pause_at =
+        if pause_at.is_empty() { vec![StallPoint::AfterGrant] } else { pause_at.to_vec() };
     let draws = SimDraws { targets, shapes, pause_at, gap_ms: rates.gap_ms };
     lockcheck_workloads::schedule(&kinds, quiet, time_limit, &draws, rng)
 }

@@ -8,9 +8,8 @@ use std::time::{Duration, Instant};
 
 use lockcheck_checker::{Event, EventType, Function};
 use lockcheck_workloads::{
-    StallPoint,
     check_sizes, run_client, ClientPlan, HistoryFile, LockClient, Recorder, SharedRecorder, Stall,
-    Workload, WorkloadOptions,
+    StallPoint, Workload, WorkloadOptions,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};

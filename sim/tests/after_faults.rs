@@ -55,7 +55,11 @@ fn check(options: &SimOptions) -> Vec<String> {
     }
     for kind in &options.faults {
         let Some(&stop) = first_stop.get(kind.name()) else {
-            problems.push(format!("{}: no {} fault ended; {replay}", options.backend.name(), kind.name()));
+            problems.push(format!(
+                "{}: no {} fault ended; {replay}",
+                options.backend.name(),
+                kind.name()
+            ));
             continue;
         };
         let after = invoked_after(events, stop);

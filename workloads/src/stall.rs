@@ -215,9 +215,15 @@ mod tests {
         );
         assert_eq!(StallPoint::parse_list("all").unwrap(), StallPoint::ALL);
         assert_eq!(StallPoint::list(&StallPoint::ALL), "all");
-        assert_eq!(StallPoint::list(&[StallPoint::InFlight, StallPoint::AfterWrite]), "in-flight,after-write");
+        assert_eq!(
+            StallPoint::list(&[StallPoint::InFlight, StallPoint::AfterWrite]),
+            "in-flight,after-write"
+        );
         let unknown = StallPoint::parse_list("in-flight,gc").unwrap_err();
-        assert!(unknown.starts_with("unknown pause point \"gc\": the points are after-grant"), "{unknown}");
+        assert!(
+            unknown.starts_with("unknown pause point \"gc\": the points are after-grant"),
+            "{unknown}"
+        );
         assert!(StallPoint::parse_list(" ,").is_err());
     }
 
