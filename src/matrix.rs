@@ -211,16 +211,20 @@ fn needed_row(layout: &Layout, labels: &[String], needed: &[Sample], budget: u64
     };
     let mut counts: Vec<u64> = needed.iter().filter_map(count).collect();
     counts.sort_unstable();
+    // The median and maximum of the samples that ran.
     let median = match counts.len() {
         0 => 0.0,
         n if n % 2 == 1 => counts[n / 2] as f64,
         n => (counts[n / 2 - 1] + counts[n / 2]) as f64 / 2.0,
     };
-    let max = counts.last().copied().unwrap_or(0);
     let over = |runs: u64| if runs > budget { format!(">{budget}") } else { runs.to_string() };
     let each: Vec<String> =
         needed.iter().map(|sample| count(sample).map_or("error".to_string(), over)).collect();
-    line + &format!("{median:>6} {:>4}  {}", over(max), each.join(" "))
+    let (median, max) = match counts.last() {
+        Some(&max) => (median.to_string(), over(max)),
+        None => ("-".to_string(), "-".to_string()),
+    };
+    line + &format!("{median:>6} {max:>4}  {}", each.join(" "))
 }
 
 /// Any cell that could not run outweighs a mismatch: its verdict is missing.
@@ -311,6 +315,10 @@ mod tests {
         assert_eq!(
             needed_row(&SIMULATED, &labels, &blind, 3),
             format!("{:<30} {:<26} {:>6} {:>4}  1 >3 2 error", "sim-redis", "pause", "2", ">3")
+        );
+        assert_eq!(
+            needed_row(&SIMULATED, &labels, &[Sample::Failed], 3),
+            format!("{:<30} {:<26} {:>6} {:>4}  error", "sim-redis", "pause", "-", "-")
         );
     }
 

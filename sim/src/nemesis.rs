@@ -206,7 +206,13 @@ impl Draws for SimDraws {
         // out two of three members).
         let spread = if servers > 1 && action == Action::Kill {
             let most = if cluster { (servers - 1) / 2 } else { servers / 2 + 1 };
-            rng.gen_range(1..=most.max(1))
+            if !cluster && self.targets.min_down_ms == 0 {
+                // Aimed where it breaks: independent instances that come
+                // back at once, empty, are all a majority needs to forget.
+                most
+            } else {
+                rng.gen_range(1..=most.max(1))
+            }
         } else {
             1
         };

@@ -508,12 +508,10 @@ fn failover_asked_of_a_backend_without_a_replica_changes_nothing() {
         let with = SimOptions { faults, ..without.clone() };
         let (without_run, with_run) = (simulate(&without), simulate(&with));
         let same = events_bytes(&without_run) == events_bytes(&with_run);
-        let can_fail_over = matches!(
-            backend,
-            Backend::Redis
-                | Backend::RedisDelRelease
-                | Backend::RedisSetnxExpire
-                | Backend::RedisLostReply
+        let can_fail_over = backend.entry().fails_over;
+        assert_eq!(
+            can_fail_over,
+            backend.name().starts_with("sim-redis") && !backend.name().contains("semaphore")
         );
         assert_eq!(same, !can_fail_over, "{}: replay: {}", backend.name(), replay(&with));
         assert_eq!(with_run.faults.contains(&FaultKind::Failover), can_fail_over);
@@ -541,6 +539,8 @@ fn histories_without_failover_are_the_ones_from_before_it() {
     // The two with pause changed again when a pause began to strike at any
     // point of a client's life (`SimOptions::pause_at`); aimed after the
     // grant alone, a pause records what it did before (tests/cli_golden.rs).
+    // The Redlock one changed once more when a kill of instances that come
+    // back at once, empty, began to take out a majority every time.
     let pinned: [(SimOptions, usize, u64); 4] = [
         (SimOptions { seed: 42, ..SimOptions::default() }, 1_152_049, 0xb23b_3066_2353_6edf),
         (SimOptions { seed: 5, ..options(Backend::Redis, &[]) }, 1_297_954, 0x21d6_3eaf_9510_ad85),
@@ -554,8 +554,8 @@ fn histories_without_failover_are_the_ones_from_before_it() {
                 seed: 7,
                 ..options(Backend::RedlockNoDelay, &lockcheck_sim::DEFAULT_FAULTS)
             },
-            228_569,
-            0x4dca_117d_a825_9d19,
+            231_707,
+            0xc824_071b_e16e_286d,
         ),
     ];
     for (options, len, hash) in pinned {
