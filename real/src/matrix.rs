@@ -397,7 +397,7 @@ mod tests {
         let args: Vec<String> = cells().iter().map(super::check_args).collect();
         for line in [
             "--backend redis --nemesis none --ttl 500ms",
-            "--backend redis --nemesis pause --ttl 500ms --no-fencing",
+            "--backend redis --nemesis pause --pause-at after-grant --ttl 500ms --no-fencing",
             "--backend redis --nemesis kill --ttl 500ms --persistent",
             "--backend redlock --nemesis kill --ttl 2s --restart-delay 0ms",
             "--backend etcd --nemesis partition --partition-shapes isolate-one,halves,ring --ttl 2s",
