@@ -114,6 +114,9 @@ mod tests {
             backend: Backend::Redis,
             faults: vec![FaultKind::Pause, FaultKind::SlowNet],
             time_limit: Duration::from_secs(20),
+            // The classic stall, between the grant and the write: its
+            // violation lives in a few operations around one stall.
+            pause_at: vec![lockcheck_workloads::StallPoint::AfterGrant],
             ..SimOptions::default()
         };
         let check_options = CheckOptions::default();
