@@ -7,7 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use lockcheck_checker::Event;
-use lockcheck_workloads::{Catalogue, FaultKind, HistoryFile, SharedRecorder};
+use lockcheck_workloads::{Catalogue, FaultKind, HistoryFile, Holders, SharedRecorder};
 use tokio::time::Instant;
 
 use crate::driver::{drive_recorded, DriveOptions};
@@ -138,7 +138,11 @@ pub(crate) struct Drive<'a> {
 
 /// The fault executors of a run, started with the clients.
 pub(crate) type Nemesis<'a> = Box<
-    dyn FnOnce(SharedRecorder, Instant) -> Pin<Box<dyn Future<Output = Result<(), RealError>> + 'a>>
+    dyn FnOnce(
+            SharedRecorder,
+            Instant,
+            Holders,
+        ) -> Pin<Box<dyn Future<Output = Result<(), RealError>> + 'a>>
         + 'a,
 >;
 
@@ -316,9 +320,10 @@ impl RealBackend {
 
     /// How long a holder works, drawn from this range: a holder under a
     /// session's keepalive works a long job, as the simulated one does; a
-    /// hold long enough for a failover, a clock jump, or a crash and
-    /// restart of independent instances to fall inside one; else a tenth
-    /// of the TTL.
+    /// hold long enough for a failover, a clock jump, a killed session
+    /// (the client must reconnect before the victim's hold ends), or a
+    /// crash and restart of independent instances to fall inside one; else
+    /// a tenth of the TTL.
     pub fn hold_ms(self, ttl_ms: u64, long_faults: bool) -> (u64, u64) {
         let entry = self.entry();
         if entry.session_lease {
@@ -442,10 +447,14 @@ impl RealBackend {
                 drive_recorded(
                     options,
                     history,
-                    |logical, _stall| {
+                    |logical, stall| {
                         let config = config(logical);
                         let endpoints = urls(logical);
-                        async move { EtcdClient::connect(endpoints, &config, fencing).await }
+                        async move {
+                            Ok(EtcdClient::connect(endpoints, &config, fencing)
+                                .await?
+                                .stalling_at(stall))
+                        }
                     },
                     nemesis,
                 )
@@ -481,10 +490,12 @@ impl RealBackend {
                 drive_recorded(
                     options,
                     history,
-                    |logical, _stall| {
+                    |logical, stall| {
                         let config = config(logical);
                         let url = &urls(logical)[0];
-                        async move { SqlClient::connect(url, recipe, &config).await }
+                        async move {
+                            Ok(SqlClient::connect(url, recipe, &config).await?.stalling_at(stall))
+                        }
                     },
                     nemesis,
                 )

@@ -20,8 +20,8 @@ use tokio::time::Instant;
 
 use super::RealError;
 use lockcheck_workloads::{
-    run_client, ClientPlan, HistoryFile, LockClient, Recorder, SharedRecorder, Stall, StallPoint,
-    WorkloadOptions,
+    run_client, Aim, ClientPlan, HistoryFile, Holders, LockClient, Recorder, SharedRecorder, Stall,
+    StallPoint, StallPoints, WorkloadOptions,
 };
 
 /// One real test.
@@ -42,7 +42,9 @@ pub struct DriveOptions {
 /// it next passes point `at` (a GC pause longer than the TTL, so that
 /// another client takes the lock while it still believes it holds it,
 /// docs/guide.md#leases-and-fencing); at `end` a stall not yet taken is
-/// dropped.
+/// dropped. The stall is aimed: it waits up to `slack` for a client whose
+/// grant has just come back and strikes it instead, at a point among
+/// `points` still ahead in its hold ([`Holders`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StallFault {
     pub start: Duration,
@@ -50,6 +52,10 @@ pub struct StallFault {
     pub client: u32,
     pub stall_ms: u64,
     pub at: StallPoint,
+    /// How long the stall may wait for its aim (moved on by as much).
+    pub slack: Duration,
+    /// The points it may be moved to (`--pause-at`).
+    pub points: StallPoints,
 }
 
 /// Runs a test: connects client 0, 1, … with `connect`, given the client's
@@ -63,11 +69,12 @@ where
     F: Fn(u32, Stall) -> Fut,
     Fut: Future<Output = Result<C, RealError>>,
 {
-    drive_with(options, connect, |_, _| async { Ok(()) }).await
+    drive_with(options, connect, |_, _, _| async { Ok(()) }).await
 }
 
 /// As [`drive`], with another nemesis running beside the clients (the
-/// server faults of `nemesis.rs`), given the recorder and the test's start.
+/// server faults of `nemesis.rs`), given the recorder, the test's start and
+/// the clients' holds to aim at.
 /// Its error ends the test with that error.
 pub async fn drive_with<C, F, Fut, N, NFut>(
     options: &DriveOptions,
@@ -78,7 +85,7 @@ where
     C: LockClient,
     F: Fn(u32, Stall) -> Fut,
     Fut: Future<Output = Result<C, RealError>>,
-    N: FnOnce(SharedRecorder, Instant) -> NFut,
+    N: FnOnce(SharedRecorder, Instant, Holders) -> NFut,
     NFut: Future<Output = Result<(), RealError>>,
 {
     drive_recorded(options, None, connect, nemesis).await
@@ -101,7 +108,7 @@ where
     C: LockClient,
     F: Fn(u32, Stall) -> Fut,
     Fut: Future<Output = Result<C, RealError>>,
-    N: FnOnce(SharedRecorder, Instant) -> NFut,
+    N: FnOnce(SharedRecorder, Instant, Holders) -> NFut,
     NFut: Future<Output = Result<(), RealError>>,
 {
     let interrupted = async {
@@ -131,13 +138,14 @@ where
     C: LockClient,
     F: Fn(u32, Stall) -> Fut,
     Fut: Future<Output = Result<C, RealError>>,
-    N: FnOnce(SharedRecorder, Instant) -> NFut,
+    N: FnOnce(SharedRecorder, Instant, Holders) -> NFut,
     NFut: Future<Output = Result<(), RealError>>,
 {
     let mut rng = SmallRng::seed_from_u64(options.seed);
     // Each client's stall point, shared with its backend client too: a
     // recipe with a step inside (SETNX, then EXPIRE) stalls there.
     let stalls: Vec<Stall> = (0..options.clients).map(|_| Stall::default()).collect();
+    let holders = Holders::new(&stalls, Duration::from_millis(options.workload.hold_ms.1));
     let mut clients = Vec::with_capacity(options.clients as usize);
     for logical in 0..options.clients {
         clients.push(connect(logical, stalls[logical as usize].clone()).await?);
@@ -157,9 +165,9 @@ where
             run_client(&mut client, &plan, &options.workload, client_rng, recorder, stall).await;
         }
     });
-    let server_faults = nemesis(recorder.clone(), start);
+    let server_faults = nemesis(recorder.clone(), start, holders.clone());
     let ((_, ()), faulted) = join(
-        join(join_all(runs), stall_clients(&options.stalls, &stalls, &recorder, start)),
+        join(join_all(runs), stall_clients(&options.stalls, &holders, &recorder, start)),
         server_faults,
     )
     .await;
@@ -168,31 +176,32 @@ where
 }
 
 /// Carries out the stalls, recording each start and stop as the simulator
-/// does: `{"fault":"pause","targets":["client-3"],"stall_ms":…}`. Each
-/// stall strikes a client holding a lock when it starts, if any does: the
-/// real world's stalls are aimed where they break locks (the simulator's
-/// stay where the seed put them, so that its histories stay its own).
+/// does: `{"fault":"pause","targets":["client-3"],"stall_ms":…}`. The real
+/// world's stalls are aimed where they break locks (the simulator's stay
+/// where the seed put them, so that its histories stay its own): each
+/// waits, within its slack, for a client whose grant has just come back,
+/// with its whole hold ahead, else strikes a client holding a lock when it
+/// starts, if any does; and it is moved to a point still ahead in the
+/// holder's hold when the drawn one is behind it or one its recipe never
+/// passes.
 async fn stall_clients(
     faults: &[StallFault],
-    stalls: &[Stall],
+    holders: &Holders,
     recorder: &SharedRecorder,
     start: Instant,
 ) {
     for fault in faults {
         tokio::time::sleep_until(start + fault.start).await;
-        // Aimed at a holder in the middle of its hold when there is one:
-        // the drawn client picks among the holders of the moment.
-        let holders: Vec<u32> = (0u32..)
-            .zip(stalls)
-            .filter(|(_, stall)| stall.is_holding())
-            .map(|(client, _)| client)
-            .collect();
-        let client = match holders.as_slice() {
+        let aimed = holders.aim(Aim::Fresh, fault.client, fault.slack).await;
+        // The drawn client picks among the holders.
+        let client = aimed.client.unwrap_or_else(|| match holders.holding().as_slice() {
             [] => fault.client,
-            holders => holders[fault.client as usize % holders.len()],
-        };
-        let fault = StallFault { client, ..*fault };
-        let stall = &stalls[client as usize];
+            holding => holding[fault.client as usize % holding.len()],
+        });
+        let at = holders.point_ahead(client, fault.at, fault.points, fault.stall_ms);
+        let (start_at, end) = (fault.start + aimed.waited, fault.end + aimed.waited);
+        let fault = StallFault { client, at, start: start_at, end, ..*fault };
+        let Some(stall) = holders.stall(client) else { continue };
         stall.request_at(fault.stall_ms, fault.at);
         record_fault(recorder, &fault, Function::Start, None);
         tokio::time::sleep_until(start + fault.end).await;

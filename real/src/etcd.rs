@@ -15,6 +15,10 @@
 //! * Every call of one operation shares the operation's deadline; a call
 //!   that gets no answer gives up the channel, and the next opens a new one
 //!   (perhaps to another member).
+//! * A pause strikes in flight (after a call's reply has come, before the
+//!   recipe reads it) and between the recipe's commands (a lease granted,
+//!   its lock not yet taken); the stall is the client's own, so the
+//!   operation's deadline moves on by as much.
 //!
 //! etcd's TTLs are whole seconds, and the server raises one below its
 //! minimum (1.5 election timeouts' worth of heartbeats, rounded up: 2 s with
@@ -31,7 +35,7 @@ use tokio::time::{timeout, timeout_at, Instant};
 use super::storage::Storage;
 use super::{ClientConfig, RealError};
 use lockcheck_workloads::etcd_lock::{EtcdLock, EtcdSession, Unanswered};
-use lockcheck_workloads::{Grant, LockClient, Outcome};
+use lockcheck_workloads::{Grant, LockClient, Outcome, Stall, StallPoint};
 
 /// How long `connect` may take to reach the cluster.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -66,6 +70,8 @@ struct Channel {
     /// The client's clock starts here.
     started: Instant,
     granted_ttl_s: Option<i64>,
+    /// Where a pause strikes the client in flight and between commands.
+    stall: Stall,
 }
 
 impl std::fmt::Debug for EtcdClient {
@@ -125,9 +131,17 @@ impl EtcdClient {
             until: now,
             started: now,
             granted_ttl_s: None,
+            stall: Stall::default(),
         };
         let storage = Storage::connect(config).await?;
         Ok(EtcdClient { lock: EtcdLock::new(fencing), channel, storage })
+    }
+
+    /// Stalls at `stall`'s points in flight and between commands, when a
+    /// pause asks for them there.
+    pub fn stalling_at(mut self, stall: Stall) -> EtcdClient {
+        self.channel.stall = stall;
+        self
     }
 
     /// The TTL, in seconds, that the server granted the last lease: the
@@ -151,12 +165,24 @@ impl Channel {
         self.client.clone().ok_or(Unanswered::NotSent)
     }
 
-    /// Gives up the channel after `call` failed.
-    fn checked<T>(&mut self, call: Result<T, Unanswered>) -> Result<T, Unanswered> {
+    /// Gives up the channel after `call` failed; else a pause asked for in
+    /// flight strikes, before the recipe reads the reply.
+    async fn checked<T>(&mut self, call: Result<T, Unanswered>) -> Result<T, Unanswered> {
         if call.is_err() {
             self.client = None;
         }
+        self.own_stall(StallPoint::InFlight).await;
         call
+    }
+
+    /// A pause asked for at `point`, if any: the stall is the client's own,
+    /// so the operation's deadline moves on by as much.
+    async fn own_stall(&mut self, point: StallPoint) {
+        let stall_ms = self.stall.take_at(point);
+        if stall_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(stall_ms)).await;
+            self.until += Duration::from_millis(stall_ms);
+        }
     }
 
     /// `Lock(name, lease)`, then the lock key's create revision.
@@ -201,7 +227,7 @@ impl EtcdSession for Channel {
             Ok(Err(_)) => unanswered(false),
             Err(_) => unanswered(true),
         };
-        self.checked(read)
+        self.checked(read).await
     }
 
     async fn grant(&mut self, ttl_ms: u64) -> Result<(u64, u64), Unanswered> {
@@ -217,12 +243,12 @@ impl EtcdSession for Channel {
             Ok(Err(_)) => unanswered(false),
             Err(_) => unanswered(true),
         };
-        self.checked(granted)
+        self.checked(granted).await
     }
 
     async fn lock(&mut self, name: &str, lease: u64) -> Result<Option<u64>, Unanswered> {
         let taken = self.take(name, lease).await;
-        self.checked(taken)
+        self.checked(taken).await
     }
 
     async fn keep_alive(&mut self, lease: u64) -> Result<bool, Unanswered> {
@@ -239,7 +265,7 @@ impl EtcdSession for Channel {
             Ok(Ok(None)) | Ok(Err(_)) => unanswered(false),
             Err(_) => unanswered(true),
         };
-        self.checked(answered)
+        self.checked(answered).await
     }
 
     async fn revoke(&mut self, lease: u64) -> Result<bool, Unanswered> {
@@ -251,7 +277,11 @@ impl EtcdSession for Channel {
             Ok(Err(_)) => unanswered(false),
             Err(_) => unanswered(true),
         };
-        self.checked(revoked)
+        self.checked(revoked).await
+    }
+
+    async fn between_commands(&mut self) {
+        self.own_stall(StallPoint::BetweenCommands).await;
     }
 }
 

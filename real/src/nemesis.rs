@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use super::servers::ManagedServer;
 use super::RealError;
-use lockcheck_workloads::SharedRecorder;
+use lockcheck_workloads::{Aim, Holders, SharedRecorder};
 
 /// What a server fault does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +70,9 @@ pub struct ServerFault {
     /// How far a clock fault moves the servers' clocks forward (a drift:
     /// by its end); 0 for the other actions.
     pub jump_ms: u64,
+    /// How long the fault may wait for a client in the middle of a long
+    /// hold ([`Holders::aim`]); it is moved on by as long as it waited.
+    pub slack: Duration,
 }
 
 /// The lock servers a nemesis may strike, shared with whoever stops them at
@@ -172,9 +175,12 @@ async fn strike(
 pub type Sessions<'a> = Option<(&'a str, bool)>;
 
 /// Carries out `faults` against `servers` (named `names` in the history),
-/// and conn-kill against `sessions`, from `start`. A server that cannot be
-/// resumed or restarted ends the test with an error: the history would no
-/// longer say what happened.
+/// and conn-kill against `sessions`, from `start`. Each fault is aimed: it
+/// waits, within its slack, until one of `holders` is in the middle of a
+/// long hold (a clock jump, a crash or a killed session then breaks a lock
+/// that is still being worked under), and is moved on by as long as it
+/// waited. A server that cannot be resumed or restarted ends the test with
+/// an error: the history would no longer say what happened.
 pub async fn run(
     faults: &[ServerFault],
     servers: &[SharedServer],
@@ -182,9 +188,13 @@ pub async fn run(
     sessions: Sessions<'_>,
     recorder: &SharedRecorder,
     start: Instant,
+    holders: &Holders,
 ) -> Result<(), RealError> {
     for fault in faults {
         tokio::time::sleep_until(start + fault.start).await;
+        let waited = holders.aim(Aim::LongHold, 0, fault.slack).await.waited;
+        let fault =
+            &ServerFault { start: fault.start + waited, end: fault.end + waited, ..fault.clone() };
         let mut killed = None;
         if fault.action == ServerAction::ConnKill {
             if let Some((url, mysql)) = sessions {

@@ -6,17 +6,18 @@
 //! The shapes of a partition, as the simulator's:
 //! * `client`: one client cut off from every lock server (its storage
 //!   stays reachable: the stale holder's write still arrives). The client
-//!   struck is the latest to take a lock it still holds when the fault
-//!   starts, if any (a targeted nemesis, as Jepsen's that partition a
-//!   primary: the holder with the most of its job ahead), else the one the
-//!   schedule drew;
+//!   struck is one in the middle of a long hold, waited for within the
+//!   fault's slack (a targeted nemesis, as Jepsen's that partition a
+//!   primary; [`Holders`]), else the latest to take a lock it still holds
+//!   when the fault starts, if any, else the one the schedule drew;
 //! * `isolate-one`: one member of a cluster cut off from the others;
 //! * `halves`: a minority of members cut off from the majority (for three
 //!   members, the same split as `isolate-one`);
 //! * `ring`: each of five or more members reaches only its two neighbours,
 //!   so every member sees a majority but no two majorities agree.
 //!
-//! `slow-net` delays every link of one client (to its lock servers and to
+//! `slow-net` delays every link of one client (aimed as `client` is, else
+//! the one drawn) (to its lock servers and to
 //! its storage) by a one-way latency from a tenth of a TTL to a whole TTL:
 //! replies come after the client's deadline, and a write may arrive after
 //! the lease it was sent under has ended.
@@ -33,7 +34,7 @@ use tokio::time::Instant;
 
 use super::proxy::{LinkState, Proxy};
 use super::RealError;
-use lockcheck_workloads::SharedRecorder;
+use lockcheck_workloads::{Aim, Holders, SharedRecorder};
 
 pub use lockcheck_workloads::Shape;
 
@@ -67,6 +68,10 @@ pub struct NetFault {
     pub start: Duration,
     pub end: Duration,
     pub kind: NetKind,
+    /// How long a fault that strikes a client may wait for one in the
+    /// middle of a long hold ([`Holders::aim`]); it is moved on by as long
+    /// as it waited.
+    pub slack: Duration,
 }
 
 /// The links a fault changes, each as `(from, to)`: a client's links are
@@ -177,13 +182,23 @@ pub async fn run(
     topology: &Topology,
     recorder: &SharedRecorder,
     start: Instant,
+    holders: &Holders,
 ) {
     for fault in faults {
         tokio::time::sleep_until(start + fault.start).await;
         let mut fault = fault.clone();
-        if let NetKind::ClientCut { client } = &mut fault.kind {
-            let recorder = recorder.lock().expect("the recorder is never poisoned");
-            *client = current_holder(recorder.events(), topology.clients).unwrap_or(*client);
+        let cut = matches!(fault.kind, NetKind::ClientCut { .. });
+        if let NetKind::ClientCut { client } | NetKind::Slow { client, .. } = &mut fault.kind {
+            let aimed = holders.aim(Aim::LongHold, *client, fault.slack).await;
+            (fault.start, fault.end) = (fault.start + aimed.waited, fault.end + aimed.waited);
+            *client = match aimed.client {
+                Some(holder) => holder,
+                None if cut => {
+                    let recorder = recorder.lock().expect("the recorder is never poisoned");
+                    current_holder(recorder.events(), topology.clients).unwrap_or(*client)
+                }
+                None => *client,
+            };
         }
         let fault = &fault;
         let state = match fault.kind {
@@ -288,6 +303,7 @@ mod tests {
             start: Duration::ZERO,
             end: Duration::from_secs(1),
             kind: NetKind::Members { shape: Shape::IsolateOne, minority: vec![2] },
+            slack: Duration::ZERO,
         };
         let ring = NetFault {
             kind: NetKind::Members { shape: Shape::Ring, minority: Vec::new() },

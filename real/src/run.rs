@@ -6,7 +6,9 @@
 use std::time::{Duration, Instant};
 
 use lockcheck_checker::{analyze_events, Analysis, Event, EventType, Function};
-use lockcheck_workloads::{FaultKind, HistoryFile, SharedRecorder, Workload, WorkloadOptions};
+use lockcheck_workloads::{
+    FaultKind, HistoryFile, Holders, SharedRecorder, Workload, WorkloadOptions,
+};
 
 use crate::catalogue::{Drive, LockService, RealBackend, ETCD_MIN_TTL_S};
 use crate::driver::DriveOptions;
@@ -124,8 +126,12 @@ pub fn execute_recorded(
             locks: (0..test.locks).map(|lock| format!("lock-{lock}")).collect(),
             resources: (0..test.locks).map(|lock| format!("resource-{lock}")).collect(),
             ttl_ms,
-            hold_ms: backend
-                .hold_ms(ttl_ms, faults.has(FaultKind::Failover) || faults.has(FaultKind::Clock)),
+            hold_ms: backend.hold_ms(
+                ttl_ms,
+                [FaultKind::Failover, FaultKind::Clock, FaultKind::ConnKill]
+                    .into_iter()
+                    .any(|kind| faults.has(kind)),
+            ),
             think_ms: (0, 40),
             send_fence: !test.no_fencing,
             permits: backend.permits(),
@@ -232,11 +238,13 @@ async fn drive_backend(
     };
     let proxy = servers.proxy.as_ref();
     let pair = servers.pair.as_ref();
-    let nemesis = |recorder: SharedRecorder, start| async move {
+    let nemesis = |recorder: SharedRecorder, start, holders: Holders| async move {
         watch(&recorder);
+        let holders = &holders;
         let net = async {
             if let Some(proxy) = proxy {
-                netfault::run(planned.net, proxy, planned.topology, &recorder, start).await;
+                netfault::run(planned.net, proxy, planned.topology, &recorder, start, holders)
+                    .await;
             }
         };
         let failovers = async {
@@ -245,8 +253,15 @@ async fn drive_backend(
                 None => Ok(()),
             }
         };
-        let servers =
-            nemesis::run(planned.server, lock_servers, planned.names, sessions, &recorder, start);
+        let servers = nemesis::run(
+            planned.server,
+            lock_servers,
+            planned.names,
+            sessions,
+            &recorder,
+            start,
+            holders,
+        );
         let kills = exec::kill_programs(planned.kills, planned.slots, &recorder, start);
         let (done, (), failed_over, ()) = tokio::join!(servers, net, failovers, kills);
         done.and(failed_over)
@@ -270,7 +285,9 @@ async fn drive_backend(
         .drive(Drive {
             options,
             history,
-            nemesis: Box::new(move |recorder, start| Box::pin(nemesis(recorder, start))),
+            nemesis: Box::new(move |recorder, start, holders| {
+                Box::pin(nemesis(recorder, start, holders))
+            }),
             config: &config,
             routes: &servers.routes,
             lock_urls: &lock_urls,

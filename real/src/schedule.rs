@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use lockcheck_workloads::{Draws, FaultKind, Quiet, Shape, StallPoint, Window};
+use lockcheck_workloads::{Draws, FaultKind, Quiet, Shape, StallPoint, StallPoints, Window};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -99,6 +99,17 @@ pub enum RealFault {
 }
 
 impl RealFault {
+    /// How long the fault may wait for its aim, where it is aimed: a
+    /// stall, a server fault, a fault that strikes a client's links.
+    fn set_slack(&mut self, slack: Duration) {
+        match self {
+            RealFault::Stall(fault) => fault.slack = slack,
+            RealFault::Server(fault) => fault.slack = slack,
+            RealFault::Net(fault) => fault.slack = slack,
+            RealFault::Failover(_) | RealFault::ClientKill(_) => {}
+        }
+    }
+
     /// When the fault is on, from the test's start.
     pub fn window(&self) -> Window {
         let (start, end) = match self {
@@ -131,7 +142,16 @@ pub fn schedule(
     };
     let draws = RealDraws { targets, shapes: targets.shapes_that_apply() };
     let mut rng = SmallRng::seed_from_u64(seed ^ FAULT_SEED);
-    lockcheck_workloads::schedule(&kinds, quiet, time_limit, &draws, &mut rng)
+    let mut faults = lockcheck_workloads::schedule(&kinds, quiet, time_limit, &draws, &mut rng);
+    // How long each may wait for its aim: at most two TTLs, and half the
+    // gap after it.
+    let windows: Vec<Window> = faults.iter().map(RealFault::window).collect();
+    let cap = Duration::from_millis(targets.ttl_ms.saturating_mul(2));
+    let slack = lockcheck_workloads::slack(&windows, time_limit.saturating_sub(quiet.end), cap);
+    for (fault, slack) in faults.iter_mut().zip(slack) {
+        fault.set_slack(slack);
+    }
+    faults
 }
 
 /// A run's faults, split by executor, each part in time order.
@@ -242,18 +262,21 @@ impl Draws for RealDraws<'_> {
         match action {
             Action::Stall { stall_ms, at } => {
                 let client = self.client(rng);
-                RealFault::Stall(StallFault { start, end, client, stall_ms, at })
+                let (slack, points) = (Duration::ZERO, StallPoints::of(&self.targets.pause_at));
+                RealFault::Stall(StallFault { start, end, client, stall_ms, at, slack, points })
             }
             Action::Server { action, jump_ms } => {
                 let servers = self.servers_struck(action, rng);
-                RealFault::Server(ServerFault { start, end, action, servers, jump_ms })
+                let slack = Duration::ZERO;
+                RealFault::Server(ServerFault { start, end, action, servers, jump_ms, slack })
             }
             Action::Partition(shape) => {
-                RealFault::Net(NetFault { start, end, kind: self.partition(shape, rng) })
+                let kind = self.partition(shape, rng);
+                RealFault::Net(NetFault { start, end, kind, slack: Duration::ZERO })
             }
             Action::Slow { delay_ms } => {
                 let kind = NetKind::Slow { client: self.client(rng), delay_ms };
-                RealFault::Net(NetFault { start, end, kind })
+                RealFault::Net(NetFault { start, end, kind, slack: Duration::ZERO })
             }
             Action::Failover { lag } => RealFault::Failover(Failover { start, lag, end }),
             Action::ClientKill => {

@@ -26,7 +26,7 @@ use tokio_postgres::{NoTls, SimpleQueryMessage, Statement};
 use super::storage::Storage;
 use super::{ClientConfig, RealError};
 use lockcheck_workloads::lease_table::{self, LeaseStore, Taken};
-use lockcheck_workloads::{Grant, LockClient, Outcome};
+use lockcheck_workloads::{Grant, LockClient, Outcome, Stall, StallPoint};
 
 /// The SQL lock recipes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -663,6 +663,8 @@ pub struct SqlClient {
     /// locks outlive the operation's `info`, as a real client's would.
     broken: bool,
     storage: Storage,
+    /// Where a pause strikes the client in flight.
+    stall: Stall,
 }
 
 impl std::fmt::Debug for SqlClient {
@@ -719,7 +721,15 @@ impl SqlClient {
             session: Some(session),
             broken: false,
             storage: Storage::connect(config).await?,
+            stall: Stall::default(),
         })
+    }
+
+    /// Stalls at `stall`'s point in flight (the statements' reply has
+    /// come, the recipe has not read it) when a pause asks for it there.
+    pub fn stalling_at(mut self, stall: Stall) -> SqlClient {
+        self.stall = stall;
+        self
     }
 
     pub fn recipe(&self) -> SqlRecipe {
@@ -750,8 +760,17 @@ impl SqlClient {
     }
 
     /// The outcome of an operation's statements run until its deadline; an
-    /// unknown one gives up the session.
-    fn settle<T>(&mut self, result: Result<Step<T>, tokio::time::error::Elapsed>) -> Outcome<T> {
+    /// unknown one gives up the session. A pause asked for in flight
+    /// strikes first: the reply has come, the recipe reads it after the
+    /// stall (the client's own, so no deadline counts it).
+    async fn settle<T>(
+        &mut self,
+        result: Result<Step<T>, tokio::time::error::Elapsed>,
+    ) -> Outcome<T> {
+        let stall_ms = self.stall.take_at(StallPoint::InFlight);
+        if stall_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(stall_ms)).await;
+        }
         match result {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(Failure::Refused(reason))) => Outcome::Fail(reason),
@@ -780,7 +799,7 @@ impl LockClient for SqlClient {
                 timeout_at(until, session.acquire(recipe, key, ttl_ms, &owner)).await
             }
         };
-        self.settle(result)
+        self.settle(result).await
     }
 
     async fn release(&mut self, key: &str, grant: &Grant) -> Outcome<()> {
@@ -795,7 +814,7 @@ impl LockClient for SqlClient {
                 timeout_at(until, session.release(recipe, key, grant)).await
             }
         };
-        self.settle(result)
+        self.settle(result).await
     }
 
     async fn renew(&mut self, key: &str, grant: &Grant, ttl_ms: u64) -> Outcome<()> {
@@ -810,7 +829,7 @@ impl LockClient for SqlClient {
                 timeout_at(until, session.renew(recipe, key, grant, ttl_ms)).await
             }
         };
-        self.settle(result)
+        self.settle(result).await
     }
 
     async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {

@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use lockcheck_real::nemesis::{self, ServerAction, ServerFault, SharedServer};
 use lockcheck_real::RealError;
 use lockcheck_real::{ManagedServer, ServerKind, ServerOptions};
-use lockcheck_workloads::Recorder;
+use lockcheck_workloads::{Holders, Recorder};
 
 fn faked() -> ServerOptions {
     ServerOptions { faketime: true, ..ServerOptions::default() }
@@ -216,6 +216,7 @@ async fn the_clock_nemesis_jumps_the_struck_server_and_records_the_jump() {
         action: ServerAction::ClockJump,
         servers: vec![1],
         jump_ms: 10_000,
+        slack: Duration::ZERO,
     };
     let recorder = Recorder::new().shared();
     let start = tokio::time::Instant::now();
@@ -224,9 +225,11 @@ async fn the_clock_nemesis_jumps_the_struck_server_and_records_the_jump() {
         tokio::time::sleep_until(start + Duration::from_millis(500)).await;
         (offsets(ports[0]).await.unwrap(), offsets(ports[1]).await.unwrap())
     };
-    let faults = [fault];
-    let (ran, (spared, struck)) =
-        tokio::join!(nemesis::run(&faults, &servers, &names, None, &recorder, start), during);
+    let (faults, nobody) = ([fault], Holders::default());
+    let (ran, (spared, struck)) = tokio::join!(
+        nemesis::run(&faults, &servers, &names, None, &recorder, start, &nobody),
+        during
+    );
     ran.expect("the clock fault runs");
     assert_offset("the spared server", spared, 0.0);
     assert_offset("the struck server", struck, 10.0);
@@ -259,6 +262,7 @@ async fn a_drifting_clock_gains_in_proportion_to_the_time_gone_then_steps_back()
         action: ServerAction::ClockDrift,
         servers: vec![0],
         jump_ms: 8_000,
+        slack: Duration::ZERO,
     };
     let recorder = Recorder::new().shared();
     let start = tokio::time::Instant::now();
@@ -280,9 +284,11 @@ async fn a_drifting_clock_gains_in_proportion_to_the_time_gone_then_steps_back()
         }
         readings
     };
-    let faults = [fault];
-    let (ran, readings) =
-        tokio::join!(nemesis::run(&faults, &servers, &names, None, &recorder, start), during);
+    let (faults, nobody) = ([fault], Holders::default());
+    let (ran, readings) = tokio::join!(
+        nemesis::run(&faults, &servers, &names, None, &recorder, start, &nobody),
+        during
+    );
     ran.expect("the drift runs");
     // Never more than is due by the reading's end. At least a quarter of
     // what was due at its start: the reading and the drift's step share a

@@ -18,7 +18,8 @@ use lockcheck_checker::{Analysis, EventType, Function, Process, Verdict};
 use lockcheck_real::ClientConfig;
 use lockcheck_real::{EtcdClient, ManagedServer, ServerKind, Storage};
 use lockcheck_workloads::{
-    run_client, ClientPlan, LockClient, Outcome, Recorder, Stall, Workload, WorkloadOptions,
+    run_client, ClientPlan, LockClient, Outcome, Recorder, Stall, StallPoint, Workload,
+    WorkloadOptions,
 };
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -192,4 +193,30 @@ async fn etcd_holder_stall_past_the_lease_breaks_mutex_but_fenced_storage_holds(
     assert_eq!(verdict_of(&analysis, MUTUAL_EXCLUSION), Some(Verdict::Invalid), "{report}");
     assert_eq!(verdict_of(&analysis, RESOURCE_SAFETY), Some(Verdict::Valid), "{report}");
     assert_eq!(verdict_of(&analysis, FENCE_MONOTONICITY), Some(Verdict::Valid), "{report}");
+}
+
+/// A pause strikes the real etcd client in flight (a reply has come, the
+/// recipe has not read it) and between the recipe's commands (a lease
+/// granted, its lock not yet taken). The stall is the client's own, so the
+/// operation's deadline (1 s here) waits it out: the acquire takes longer
+/// and is still granted.
+#[tokio::test]
+async fn a_pause_strikes_the_etcd_client_in_flight_and_between_its_commands() {
+    let (endpoints, _server) = etcd();
+    for (at, point) in [StallPoint::InFlight, StallPoint::BetweenCommands].into_iter().enumerate() {
+        let stall = Stall::default();
+        let mut client = connect(&endpoints, 0).await.stalling_at(stall.clone());
+        let key = format!("stall-point-{at}");
+        stall.request_at(1_500, point);
+        let started = std::time::Instant::now();
+        let acquired = client.acquire(&key, 5_000).await;
+        let took = started.elapsed();
+        let Outcome::Ok(grant) = acquired else {
+            panic!("{}: a stall is not a timeout: {acquired:?}", point.name())
+        };
+        assert!(took >= Duration::from_millis(1_500), "{}: {took:?}", point.name());
+        assert_eq!(stall.clear(), Some(point));
+        assert!(stall.has_passed(point));
+        assert_eq!(client.release(&key, &grant).await, Outcome::Ok(()), "{}", point.name());
+    }
 }

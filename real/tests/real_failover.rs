@@ -22,7 +22,7 @@ use lockcheck_real::{ClientConfig, RealError};
 use lockcheck_real::{LinkState, Proxy};
 use lockcheck_real::{RedisClient, RedisRecipe, ServerOptions, Storage};
 use lockcheck_workloads::{
-    FaultKind, Grant, LockClient, Outcome, Recorder, SharedRecorder, Stall, Workload,
+    FaultKind, Grant, Holders, LockClient, Outcome, Recorder, SharedRecorder, Stall, Workload,
     WorkloadOptions,
 };
 use redis::Value;
@@ -289,7 +289,7 @@ async fn drive_pair(
             RedisClient::connect_following(primary, RedisRecipe::Plain, true, stall, &config).await
         }
     };
-    let nemesis = |recorder: SharedRecorder, start: Instant| async move {
+    let nemesis = |recorder: SharedRecorder, start: Instant, _: Holders| async move {
         failover::run(pair, schedule, &recorder, start).await
     };
     drive_with(options, connect, nemesis).await

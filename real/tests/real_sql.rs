@@ -19,8 +19,8 @@ use lockcheck_checker::{Analysis, EventType, Function, Process, Verdict};
 use lockcheck_real::ClientConfig;
 use lockcheck_real::{advisory_key, mysql_lock_name, SqlClient, SqlRecipe, Storage};
 use lockcheck_workloads::{
-    run_client, ClientPlan, Grant, LockClient, Outcome, Recorder, SharedRecorder, Stall, Workload,
-    WorkloadOptions,
+    run_client, ClientPlan, Grant, LockClient, Outcome, Recorder, SharedRecorder, Stall,
+    StallPoint, Workload, WorkloadOptions,
 };
 use mysql_async::prelude::Queryable;
 use rand::rngs::SmallRng;
@@ -380,5 +380,37 @@ fn expected_after_reset(recipe: SqlRecipe) -> Outcome<()> {
 async fn every_recipe_refuses_a_held_lock_and_a_stranger_release() {
     for recipe in SqlRecipe::ALL {
         assert_recipe_semantics(recipe, &format!("semantics-{}", recipe.name())).await;
+    }
+}
+
+/// A pause in flight strikes every SQL recipe's client: its statements'
+/// reply has come, the recipe reads it after the stall, and the stall, the
+/// client's own, does not count against the operation's deadline (here
+/// shorter than the stall).
+#[tokio::test]
+async fn a_pause_in_flight_strikes_every_recipe_and_the_call_just_takes_longer() {
+    for recipe in SqlRecipe::ALL {
+        let url = url_of(recipe);
+        SqlClient::prepare(&url, recipe).await.unwrap_or_else(|error| {
+            panic!("{} must be reachable at {url}: {error}", recipe.name())
+        });
+        let stall = Stall::default();
+        let config = ClientConfig { deadline: Duration::from_millis(300), ..config(0, false) };
+        let mut client = SqlClient::connect(&url, recipe, &config)
+            .await
+            .expect("a client")
+            .stalling_at(stall.clone());
+        let key = format!("in-flight-{}", recipe.name());
+        stall.request_at(700, StallPoint::InFlight);
+        let started = std::time::Instant::now();
+        let acquired = client.acquire(&key, 5000).await;
+        let took = started.elapsed();
+        let Outcome::Ok(grant) = acquired else {
+            panic!("{}: a stall in flight is not a timeout: {acquired:?}", recipe.name())
+        };
+        assert!(took >= Duration::from_millis(700), "{}: {took:?}", recipe.name());
+        assert_eq!(stall.clear(), Some(StallPoint::InFlight), "{}", recipe.name());
+        assert!(stall.has_passed(StallPoint::InFlight));
+        assert_eq!(client.release(&key, &grant).await, Outcome::Ok(()), "{}", recipe.name());
     }
 }

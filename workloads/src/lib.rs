@@ -9,11 +9,14 @@
 //!   and [`user`], the transport traits a user-written recipe is generic over;
 //! - the fault vocabulary: [`FaultKind`] (every fault's name, in both
 //!   worlds) and [`Shape`] (a partition's shapes), and [`schedule()`], the
-//!   seeded schedule of faults each world draws its own way ([`Draws`]);
+//!   seeded schedule of faults each world draws its own way ([`Draws`]),
+//!   and where a fault aims ([`Holders`]: a holder in the middle of a long
+//!   hold, waited for within the fault's [`slack()`]);
 //! - what each world's catalogue of backends answers ([`Catalogue`]), and a
 //!   truth table's [`Cell`];
 //! - [`interrupt`]: Ctrl-C, SIGTERM and SIGHUP for the whole tool.
 
+mod aim;
 mod catalogue;
 mod cell;
 mod client;
@@ -30,11 +33,12 @@ mod stall;
 pub mod user;
 mod workload;
 
+pub use aim::{slack, Aim, Aimed, Holders};
 pub use catalogue::Catalogue;
 pub use cell::Cell;
 pub use client::{Grant, LockClient, Outcome};
 pub use fault::{FaultKind, Shape};
 pub use recorder::{HistoryFile, Recorder, SharedRecorder};
 pub use schedule::{schedule, Draws, Quiet, Window};
-pub use stall::{Freezer, Stall, StallPoint};
+pub use stall::{Freezer, Hold, Stall, StallPoint, StallPoints};
 pub use workload::{check_sizes, run_client, ClientPlan, Workload, WorkloadOptions};

@@ -6,6 +6,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 /// A point of a client's life where a pause may strike.
 ///
 /// The order is the one the points are listed and drawn in; a new point
@@ -86,12 +88,40 @@ impl StallPoint {
         format!("the points are {}, or all", known.join(", "))
     }
 
+    /// This point's bit in a set of points.
+    fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+
     /// A list of points as `--pause-at` takes it.
     pub fn list(points: &[StallPoint]) -> String {
         if points == StallPoint::ALL {
             return "all".to_string();
         }
         points.iter().map(|point| point.name()).collect::<Vec<_>>().join(",")
+    }
+}
+
+/// A set of points, as small as a point: what a stall may be moved to
+/// ([`crate::Holders::point_ahead`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct StallPoints(u8);
+
+impl StallPoints {
+    /// Every point.
+    pub const ALL: StallPoints = StallPoints(0b11_1111);
+
+    pub fn of(points: &[StallPoint]) -> StallPoints {
+        StallPoints(points.iter().fold(0, |bits, point| bits | point.bit()))
+    }
+
+    pub fn contains(self, point: StallPoint) -> bool {
+        self.0 & point.bit() != 0
+    }
+
+    /// The points in the set, in [`StallPoint::ALL`]'s order.
+    pub fn points(self) -> Vec<StallPoint> {
+        StallPoint::ALL.into_iter().filter(|&point| self.contains(point)).collect()
     }
 }
 
@@ -105,6 +135,27 @@ pub trait Freezer: Send + Sync + std::fmt::Debug {
     fn thaw(&self);
 }
 
+/// A lock a client holds now, as its workload says: what a nemesis that
+/// aims at holders reads ([`crate::Holders`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hold {
+    /// When the grant came back.
+    pub since: Instant,
+    /// When the holder's work is to end and its release come, once the
+    /// workload has drawn how long it works (`None` before).
+    pub until: Option<Instant>,
+    /// The points this hold has passed, one bit each (by their order in
+    /// [`StallPoint::ALL`]).
+    passed: u8,
+}
+
+impl Hold {
+    /// Whether this hold has passed `point` already.
+    pub fn has_passed(&self, point: StallPoint) -> bool {
+        self.passed & point.bit() != 0
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     /// The stall asked for and not yet taken: its length and where.
@@ -112,8 +163,11 @@ struct State {
     /// Where the last stall asked for struck, once it has.
     struck: Option<StallPoint>,
     freezer: Option<Arc<dyn Freezer>>,
-    /// The client holds a lock now (from its grant to its release).
-    holding: bool,
+    /// The lock the client holds now (from its grant to its release).
+    hold: Option<Hold>,
+    /// The points the client has passed in the run, one bit each: a point
+    /// its recipe or transport never passes stays clear.
+    passed: u8,
 }
 
 /// One client's pause point: the nemesis asks for a stall at a point, the
@@ -139,15 +193,35 @@ impl Stall {
         state.struck = None;
     }
 
-    /// The workload says whether the client holds a lock now: a nemesis
-    /// that aims at holders asks [`Stall::is_holding`].
+    /// The workload says whether the client holds a lock now (a grant
+    /// came back, from now on): a nemesis that aims at holders asks
+    /// [`Stall::hold`].
     pub fn set_holding(&self, holding: bool) {
-        self.state().holding = holding;
+        self.state().hold = holding.then(|| Hold { since: Instant::now(), until: None, passed: 0 });
+    }
+
+    /// The workload has drawn how long the holder works: its release comes
+    /// at `until`.
+    pub fn holds_until(&self, until: Instant) {
+        if let Some(hold) = self.state().hold.as_mut() {
+            hold.until = Some(until);
+        }
     }
 
     /// Whether the client holds a lock now.
     pub fn is_holding(&self) -> bool {
-        self.state().holding
+        self.state().hold.is_some()
+    }
+
+    /// The lock the client holds now, if any.
+    pub fn hold(&self) -> Option<Hold> {
+        self.state().hold
+    }
+
+    /// Whether the client has passed `point` at least once in the run: a
+    /// point that its recipe or transport does not have never is.
+    pub fn has_passed(&self, point: StallPoint) -> bool {
+        self.state().passed & point.bit() != 0
     }
 
     /// Stops `freezer` too whenever this client stalls.
@@ -160,9 +234,14 @@ impl Stall {
         matches!(self.state().pending, Some((_, at)) if at == point)
     }
 
-    /// Takes the stall waiting at `point`, if any: its length (0: none).
+    /// The client passes `point`: takes the stall waiting there, if any:
+    /// its length (0: none).
     pub fn take_at(&self, point: StallPoint) -> u64 {
         let mut state = self.state();
+        state.passed |= point.bit();
+        if let Some(hold) = state.hold.as_mut() {
+            hold.passed |= point.bit();
+        }
         match state.pending {
             Some((ms, at)) if at == point => {
                 state.pending = None;

@@ -111,6 +111,19 @@ async fn pause(rng: &mut SmallRng, range: (u64, u64)) {
     }
 }
 
+/// A holder works a uniform time from `range`, as [`pause`] sleeps, having
+/// told its stall point when its work ends: a nemesis that aims at a holder
+/// with much of its hold ahead reads it.
+async fn work(rng: &mut SmallRng, range: (u64, u64), stall: &Stall) {
+    if range == (0, 0) {
+        stall.holds_until(tokio::time::Instant::now());
+        return;
+    }
+    let length = uniform(rng, range);
+    stall.holds_until(tokio::time::Instant::now() + length);
+    tokio::time::sleep(length).await;
+}
+
 fn uniform(rng: &mut SmallRng, (low, high): (u64, u64)) -> Duration {
     Duration::from_millis(if high > low { rng.gen_range(low..=high) } else { low })
 }
@@ -357,6 +370,7 @@ async fn run_locking<C: LockClient>(
         // until its own deadline: the client library's view, docs/guide.md#etcd).
         if let Some(every) = options.keepalive_ms {
             let job_end = tokio::time::Instant::now() + uniform(&mut rng, options.hold_ms);
+            stall.holds_until(job_end);
             loop {
                 let next = tokio::time::Instant::now() + Duration::from_millis(every.max(1));
                 if next >= job_end {
@@ -370,7 +384,7 @@ async fn run_locking<C: LockClient>(
         match options.workload {
             Workload::Mutex | Workload::Cron | Workload::CronRelease => {
                 if options.keepalive_ms.is_none() {
-                    pause(&mut rng, options.hold_ms).await
+                    work(&mut rng, options.hold_ms, stall).await
                 }
             }
             Workload::FencedWrite => {
@@ -391,7 +405,7 @@ async fn run_locking<C: LockClient>(
                 }
                 stall.strike(StallPoint::AfterWrite).await;
                 if options.keepalive_ms.is_none() {
-                    pause(&mut rng, options.hold_ms).await;
+                    work(&mut rng, options.hold_ms, stall).await;
                 }
             }
         }

@@ -1,0 +1,271 @@
+//! Where a fault aims. The schedule says when a fault is due and draws its
+//! targets from the seed; a fault aimed at the window that breaks locks
+//! waits, from when it is due and for at most its slack, for the holder it
+//! wants ([`Aim`]): a clock jump, a crash, a killed session or a client cut
+//! off strikes a holder with most of a long hold's work still ahead, and a
+//! stall a holder whose grant has just come back, which is when each breaks
+//! a lock. The clients' stall points say who holds what
+//! ([`crate::Stall::hold`]); a fault that finds no such holder within its
+//! slack strikes as drawn.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::schedule::Window;
+use crate::stall::{Hold, Stall, StallPoint, StallPoints};
+
+/// How often a fault waiting for its aim looks again.
+const LOOK_EVERY: Duration = Duration::from_millis(2);
+
+/// The clients a fault may aim at, by their stall points.
+#[derive(Debug, Clone, Default)]
+pub struct Holders {
+    stalls: Vec<Stall>,
+    /// A hold with at least this much of its work ahead is a long one.
+    long: Duration,
+}
+
+/// Which holder a fault waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aim {
+    /// A holder whose grant has just come back, before its work: every
+    /// point of its hold is still ahead of it (what a stall waits for).
+    Fresh,
+    /// A holder with a long hold's work still ahead (what a clock jump, a
+    /// crash, a killed session or a client cut off waits for).
+    LongHold,
+}
+
+/// Whom an aimed fault strikes, and how long it waited for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Aimed {
+    /// A holder as the fault wanted, if one came within its slack.
+    pub client: Option<u32>,
+    /// How long the fault waited: it is moved on by as much.
+    pub waited: Duration,
+}
+
+impl Holders {
+    /// The clients whose stall points are `stalls` (client `i` is
+    /// `stalls[i]`), whose holders work up to `longest_hold`: a hold with
+    /// three quarters of that still ahead is a long one.
+    pub fn new(stalls: &[Stall], longest_hold: Duration) -> Holders {
+        Holders { stalls: stalls.to_vec(), long: longest_hold * 3 / 4 }
+    }
+
+    /// Client `client`'s stall point.
+    pub fn stall(&self, client: u32) -> Option<&Stall> {
+        self.stalls.get(client as usize)
+    }
+
+    /// The clients holding a lock now, in order.
+    pub fn holding(&self) -> Vec<u32> {
+        self.aimed_at(|_| true)
+    }
+
+    /// The clients holding a lock now as `aim` wants, in order.
+    pub fn wanted(&self, aim: Aim) -> Vec<u32> {
+        let now = Instant::now();
+        match aim {
+            Aim::Fresh => self.aimed_at(|hold| !hold.has_passed(StallPoint::AfterGrant)),
+            Aim::LongHold => self.aimed_at(|hold| {
+                hold.until.is_some_and(|until| {
+                    !self.long.is_zero() && until.saturating_duration_since(now) >= self.long
+                })
+            }),
+        }
+    }
+
+    fn aimed_at(&self, wanted: impl Fn(&Hold) -> bool) -> Vec<u32> {
+        (0u32..)
+            .zip(&self.stalls)
+            .filter(|(_, stall)| stall.hold().is_some_and(|hold| wanted(&hold)))
+            .map(|(at, _)| at)
+            .collect()
+    }
+
+    /// Waits, from now and for at most `slack`, until a client holds a
+    /// lock as `aim` wants; `pick` (drawn from the seed) chooses among
+    /// several.
+    pub async fn aim(&self, aim: Aim, pick: u32, slack: Duration) -> Aimed {
+        let from = Instant::now();
+        loop {
+            let holders = self.wanted(aim);
+            let waited = from.elapsed();
+            if !holders.is_empty() {
+                let client = holders[pick as usize % holders.len()];
+                return Aimed { client: Some(client), waited };
+            }
+            if waited >= slack {
+                return Aimed { client: None, waited };
+            }
+            tokio::time::sleep(LOOK_EVERY.min(slack - waited)).await;
+        }
+    }
+
+    /// Where a stall drawn at `drawn` strikes client `client`: there,
+    /// unless the client has never passed that point in the run (its recipe
+    /// has no such point), or holds a lock whose hold has passed it and
+    /// passes it once a hold (after the grant, after the write); then at a
+    /// point still ahead, among `points` (the ones asked for), chosen by
+    /// `pick`. A release ends every hold, so it is always ahead; a step
+    /// between commands and a renewal may come again, and so may a request
+    /// in flight for a holder that renews again and again (for any other
+    /// holder, the grant whose reply matters is behind it).
+    pub fn point_ahead(
+        &self,
+        client: u32,
+        drawn: StallPoint,
+        points: StallPoints,
+        pick: u64,
+    ) -> StallPoint {
+        let Some(stall) = self.stall(client) else { return drawn };
+        let hold = stall.hold();
+        let ahead = |point: StallPoint| {
+            let passes = stall.has_passed(point) || point == StallPoint::BeforeRelease;
+            let behind = hold.is_some_and(|hold| match point {
+                StallPoint::AfterGrant | StallPoint::AfterWrite => hold.has_passed(point),
+                // A holder's next call is its release, whose reply comes
+                // after the lock is given back, unless it renews again and
+                // again (a session's keepalive): its grant's reply, the one
+                // that breaks a lock when read late, is behind it.
+                StallPoint::InFlight => !hold.has_passed(StallPoint::BeforeRenew),
+                _ => false,
+            });
+            passes && !behind
+        };
+        if ahead(drawn) {
+            return drawn;
+        }
+        let ahead: Vec<StallPoint> =
+            points.points().into_iter().filter(|&point| ahead(point)).collect();
+        match ahead.len() {
+            0 => drawn,
+            n => ahead[(pick % n as u64) as usize],
+        }
+    }
+}
+
+/// How long each of `windows` (a schedule's faults, in time order) may be
+/// moved on while it waits for its aim, at most `cap`: half the quiet gap
+/// after it, the last one's gap running to `last` (the quiet end's start),
+/// so that the faults still never overlap and each is still over before
+/// the quiet end.
+pub fn slack(windows: &[Window], last: Duration, cap: Duration) -> Vec<Duration> {
+    windows
+        .iter()
+        .enumerate()
+        .map(|(at, window)| {
+            let next = windows.get(at + 1).map_or(last, |next| next.start);
+            (next.saturating_sub(window.end) / 2).min(cap)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(start: u64, end: u64) -> Window {
+        Window { start: Duration::from_millis(start), end: Duration::from_millis(end) }
+    }
+
+    #[test]
+    fn slack_is_half_the_gap_after_and_never_past_the_cap() {
+        let windows = [window(1000, 1500), window(2500, 3000), window(3100, 3200)];
+        let ms = |ms| Duration::from_millis(ms);
+        assert_eq!(slack(&windows, ms(5000), ms(400)), [ms(400), ms(50), ms(400)]);
+        assert_eq!(slack(&windows, ms(3300), ms(400)), [ms(400), ms(50), ms(50)]);
+        assert_eq!(slack(&[], ms(3300), ms(400)), Vec::<Duration>::new());
+        // Moved on by their slack, no two faults overlap and the last ends
+        // before the quiet end.
+        let moved: Vec<Window> = windows
+            .iter()
+            .zip(slack(&windows, ms(3300), ms(400)))
+            .map(|(window, slack)| Window { start: window.start + slack, end: window.end + slack })
+            .collect();
+        for pair in moved.windows(2) {
+            assert!(pair[0].end < pair[1].start, "{moved:?}");
+        }
+        assert!(moved[2].end <= ms(3300));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fault_waits_for_the_holder_it_wants_and_no_longer_than_its_slack() {
+        let stalls: Vec<Stall> = (0..3).map(|_| Stall::default()).collect();
+        let holders = Holders::new(&stalls, Duration::from_millis(400));
+        // Nobody holds: the fault waits its whole slack, and strikes as drawn.
+        let aimed = holders.aim(Aim::LongHold, 1, Duration::from_millis(50)).await;
+        assert_eq!(aimed, Aimed { client: None, waited: Duration::from_millis(50) });
+        // Client 1 holds with 100 ms of work ahead: not a long hold (300 ms),
+        // and no longer fresh once past its grant.
+        stalls[1].set_holding(true);
+        assert_eq!(holders.wanted(Aim::Fresh), [1]);
+        stalls[1].take_at(StallPoint::AfterGrant);
+        stalls[1].holds_until(Instant::now() + Duration::from_millis(100));
+        assert_eq!(holders.holding(), [1]);
+        assert!(holders.wanted(Aim::LongHold).is_empty());
+        assert!(holders.wanted(Aim::Fresh).is_empty());
+        // Client 2 is granted 30 ms from now and works 350 ms.
+        let grant = async {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            stalls[2].set_holding(true);
+            stalls[2].holds_until(Instant::now() + Duration::from_millis(350));
+        };
+        let (aimed, ()) =
+            tokio::join!(holders.aim(Aim::LongHold, 7, Duration::from_millis(200)), grant);
+        assert_eq!(aimed.client, Some(2));
+        assert!(aimed.waited >= Duration::from_millis(30));
+        assert!(aimed.waited < Duration::from_millis(40));
+        // Once less than a long hold is left, it is not one any more.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(holders.wanted(Aim::LongHold).is_empty());
+    }
+
+    #[test]
+    fn a_stall_goes_to_a_point_still_ahead_in_the_hold() {
+        use StallPoint as P;
+        let stalls: Vec<Stall> = (0..2).map(|_| Stall::default()).collect();
+        let holders = Holders::new(&stalls, Duration::from_millis(400));
+        // Client 0 passed every workload point in an earlier hold, never a
+        // request in flight or a point between commands.
+        for point in [P::AfterGrant, P::AfterWrite, P::BeforeRenew, P::BeforeRelease] {
+            stalls[0].take_at(point);
+        }
+        let all = StallPoints::ALL;
+        // Not holding: as drawn, unless its recipe never passes the point.
+        assert_eq!(holders.point_ahead(0, P::AfterGrant, all, 0), P::AfterGrant);
+        assert_ne!(holders.point_ahead(0, P::InFlight, all, 0), P::InFlight);
+        stalls[0].set_holding(true);
+        stalls[0].take_at(P::AfterGrant);
+        // After its grant: that point is behind it, and the points its
+        // recipe never passes are nowhere.
+        let ahead: Vec<P> =
+            (0..12).map(|pick| holders.point_ahead(0, P::AfterGrant, all, pick)).collect();
+        for point in [P::AfterWrite, P::BeforeRenew, P::BeforeRelease] {
+            assert!(ahead.contains(&point), "{ahead:?}");
+        }
+        let nowhere = [P::AfterGrant, P::InFlight, P::BetweenCommands];
+        assert!(!ahead.iter().any(|point| nowhere.contains(point)), "{ahead:?}");
+        let two = StallPoints::of(&[P::InFlight, P::BeforeRelease]);
+        assert_eq!(holders.point_ahead(0, P::InFlight, two, 0), P::BeforeRelease);
+        // A point still ahead stays; with only passed points asked for, the
+        // drawn one stays (it strikes at the next grant).
+        assert_eq!(holders.point_ahead(0, P::AfterWrite, all, 3), P::AfterWrite);
+        let after_grant = StallPoints::of(&[P::AfterGrant]);
+        assert_eq!(holders.point_ahead(0, P::AfterGrant, after_grant, 3), P::AfterGrant);
+        // A point that comes again stays, once passed in this hold too.
+        stalls[0].take_at(P::BeforeRenew);
+        assert_eq!(holders.point_ahead(0, P::BeforeRenew, all, 0), P::BeforeRenew);
+        // A request in flight is ahead of a holder that renews again and
+        // again, and of a client about to be granted; not of the others.
+        stalls[1].take_at(P::InFlight);
+        assert_eq!(holders.point_ahead(1, P::InFlight, all, 0), P::InFlight);
+        stalls[1].set_holding(true);
+        stalls[1].take_at(P::InFlight);
+        assert_eq!(holders.point_ahead(1, P::InFlight, all, 0), P::BeforeRelease);
+        stalls[1].take_at(P::BeforeRenew);
+        assert_eq!(holders.point_ahead(1, P::InFlight, all, 0), P::InFlight);
+    }
+}
