@@ -216,3 +216,54 @@ pub async fn run(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use lockcheck_workloads::{Recorder, Stall};
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_server_fault_waits_within_its_slack_for_a_holder_with_a_long_hold_ahead() {
+        // conn-kill against no server: nothing is struck, only recorded.
+        let fault = |start_ms, slack_ms| ServerFault {
+            start: Duration::from_millis(start_ms),
+            end: Duration::from_millis(start_ms + 100),
+            action: ServerAction::ConnKill,
+            servers: Vec::new(),
+            jump_ms: 0,
+            slack: Duration::from_millis(slack_ms),
+        };
+        let stalls: Vec<Stall> = (0..2).map(|_| Stall::default()).collect();
+        // Holds of up to 400 ms: a long one has 300 ms ahead.
+        let holders = Holders::new(&stalls, Duration::from_millis(400));
+        let recorder = Recorder::new().shared();
+        let start = Instant::now();
+        // Client 1 holds from 130 ms with 350 ms of work ahead; before that,
+        // client 0 holds with 100 ms ahead, which is not a long hold.
+        let grants = async {
+            stalls[0].set_holding(true);
+            stalls[0].holds_until(start + Duration::from_millis(100));
+            tokio::time::sleep_until(start + Duration::from_millis(130)).await;
+            stalls[1].set_holding(true);
+            stalls[1].holds_until(start + Duration::from_millis(480));
+        };
+        // Due at 50 ms: waits for client 1's grant. Due at 1 s with 40 ms
+        // of slack and nobody in a long hold: strikes 40 ms late.
+        let faults = [fault(50, 200), fault(1_000, 40)];
+        let (ran, ()) =
+            tokio::join!(run(&faults, &[], &[], None, &recorder, start, &holders), grants);
+        ran.expect("no server to fail");
+        let times: Vec<u64> = recorder
+            .lock()
+            .unwrap()
+            .events()
+            .iter()
+            .map(|event| event.time_ns / 1_000_000)
+            .collect();
+        assert_eq!(times.len(), 4, "{times:?}");
+        assert!((130..=133).contains(&times[0]), "struck at the long hold: {times:?}");
+        assert!((230..=233).contains(&times[1]), "moved on as a whole: {times:?}");
+        assert_eq!(&times[2..], [1_040, 1_140], "{times:?}");
+    }
+}

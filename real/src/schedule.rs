@@ -519,6 +519,42 @@ mod tests {
     }
 
     #[test]
+    fn each_fault_may_wait_for_its_aim_without_reaching_the_next_or_the_quiet_end() {
+        let kinds = [FaultKind::Pause, FaultKind::Clock, FaultKind::Partition, FaultKind::Failover];
+        let targets = FaultTargets { lock_servers: 1, ..cluster(3) };
+        let faults = schedule(&kinds, &targets, LIMIT, 9);
+        assert!(faults.len() > 10, "{faults:?}");
+        let slack = |fault: &RealFault| match fault {
+            RealFault::Stall(stall) => Some(stall.slack),
+            RealFault::Server(server) => Some(server.slack),
+            RealFault::Net(net) => Some(net.slack),
+            RealFault::Failover(_) | RealFault::ClientKill(_) => None,
+        };
+        // Each moved on by all its slack: still apart, still before the
+        // quiet end; a failover is not aimed.
+        let moved: Vec<Window> = faults
+            .iter()
+            .map(|fault| {
+                let by = slack(fault).unwrap_or(Duration::ZERO);
+                assert!(by <= Duration::from_millis(1_000), "two TTLs at most: {fault:?}");
+                let Window { start, end } = fault.window();
+                Window { start: start + by, end: end + by }
+            })
+            .collect();
+        for pair in moved.windows(2) {
+            assert!(pair[1].start > pair[0].end, "{pair:?}");
+        }
+        assert!(moved.last().unwrap().end <= LAST);
+        assert!(faults.iter().filter_map(slack).any(|slack| slack > Duration::ZERO));
+        assert!(faults.iter().any(|fault| matches!(fault, RealFault::Failover(_))));
+        for fault in &faults {
+            if let RealFault::Stall(stall) = fault {
+                assert_eq!(stall.points, lockcheck_workloads::StallPoints::ALL, "{stall:?}");
+            }
+        }
+    }
+
+    #[test]
     fn every_kind_shares_one_schedule_whose_faults_never_overlap() {
         let kinds = [
             FaultKind::Pause,

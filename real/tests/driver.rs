@@ -368,3 +368,39 @@ fn a_real_pause_strikes_at_each_point_of_the_workload_and_the_client_goes_on() {
         "every point of the workload struck over three seeds"
     );
 }
+
+#[test]
+fn a_real_stall_waits_for_a_fresh_grant_and_strikes_that_holder() {
+    // Each stall may wait up to its slack for a client whose grant has just
+    // come back: its start is recorded right after that client's grant,
+    // before its work, and no later than its slack after it was due.
+    let options = options(true);
+    let slack: Vec<Duration> = options.stalls.iter().map(|stall| stall.slack).collect();
+    assert!(slack.iter().all(|slack| !slack.is_zero()), "{slack:?}");
+    let events = drive_fake(&options, false);
+    let starts: Vec<usize> = (0..events.len())
+        .filter(|&at| events[at].process == Process::Nemesis && events[at].f == Function::Start)
+        .collect();
+    assert_eq!(starts.len(), options.stalls.len());
+    for (&at, (planned, slack)) in starts.iter().zip(options.stalls.iter().zip(&slack)) {
+        let value = value(&events[at]);
+        let client: i64 = value["targets"][0].as_str().unwrap()[7..].parse().unwrap();
+        // Since its latest grant, at most a watchdog renewal (which comes
+        // before the work): no write, no release.
+        let since: Vec<&Event> = events[..at]
+            .iter()
+            .rev()
+            .filter(|event| matches!(event.process, Process::Client(p) if p % 5 == client))
+            .take_while(|event| {
+                !(event.f == Function::Acquire && event.event_type == EventType::Ok)
+            })
+            .collect();
+        assert!(
+            since.iter().all(|event| event.f == Function::Renew),
+            "stall {value} struck client {client}, who since its grant did {since:?}"
+        );
+        let due = planned.start.as_nanos() as u64;
+        let started = events[at].time_ns;
+        assert!(started + 1_000_000 >= due && started <= due + slack.as_nanos() as u64 + 2_000_000);
+    }
+}
