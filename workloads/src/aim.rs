@@ -109,10 +109,11 @@ impl Holders {
     /// has no such point), or holds a lock whose hold has passed it and
     /// passes it once a hold (after the grant, after the write); then at a
     /// point still ahead, among `points` (the ones asked for), chosen by
-    /// `pick`. A release ends every hold, so it is always ahead; a step
-    /// between commands and a renewal may come again, and so may a request
-    /// in flight for a holder that renews again and again (for any other
-    /// holder, the grant whose reply matters is behind it).
+    /// `pick`. A release ends every hold, so it is always ahead; a renewal
+    /// may come again, and so may a request in flight for a holder that
+    /// renews again and again (for any other holder, the grant whose reply
+    /// matters is behind it); a step between commands is ahead of a holder
+    /// whose grant had none (a release of two commands).
     pub fn point_ahead(
         &self,
         client: u32,
@@ -125,7 +126,11 @@ impl Holders {
         let ahead = |point: StallPoint| {
             let passes = stall.has_passed(point) || point == StallPoint::BeforeRelease;
             let behind = hold.is_some_and(|hold| match point {
-                StallPoint::AfterGrant | StallPoint::AfterWrite => hold.has_passed(point),
+                // Once a hold, or, between commands, where this hold's
+                // grant had two (its release may have two as well).
+                StallPoint::AfterGrant | StallPoint::AfterWrite | StallPoint::BetweenCommands => {
+                    hold.has_passed(point)
+                }
                 // A holder's next call is its release, whose reply comes
                 // after the lock is given back, unless it renews again and
                 // again (a session's keepalive): its grant's reply, the one
@@ -255,6 +260,15 @@ mod tests {
         assert_eq!(holders.point_ahead(0, P::AfterWrite, all, 3), P::AfterWrite);
         let after_grant = StallPoints::of(&[P::AfterGrant]);
         assert_eq!(holders.point_ahead(0, P::AfterGrant, after_grant, 3), P::AfterGrant);
+        // Between commands: ahead of a holder whose grant had none (its
+        // release may), behind one whose grant had two.
+        stalls[0].set_holding(false);
+        stalls[0].take_at(P::BetweenCommands);
+        stalls[0].set_holding(true);
+        assert_eq!(holders.point_ahead(0, P::BetweenCommands, all, 0), P::BetweenCommands);
+        stalls[0].set_holding(true);
+        stalls[0].take_at(P::BetweenCommands);
+        assert_ne!(holders.point_ahead(0, P::BetweenCommands, all, 0), P::BetweenCommands);
         // A point that comes again stays, once passed in this hold too.
         stalls[0].take_at(P::BeforeRenew);
         assert_eq!(holders.point_ahead(0, P::BeforeRenew, all, 0), P::BeforeRenew);
