@@ -242,6 +242,8 @@ mod tests {
         // Not holding: as drawn, unless its recipe never passes the point.
         assert_eq!(holders.point_ahead(0, P::AfterGrant, all, 0), P::AfterGrant);
         assert_ne!(holders.point_ahead(0, P::InFlight, all, 0), P::InFlight);
+        // A new turn: nothing held, then a grant.
+        stalls[0].set_holding(false);
         stalls[0].set_holding(true);
         stalls[0].take_at(P::AfterGrant);
         // After its grant: that point is behind it, and the points its
@@ -264,10 +266,13 @@ mod tests {
         // release may), behind one whose grant had two.
         stalls[0].set_holding(false);
         stalls[0].take_at(P::BetweenCommands);
+        stalls[0].set_holding(false);
         stalls[0].set_holding(true);
         assert_eq!(holders.point_ahead(0, P::BetweenCommands, all, 0), P::BetweenCommands);
-        stalls[0].set_holding(true);
+        // An acquire of two commands: the hold it grants has passed them.
+        stalls[0].set_holding(false);
         stalls[0].take_at(P::BetweenCommands);
+        stalls[0].set_holding(true);
         assert_ne!(holders.point_ahead(0, P::BetweenCommands, all, 0), P::BetweenCommands);
         // A point that comes again stays, once passed in this hold too.
         stalls[0].take_at(P::BeforeRenew);

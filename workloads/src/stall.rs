@@ -145,7 +145,7 @@ pub struct Hold {
     /// workload has drawn how long it works (`None` before).
     pub until: Option<Instant>,
     /// The points this hold has passed, one bit each (by their order in
-    /// [`StallPoint::ALL`]).
+    /// [`StallPoint::ALL`]), those of the acquire that granted it included.
     passed: u8,
 }
 
@@ -168,6 +168,9 @@ struct State {
     /// The points the client has passed in the run, one bit each: a point
     /// its recipe or transport never passes stays clear.
     passed: u8,
+    /// The points passed since the client last held nothing: a hold
+    /// starts with those of the acquire that granted it.
+    turn: u8,
 }
 
 /// One client's pause point: the nemesis asks for a stall at a point, the
@@ -197,7 +200,12 @@ impl Stall {
     /// came back, from now on): a nemesis that aims at holders asks
     /// [`Stall::hold`].
     pub fn set_holding(&self, holding: bool) {
-        self.state().hold = holding.then(|| Hold { since: Instant::now(), until: None, passed: 0 });
+        let mut state = self.state();
+        let passed = state.turn;
+        state.hold = holding.then(|| Hold { since: Instant::now(), until: None, passed });
+        if !holding {
+            state.turn = 0;
+        }
     }
 
     /// The workload has drawn how long the holder works: its release comes
@@ -239,6 +247,7 @@ impl Stall {
     pub fn take_at(&self, point: StallPoint) -> u64 {
         let mut state = self.state();
         state.passed |= point.bit();
+        state.turn |= point.bit();
         if let Some(hold) = state.hold.as_mut() {
             hold.passed |= point.bit();
         }
