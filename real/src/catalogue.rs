@@ -433,10 +433,12 @@ impl RealBackend {
                 drive_recorded(
                     options,
                     history,
-                    |logical, _stall| {
+                    |logical, stall| {
                         let config = config(logical);
                         let urls = urls(logical);
-                        async move { RedlockClient::connect(urls, &config).await }
+                        async move {
+                            Ok(RedlockClient::connect(urls, &config).await?.stalling_at(stall))
+                        }
                     },
                     nemesis,
                 )

@@ -15,7 +15,7 @@ use super::storage::Storage;
 use super::{ClientConfig, RealError};
 use lockcheck_workloads::redlock::{self, RedisQuorum};
 use lockcheck_workloads::user::Uncertain;
-use lockcheck_workloads::{Grant, LockClient, Outcome};
+use lockcheck_workloads::{Grant, LockClient, Outcome, Stall, StallPoint};
 
 /// One session of one logical client against every Redlock instance.
 #[derive(Debug)]
@@ -31,6 +31,8 @@ pub struct RedlockClient {
     storage: Storage,
     /// The client's own clock, which a grant's validity is measured by.
     clock: Instant,
+    /// Where a pause strikes the client in flight.
+    stall: Stall,
 }
 
 impl RedlockClient {
@@ -58,7 +60,17 @@ impl RedlockClient {
             instance_timeout: config.deadline / 2,
             storage: Storage::connect(config).await?,
             clock: Instant::now(),
+            stall: Stall::default(),
         })
+    }
+
+    /// Stalls at `stall`'s point in flight (every instance's reply has
+    /// come, the recipe has not read them) when a pause asks for it there:
+    /// the recipe then measures the grant's validity after the stall, as
+    /// Redlock's client must.
+    pub fn stalling_at(mut self, stall: Stall) -> RedlockClient {
+        self.stall = stall;
+        self
     }
 
     fn next_value(&mut self) -> String {
@@ -77,6 +89,10 @@ impl RedlockClient {
         let until = Instant::now() + self.instance_timeout;
         let replies =
             join_all(self.instances.iter_mut().map(|instance| instance.call(command, until))).await;
+        let stall_ms = self.stall.take_at(StallPoint::InFlight);
+        if stall_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(stall_ms)).await;
+        }
         replies
             .into_iter()
             .map(|reply| match reply {

@@ -517,3 +517,37 @@ async fn redis_outcomes_when_the_server_stops_answering_or_is_gone() {
     // Nothing can be sent: certainly not taken.
     assert_eq!(client.acquire(spec.name, 10_000).await, Outcome::Fail("unavailable".into()));
 }
+
+/// A pause in flight strikes a Redlock client after every instance has
+/// answered and before the recipe reads the answers: a stall shorter than
+/// the lease leaves a grant with validity left; one past the lease leaves
+/// none, and Redlock gives the majority it won back instead of believing.
+#[tokio::test]
+async fn a_pause_in_flight_strikes_redlock_and_its_validity_check_catches_a_long_one() {
+    let servers = ManagedServer::start_many(ServerKind::Redis, 3, &ServerOptions::default())
+        .unwrap_or_else(|error| panic!("three redis-server instances: {error}"));
+    let urls: Vec<String> = servers.iter().map(ManagedServer::url).collect();
+    let config = ClientConfig {
+        name: "client-0".to_string(),
+        deadline: Duration::from_millis(500),
+        storage_url: postgres_url(),
+        fenced_storage: false,
+    };
+    let stall = Stall::default();
+    let mut client = RedlockClient::connect(&urls, &config)
+        .await
+        .expect("three instances and the storage")
+        .stalling_at(stall.clone());
+    stall.request_at(100, StallPoint::InFlight);
+    let short = client.acquire("in-flight-short", 2_000).await;
+    assert_eq!(stall.clear(), Some(StallPoint::InFlight));
+    let Outcome::Ok(grant) = short else { panic!("a 100 ms stall in a 2 s lease: {short:?}") };
+    assert_eq!(client.release("in-flight-short", &grant).await, Outcome::Ok(()));
+    stall.request_at(1_200, StallPoint::InFlight);
+    let long = client.acquire("in-flight-long", 1_000).await;
+    assert_eq!(stall.clear(), Some(StallPoint::InFlight));
+    assert!(matches!(long, Outcome::Fail(_)), "a 1.2 s stall in a 1 s lease: {long:?}");
+    // What it won was given back: the lock is free.
+    let again = client.acquire("in-flight-long", 1_000).await;
+    assert!(matches!(again, Outcome::Ok(_)), "{again:?}");
+}
