@@ -89,10 +89,7 @@ impl RedlockClient {
         let until = Instant::now() + self.instance_timeout;
         let replies =
             join_all(self.instances.iter_mut().map(|instance| instance.call(command, until))).await;
-        let stall_ms = self.stall.take_at(StallPoint::InFlight);
-        if stall_ms > 0 {
-            tokio::time::sleep(Duration::from_millis(stall_ms)).await;
-        }
+        self.stall.strike(StallPoint::InFlight).await;
         replies
             .into_iter()
             .map(|reply| match reply {

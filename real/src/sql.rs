@@ -767,10 +767,7 @@ impl SqlClient {
         &mut self,
         result: Result<Step<T>, tokio::time::error::Elapsed>,
     ) -> Outcome<T> {
-        let stall_ms = self.stall.take_at(StallPoint::InFlight);
-        if stall_ms > 0 {
-            tokio::time::sleep(Duration::from_millis(stall_ms)).await;
-        }
+        self.stall.strike(StallPoint::InFlight).await;
         match result {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(Failure::Refused(reason))) => Outcome::Fail(reason),

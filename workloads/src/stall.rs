@@ -216,11 +216,6 @@ impl Stall {
         }
     }
 
-    /// Whether the client holds a lock now.
-    pub fn is_holding(&self) -> bool {
-        self.state().hold.is_some()
-    }
-
     /// The lock the client holds now, if any.
     pub fn hold(&self) -> Option<Hold> {
         self.state().hold
