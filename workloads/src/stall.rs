@@ -119,6 +119,10 @@ impl StallPoints {
         self.0 & point.bit() != 0
     }
 
+    pub fn insert(&mut self, point: StallPoint) {
+        self.0 |= point.bit();
+    }
+
     /// The points in the set, in [`StallPoint::ALL`]'s order.
     pub fn points(self) -> Vec<StallPoint> {
         StallPoint::ALL.into_iter().filter(|&point| self.contains(point)).collect()
@@ -144,15 +148,15 @@ pub struct Hold {
     /// When the holder's work is to end and its release come, once the
     /// workload has drawn how long it works (`None` before).
     pub until: Option<Instant>,
-    /// The points this hold has passed, one bit each (by their order in
-    /// [`StallPoint::ALL`]), those of the acquire that granted it included.
-    passed: u8,
+    /// The points this hold has passed, those of the acquire that granted
+    /// it included.
+    passed: StallPoints,
 }
 
 impl Hold {
     /// Whether this hold has passed `point` already.
     pub fn has_passed(&self, point: StallPoint) -> bool {
-        self.passed & point.bit() != 0
+        self.passed.contains(point)
     }
 }
 
@@ -165,12 +169,12 @@ struct State {
     freezer: Option<Arc<dyn Freezer>>,
     /// The lock the client holds now (from its grant to its release).
     hold: Option<Hold>,
-    /// The points the client has passed in the run, one bit each: a point
-    /// its recipe or transport never passes stays clear.
-    passed: u8,
+    /// The points the client has passed in the run: a point its recipe or
+    /// transport never passes is not among them.
+    passed: StallPoints,
     /// The points passed since the client last held nothing: a hold
     /// starts with those of the acquire that granted it.
-    turn: u8,
+    turn: StallPoints,
 }
 
 /// One client's pause point: the nemesis asks for a stall at a point, the
@@ -204,7 +208,7 @@ impl Stall {
         let passed = state.turn;
         state.hold = holding.then(|| Hold { since: Instant::now(), until: None, passed });
         if !holding {
-            state.turn = 0;
+            state.turn = StallPoints::default();
         }
     }
 
@@ -224,7 +228,7 @@ impl Stall {
     /// Whether the client has passed `point` at least once in the run: a
     /// point that its recipe or transport does not have never is.
     pub fn has_passed(&self, point: StallPoint) -> bool {
-        self.state().passed & point.bit() != 0
+        self.state().passed.contains(point)
     }
 
     /// Stops `freezer` too whenever this client stalls.
@@ -241,10 +245,10 @@ impl Stall {
     /// its length (0: none).
     pub fn take_at(&self, point: StallPoint) -> u64 {
         let mut state = self.state();
-        state.passed |= point.bit();
-        state.turn |= point.bit();
+        state.passed.insert(point);
+        state.turn.insert(point);
         if let Some(hold) = state.hold.as_mut() {
-            hold.passed |= point.bit();
+            hold.passed.insert(point);
         }
         match state.pending {
             Some((ms, at)) if at == point => {
