@@ -145,7 +145,11 @@ where
     // Each client's stall point, shared with its backend client too: a
     // recipe with a step inside (SETNX, then EXPIRE) stalls there.
     let stalls: Vec<Stall> = (0..options.clients).map(|_| Stall::default()).collect();
-    let holders = Holders::new(&stalls, Duration::from_millis(options.workload.hold_ms.1));
+    let holders = Holders::new(
+        &stalls,
+        Duration::from_millis(options.workload.hold_ms.1),
+        Duration::from_millis(options.workload.ttl_ms),
+    );
     let mut clients = Vec::with_capacity(options.clients as usize);
     for logical in 0..options.clients {
         clients.push(connect(logical, stalls[logical as usize].clone()).await?);

@@ -75,6 +75,28 @@ pub struct ServerFault {
     pub slack: Duration,
 }
 
+impl ServerFault {
+    /// How fast a drift runs the struck clocks, in hundredths of real time:
+    /// it gains `jump_ms` over its length.
+    pub fn pace_percent(&self) -> u32 {
+        let length_ms = (self.end - self.start).as_millis().max(1) as f64;
+        ((length_ms + self.jump_ms as f64) / length_ms * 100.0).round() as u32
+    }
+
+    /// The holder this fault waits for: a drift, one whose lease it runs
+    /// out while the holder still works, with time for the clock to catch
+    /// up (it moves a step at a time) and for another client to take the
+    /// lock; any other fault, one in the middle of a long hold.
+    fn aim(&self) -> Aim {
+        match self.action {
+            ServerAction::ClockDrift => {
+                Aim::LeaseRunsOut { pace_percent: self.pace_percent(), margin: DRIFT_STEP * 2 }
+            }
+            _ => Aim::LongHold,
+        }
+    }
+}
+
 /// The lock servers a nemesis may strike, shared with whoever stops them at
 /// the end.
 pub type SharedServer = Arc<Mutex<ManagedServer>>;
@@ -92,10 +114,8 @@ fn record(
         value["jump_ms"] = json!(fault.jump_ms);
     }
     if fault.action == ServerAction::ClockDrift {
-        let length_ms = (fault.end - fault.start).as_millis().max(1) as f64;
         value["gain_ms"] = json!(fault.jump_ms);
-        value["rate"] =
-            json!(((length_ms + fault.jump_ms as f64) / length_ms * 100.0).round() / 100.0);
+        value["rate"] = json!(f64::from(fault.pace_percent()) / 100.0);
     }
     if let Some(sessions) = sessions {
         value["sessions"] = json!(sessions);
@@ -178,8 +198,9 @@ pub type Sessions<'a> = Option<(&'a str, bool)>;
 /// and conn-kill against `sessions`, from `start`. Each fault is aimed: it
 /// waits, within its slack, until one of `holders` is in the middle of a
 /// long hold (a clock jump, a crash or a killed session then breaks a lock
-/// that is still being worked under), and is moved on by as long as it
-/// waited. A server that cannot be resumed or restarted ends the test with
+/// that is still being worked under), or, for a drift, holds a lock whose
+/// lease the drift runs out before the holder's work is done, and is moved
+/// on by as long as it waited. A server that cannot be resumed or restarted ends the test with
 /// an error: the history would no longer say what happened.
 pub async fn run(
     faults: &[ServerFault],
@@ -192,7 +213,7 @@ pub async fn run(
 ) -> Result<(), RealError> {
     for fault in faults {
         tokio::time::sleep_until(start + fault.start).await;
-        let waited = holders.aim(Aim::LongHold, 0, fault.slack).await.waited;
+        let waited = holders.aim(fault.aim(), 0, fault.slack).await.waited;
         let fault =
             &ServerFault { start: fault.start + waited, end: fault.end + waited, ..fault.clone() };
         let mut killed = None;
@@ -236,7 +257,8 @@ mod tests {
         };
         let stalls: Vec<Stall> = (0..2).map(|_| Stall::default()).collect();
         // Holds of up to 400 ms: a long one has 300 ms ahead.
-        let holders = Holders::new(&stalls, Duration::from_millis(400));
+        let holders =
+            Holders::new(&stalls, Duration::from_millis(400), Duration::from_millis(1000));
         let recorder = Recorder::new().shared();
         let start = Instant::now();
         // Client 1 holds from 130 ms with 350 ms of work ahead; before that,
@@ -265,5 +287,47 @@ mod tests {
         assert!((130..=133).contains(&times[0]), "struck at the long hold: {times:?}");
         assert!((230..=233).contains(&times[1]), "moved on as a whole: {times:?}");
         assert_eq!(&times[2..], [1_040, 1_140], "{times:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_drift_waits_for_a_holder_whose_lease_it_runs_out_before_the_work_ends() {
+        let ms = Duration::from_millis;
+        // Against no server: nothing is struck, only recorded. It gains
+        // 600 ms over 200: four times fast.
+        let drift = ServerFault {
+            start: ms(10),
+            end: ms(210),
+            action: ServerAction::ClockDrift,
+            servers: Vec::new(),
+            jump_ms: 600,
+            slack: ms(200),
+        };
+        assert_eq!(drift.pace_percent(), 400);
+        let stalls: Vec<Stall> = (0..2).map(|_| Stall::default()).collect();
+        let holders = Holders::new(&stalls, ms(333), ms(500));
+        let recorder = Recorder::new().shared();
+        let start = Instant::now();
+        // Client 0's lease runs out 125 ms into the drift, but its work
+        // ends at 150 ms: the next holder has no time. Client 1, granted
+        // at 60 ms, works 300 ms: its lease runs out at 185 ms.
+        let grants = async {
+            stalls[0].set_holding(true);
+            stalls[0].holds_until(start + ms(150));
+            tokio::time::sleep_until(start + ms(60)).await;
+            stalls[1].set_holding(true);
+            stalls[1].holds_until(start + ms(360));
+        };
+        let faults = [drift];
+        let (ran, ()) =
+            tokio::join!(run(&faults, &[], &[], None, &recorder, start, &holders), grants);
+        ran.expect("no server to fail");
+        let recorder = recorder.lock().unwrap();
+        let events = recorder.events();
+        let times: Vec<u64> = events.iter().map(|event| event.time_ns / 1_000_000).collect();
+        assert!((60..=63).contains(&times[0]), "struck at client 1's grant: {times:?}");
+        assert!((260..=263).contains(&times[1]), "moved on as a whole: {times:?}");
+        let value: serde_json::Value =
+            serde_json::from_str(events[0].value.as_ref().expect("a value").get()).unwrap();
+        assert_eq!(value["rate"], 4.0, "{value}");
     }
 }

@@ -3,8 +3,9 @@
 //! waits, from when it is due and for at most its slack, for the holder it
 //! wants ([`Aim`]): a clock jump, a crash, a killed session or a client cut
 //! off strikes a holder with most of a long hold's work still ahead, and a
-//! stall a holder whose grant has just come back, which is when each breaks
-//! a lock. The clients' stall points say who holds what
+//! stall a holder whose grant has just come back, and a clock drift a
+//! holder whose lease it runs out before the holder's work is done, which
+//! is when each breaks a lock. The clients' stall points say who holds what
 //! ([`crate::Stall::hold`]); a fault that finds no such holder within its
 //! slack strikes as drawn.
 
@@ -24,6 +25,8 @@ pub struct Holders {
     stalls: Vec<Stall>,
     /// A hold with at least this much of its work ahead is a long one.
     long: Duration,
+    /// How long a lease lasts from its grant.
+    lease: Duration,
 }
 
 /// Which holder a fault waits for.
@@ -35,6 +38,13 @@ pub enum Aim {
     /// A holder with a long hold's work still ahead (what a clock jump, a
     /// crash, a killed session or a client cut off waits for).
     LongHold,
+    /// A holder whose lease, if the lock server's clock runs `pace_percent`
+    /// hundredths as fast as real time from now, runs out at least `margin`
+    /// before the holder's work ends, so that another client can take the
+    /// lock while it still works (what a clock drift waits for). The lease
+    /// is taken to run from the grant's reply, a little after it began on
+    /// the server, so the holder found is one the drift does break.
+    LeaseRunsOut { pace_percent: u32, margin: Duration },
 }
 
 /// Whom an aimed fault strikes, and how long it waited for them.
@@ -48,10 +58,11 @@ pub struct Aimed {
 
 impl Holders {
     /// The clients whose stall points are `stalls` (client `i` is
-    /// `stalls[i]`), whose holders work up to `longest_hold`: a hold with
-    /// three quarters of that still ahead is a long one.
-    pub fn new(stalls: &[Stall], longest_hold: Duration) -> Holders {
-        Holders { stalls: stalls.to_vec(), long: longest_hold * 3 / 4 }
+    /// `stalls[i]`), whose holders work up to `longest_hold` under leases of
+    /// `lease`: a hold with three quarters of that still ahead is a long
+    /// one.
+    pub fn new(stalls: &[Stall], longest_hold: Duration, lease: Duration) -> Holders {
+        Holders { stalls: stalls.to_vec(), long: longest_hold * 3 / 4, lease }
     }
 
     /// Client `client`'s stall point.
@@ -73,6 +84,11 @@ impl Holders {
                 hold.until.is_some_and(|until| {
                     !self.long.is_zero() && until.saturating_duration_since(now) >= self.long
                 })
+            }),
+            Aim::LeaseRunsOut { pace_percent, margin } => self.aimed_at(|hold| {
+                let left = (hold.since + self.lease).saturating_duration_since(now);
+                let runs_out = now + left * 100 / pace_percent.max(1);
+                hold.until.is_some_and(|until| until >= runs_out + margin)
             }),
         }
     }
@@ -199,7 +215,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_fault_waits_for_the_holder_it_wants_and_no_longer_than_its_slack() {
         let stalls: Vec<Stall> = (0..3).map(|_| Stall::default()).collect();
-        let holders = Holders::new(&stalls, Duration::from_millis(400));
+        let holders = Holders::new(&stalls, Duration::from_millis(400), Duration::from_millis(500));
         // Nobody holds: the fault waits its whole slack, and strikes as drawn.
         let aimed = holders.aim(Aim::LongHold, 1, Duration::from_millis(50)).await;
         assert_eq!(aimed, Aimed { client: None, waited: Duration::from_millis(50) });
@@ -228,11 +244,52 @@ mod tests {
         assert!(holders.wanted(Aim::LongHold).is_empty());
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_drift_waits_for_a_holder_whose_lease_it_runs_out_before_the_work_ends() {
+        let ms = Duration::from_millis;
+        let stalls: Vec<Stall> = (0..3).map(|_| Stall::default()).collect();
+        let holders = Holders::new(&stalls, ms(333), ms(500));
+        let drift = |pace_percent| Aim::LeaseRunsOut { pace_percent, margin: ms(50) };
+        // Client 0 was granted 100 ms ago and works 160 ms more: its lease
+        // has 400 ms left, 100 ms at 4 times fast, 160 - 100 >= 50.
+        stalls[0].set_holding(true);
+        tokio::time::advance(ms(100)).await;
+        stalls[0].holds_until(Instant::now() + ms(160));
+        // Client 1 is granted now and works 290 ms: its 500 ms run out
+        // after 125 ms at 4 times fast, after 250 ms at twice.
+        stalls[1].set_holding(true);
+        stalls[1].holds_until(Instant::now() + ms(290));
+        // Client 2 holds, but has not drawn its work yet: no end to aim at.
+        stalls[2].set_holding(true);
+        assert_eq!(holders.wanted(drift(400)), [0, 1]);
+        assert_eq!(holders.wanted(drift(200)), Vec::<u32>::new());
+        assert_eq!(holders.wanted(drift(1000)), [0, 1]);
+        // As the work goes on, what is left of it shrinks faster than the
+        // lease's drifted life: client 1 at 4 times fast, 100 ms on, has
+        // 190 ms of work and 400 / 4 = 100 ms of lease; client 0 has 60
+        // ms of work and 300 / 4 = 75 ms of lease.
+        tokio::time::advance(ms(100)).await;
+        assert_eq!(holders.wanted(drift(400)), [1]);
+        // Client 1's lease seen by a clock as slow as real time: never.
+        assert!(holders.wanted(drift(100)).is_empty());
+        // The fault waits for such a holder, within its slack.
+        stalls[1].set_holding(false);
+        let grant = async {
+            tokio::time::sleep(ms(20)).await;
+            stalls[0].set_holding(false);
+            stalls[0].set_holding(true);
+            stalls[0].holds_until(Instant::now() + ms(320));
+        };
+        let (aimed, ()) = tokio::join!(holders.aim(drift(300), 0, ms(100)), grant);
+        assert_eq!(aimed.client, Some(0));
+        assert!(aimed.waited >= ms(20) && aimed.waited < ms(30), "{aimed:?}");
+    }
+
     #[test]
     fn a_stall_goes_to_a_point_still_ahead_in_the_hold() {
         use StallPoint as P;
         let stalls: Vec<Stall> = (0..2).map(|_| Stall::default()).collect();
-        let holders = Holders::new(&stalls, Duration::from_millis(400));
+        let holders = Holders::new(&stalls, Duration::from_millis(400), Duration::from_millis(500));
         // Client 0 passed every workload point in an earlier hold, never a
         // request in flight or a point between commands.
         for point in [P::AfterGrant, P::AfterWrite, P::BeforeRenew, P::BeforeRelease] {
