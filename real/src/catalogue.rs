@@ -319,17 +319,19 @@ impl RealBackend {
     }
 
     /// How long a holder works, drawn from this range: a holder under a
-    /// session's keepalive works a long job, as the simulated one does; a
-    /// hold long enough for a failover, a clock jump, a killed session
-    /// (the client must reconnect before the victim's hold ends), or a
-    /// crash and restart of independent instances to fall inside one; else
-    /// a tenth of the TTL.
-    pub fn hold_ms(self, ttl_ms: u64, long_faults: bool) -> (u64, u64) {
+    /// session's keepalive works a long job, as the simulated one does;
+    /// else up to `fault_hold_ms`, the hold the run's faults need to fall
+    /// inside one ([`crate::plan::Faults::hold_needed_ms`]), and at least a
+    /// third of a TTL for independent instances (a crash and restart of
+    /// some of them must fall inside a hold), or a tenth of the TTL.
+    pub fn hold_ms(self, ttl_ms: u64, fault_hold_ms: u64) -> (u64, u64) {
         let entry = self.entry();
         if entry.session_lease {
             (0, ttl_ms * 2)
-        } else if long_faults || entry.independent {
-            (0, ttl_ms / 3)
+        } else if entry.independent {
+            (0, fault_hold_ms.max(ttl_ms / 3))
+        } else if fault_hold_ms > 0 {
+            (0, fault_hold_ms)
         } else {
             (0, (ttl_ms / 10).max(1))
         }

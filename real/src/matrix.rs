@@ -248,10 +248,9 @@ pub fn cells() -> Vec<RealCell> {
             violated(&[MUTEX, FENCE, LINEAR]),
             "failover to an async replica that never got the grant: two holders",
         ),
-        // Half the clock faults are drifts, which expire a lease within a
-        // hold (a third of a TTL at most) only when the clock runs three
-        // times fast or more: seed 4000 draws five drifts of 2.1 to 3.4
-        // times in its first 12 s, and needs a second or third run.
+        // Half the clock faults are drifts: a drift runs 3 to 10 times fast
+        // and clock runs hold up to two thirds of a TTL, so that a drift
+        // can expire a fresh lease before its holder's work is done.
         cell(
             on(B::Redis(RedisRecipe::Plain), &[F::Clock], 500),
             8,

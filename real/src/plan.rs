@@ -104,6 +104,24 @@ impl Faults {
         self.0 & Faults::bit(fault) != 0
     }
 
+    /// How long a hold must be able to last for these faults to break it
+    /// (0: no fault needs more than the backend's own holds):
+    /// - a clock drift, two thirds of a TTL: a clock running `rate` times
+    ///   fast expires a fresh lease after TTL / `rate`, at 3 times or more
+    ///   (the drifts drawn) within the first third of a TTL, and the next
+    ///   holder needs time to take the lock before the first one's release;
+    /// - a failover or a killed session, a third of a TTL: the fault, and
+    ///   the client's reconnection, must fall inside one hold.
+    pub fn hold_needed_ms(self, ttl_ms: u64) -> u64 {
+        if self.has(FaultKind::Clock) {
+            ttl_ms * 2 / 3
+        } else if self.has(FaultKind::Failover) || self.has(FaultKind::ConnKill) {
+            ttl_ms / 3
+        } else {
+            0
+        }
+    }
+
     /// The faults on, a comma list (`none` when none is).
     pub fn names(self) -> String {
         let names: Vec<&str> =
@@ -291,6 +309,27 @@ mod tests {
             Ok(faults) => panic!("{name} {:?}: accepted with {}", options.faults, faults.names()),
             Err(message) => message,
         }
+    }
+
+    #[test]
+    fn holds_last_as_long_as_the_faults_on_need_to_break_them() {
+        let hold = |nemesis: &str, name: &str| {
+            let faults = plan(&options(nemesis), backend(name)).unwrap();
+            backend(name).hold_ms(500, faults.hold_needed_ms(500))
+        };
+        // A tenth of a TTL; a third where a failover or a killed session
+        // must fall inside a hold; two thirds where a drift must expire a
+        // lease inside one.
+        assert_eq!(hold("pause", "redis"), (0, 50));
+        assert_eq!(hold("failover", "redis"), (0, 166));
+        assert_eq!(hold("conn-kill", "postgres-lease"), (0, 166));
+        assert_eq!(hold("clock", "redis"), (0, 333));
+        assert_eq!(hold("clock,failover", "redis"), (0, 333));
+        // Independent instances hold a third at least; a session's holder
+        // works a long job under its keepalive.
+        assert_eq!(hold("pause", "redlock"), (0, 166));
+        assert_eq!(hold("clock", "redlock"), (0, 333));
+        assert_eq!(hold("pause", "etcd"), (0, 1000));
     }
 
     #[test]

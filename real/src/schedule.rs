@@ -307,7 +307,9 @@ impl RealDraws<'_> {
 
     /// A server fault lasts half a TTL to two TTLs (a kill at least the
     /// minimum down time); a clock fault moves the clocks one to three TTLs
-    /// ahead, beyond any lease still running.
+    /// ahead, beyond any lease still running: a jump at once, a drift over
+    /// a third to half a TTL, running 3 to 10 times fast (a slower one
+    /// expires a fresh lease only after its holder's work is done).
     fn server_action(&self, kind: FaultKind, rng: &mut SmallRng) -> (Action, Duration) {
         let ttl = self.ttl_ms();
         let action = match kind {
@@ -317,7 +319,10 @@ impl RealDraws<'_> {
             _ if rng.gen_bool(0.5) => ServerAction::ClockJump,
             _ => ServerAction::ClockDrift,
         };
-        let mut length = Duration::from_millis(rng.gen_range(ttl / 2..=ttl * 2));
+        let mut length = Duration::from_millis(match action {
+            ServerAction::ClockDrift => rng.gen_range(ttl / 3..=ttl / 2),
+            _ => rng.gen_range(ttl / 2..=ttl * 2),
+        });
         if action == ServerAction::Kill {
             length = length.max(self.targets.min_down);
         }
@@ -421,7 +426,7 @@ mod tests {
     }
 
     #[test]
-    fn clock_faults_strike_a_minority_by_one_to_three_ttls_from_the_seed() {
+    fn clock_faults_strike_a_minority_by_one_to_three_ttls_drifts_three_to_ten_times_fast() {
         let plan = |lock_servers, seed| {
             server_faults(&[FaultKind::Clock], &servers(lock_servers, 0), seed)
         };
@@ -438,6 +443,10 @@ mod tests {
             assert_eq!(fault.servers, vec![0], "{fault:?}");
             assert!((500..=1_500).contains(&fault.jump_ms), "{fault:?}");
             assert!(fault.end <= LAST, "{fault:?}");
+            // A drift runs 3 to 10 times fast (TTL / 3 is 166 ms).
+            if fault.action == ServerAction::ClockDrift {
+                assert!((300..=1_004).contains(&fault.pace_percent()), "{fault:?}");
+            }
             jumps.push(fault.jump_ms);
         }
         jumps.dedup();
