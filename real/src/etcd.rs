@@ -171,18 +171,10 @@ impl Channel {
         if call.is_err() {
             self.client = None;
         }
-        self.own_stall(StallPoint::InFlight).await;
+        // The stall is the client's own: the operation's deadline moves on
+        // by as much.
+        self.until += self.stall.strike(StallPoint::InFlight).await;
         call
-    }
-
-    /// A pause asked for at `point`, if any: the stall is the client's own,
-    /// so the operation's deadline moves on by as much.
-    async fn own_stall(&mut self, point: StallPoint) {
-        let stall_ms = self.stall.take_at(point);
-        if stall_ms > 0 {
-            tokio::time::sleep(Duration::from_millis(stall_ms)).await;
-            self.until += Duration::from_millis(stall_ms);
-        }
     }
 
     /// `Lock(name, lease)`, then the lock key's create revision.
@@ -281,7 +273,7 @@ impl EtcdSession for Channel {
     }
 
     async fn between_commands(&mut self) {
-        self.own_stall(StallPoint::BetweenCommands).await;
+        self.until += self.stall.strike(StallPoint::BetweenCommands).await;
     }
 }
 

@@ -496,7 +496,7 @@ impl RedisClient {
     /// deadline moves on by as much.
     async fn call(&mut self, command: Command<'_>, until: Instant) -> Result<Value, Failure> {
         let reply = self.instance.call(command, until).await;
-        self.own_stall(StallPoint::InFlight).await;
+        self.until += self.stall.strike(StallPoint::InFlight).await;
         let grant = matches!(
             command,
             Command::SetNxPx { .. } | Command::SetNx { .. } | Command::FencedAcquire { .. }
@@ -507,16 +507,6 @@ impl RedisClient {
             return Err(Failure::Unknown("timeout"));
         }
         reply
-    }
-
-    /// A pause asked for at `point`, if any: the stall is the client's own,
-    /// so the operation's deadline moves on by as much.
-    async fn own_stall(&mut self, point: StallPoint) {
-        let stall_ms = self.stall.take_at(point);
-        if stall_ms > 0 {
-            tokio::time::sleep(Duration::from_millis(stall_ms)).await;
-            self.until += Duration::from_millis(stall_ms);
-        }
     }
 
     async fn acquire_fenced(&mut self, key: &str, ttl_ms: u64, until: Instant) -> Outcome<Grant> {
@@ -609,16 +599,15 @@ impl RedisLock for RedisClient {
     }
 
     async fn crash_point(&mut self) -> bool {
-        let stall_ms = self.stall.take_at(StallPoint::BetweenCommands);
-        if stall_ms > 0 {
-            tokio::time::sleep(Duration::from_millis(stall_ms)).await;
+        let stalled = !self.stall.strike(StallPoint::BetweenCommands).await.is_zero();
+        if stalled {
             self.instance.disconnect();
         }
-        stall_ms > 0
+        stalled
     }
 
     async fn between_commands(&mut self) {
-        self.own_stall(StallPoint::BetweenCommands).await;
+        self.until += self.stall.strike(StallPoint::BetweenCommands).await;
     }
 }
 

@@ -241,7 +241,7 @@ async fn a_pause_anywhere_else_stops_the_whole_program_for_the_stall() {
     stall.request_at(1_500, StallPoint::AfterGrant);
     let (struck, stopped_for) =
         tokio::join!(stall.strike(StallPoint::AfterGrant), stopped_samples(pid, 1_200));
-    assert!(struck);
+    assert_eq!(struck, Duration::from_millis(1_500));
     assert!(stopped_for >= 5, "stopped in {stopped_for} of 12 samples");
     assert!(!stopped(pid), "continued once the stall was over");
     assert!(granted(&client.acquire("lock", 1000).await));

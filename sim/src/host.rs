@@ -353,7 +353,7 @@ impl Connection {
     /// (`true` if it did).
     pub async fn between_commands(&self) -> bool {
         match &self.stall {
-            Some(stall) => stall.strike(StallPoint::BetweenCommands).await,
+            Some(stall) => !stall.strike(StallPoint::BetweenCommands).await.is_zero(),
             None => false,
         }
     }

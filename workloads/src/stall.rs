@@ -261,9 +261,10 @@ impl Stall {
     }
 
     /// Takes the stall waiting at `point`, if any, and sleeps it out (on
-    /// the runtime's clock: simulated time in the simulator); `true` if it
-    /// stalled.
-    pub async fn strike(&self, point: StallPoint) -> bool {
+    /// the runtime's clock: simulated time in the simulator); how long it
+    /// stalled (zero: it did not). A client whose deadline runs through the
+    /// stall moves it on by as much: the stall is the client's own.
+    pub async fn strike(&self, point: StallPoint) -> Duration {
         let ms = self.take_at(point);
         if ms > 0 {
             let freezer = self.state().freezer.clone();
@@ -275,7 +276,7 @@ impl Stall {
                 freezer.thaw();
             }
         }
-        ms > 0
+        Duration::from_millis(ms)
     }
 
     /// The fault is over: drops a stall not taken, and says where the last
