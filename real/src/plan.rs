@@ -107,9 +107,10 @@ impl Faults {
     /// How long a hold must be able to last for these faults to break it
     /// (0: no fault needs more than the backend's own holds):
     /// - a clock drift, two thirds of a TTL: a clock running `rate` times
-    ///   fast expires a fresh lease after TTL / `rate`, at 3 times or more
-    ///   (the drifts drawn) within the first third of a TTL, and the next
-    ///   holder needs time to take the lock before the first one's release;
+    ///   fast expires a fresh lease after TTL / `rate`, a third of a TTL at
+    ///   most for the drifts drawn (3 to 10 times fast), and the holder
+    ///   must still be at work then, long enough for the next one to take
+    ///   the lock;
     /// - a failover or a killed session, a third of a TTL: the fault, and
     ///   the client's reconnection, must fall inside one hold.
     pub fn hold_needed_ms(self, ttl_ms: u64) -> u64 {
