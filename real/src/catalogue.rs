@@ -327,14 +327,10 @@ impl RealBackend {
     pub fn hold_ms(self, ttl_ms: u64, fault_hold_ms: u64) -> (u64, u64) {
         let entry = self.entry();
         if entry.session_lease {
-            (0, ttl_ms * 2)
-        } else if entry.independent {
-            (0, fault_hold_ms.max(ttl_ms / 3))
-        } else if fault_hold_ms > 0 {
-            (0, fault_hold_ms)
-        } else {
-            (0, (ttl_ms / 10).max(1))
+            return (0, ttl_ms * 2);
         }
+        let own = if entry.independent { ttl_ms / 3 } else { (ttl_ms / 10).max(1) };
+        (0, fault_hold_ms.max(own))
     }
 
     /// A semaphore's permits (none: a mutex).

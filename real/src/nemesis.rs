@@ -200,8 +200,9 @@ pub type Sessions<'a> = Option<(&'a str, bool)>;
 /// long hold (a clock jump, a crash or a killed session then breaks a lock
 /// that is still being worked under), or, for a drift, holds a lock whose
 /// lease the drift runs out before the holder's work is done, and is moved
-/// on by as long as it waited. A server that cannot be resumed or restarted ends the test with
-/// an error: the history would no longer say what happened.
+/// on by as long as it waited. A server that cannot be resumed or restarted
+/// ends the test with an error: the history would no longer say what
+/// happened.
 pub async fn run(
     faults: &[ServerFault],
     servers: &[SharedServer],
