@@ -5,7 +5,8 @@
 use std::process::ExitCode;
 
 use lockcheck_real::matrix::{
-    cells, check_args, run_cell, Effort, RealCell, DEFAULT_SAFE_RUNS, DEFAULT_VIOLATED_WITHIN,
+    cells, check_args, run_cell, Effort, Missed, RealCell, DEFAULT_SAFE_RUNS,
+    DEFAULT_VIOLATED_WITHIN,
 };
 use lockcheck_real::{RealBackend, RealRun};
 
@@ -57,6 +58,9 @@ impl World for Real {
                 if let (false, Some(run)) = (result.matches, &result.decided) {
                     progress.suspend(|| keep_evidence(&result.replay, run));
                 }
+                for missed in &result.missed {
+                    progress.suspend(|| keep_missed(missed));
+                }
                 Ran::Judged {
                     matches: result.matches,
                     found: result.found,
@@ -89,20 +93,38 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Where a kept history goes: the temporary folder, named by this
+/// process and a counter, so that no two kept in one matrix collide.
+fn kept_path() -> std::path::PathBuf {
+    static KEPT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = KEPT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::env::temp_dir().join(format!("lockcheck-matrix-{}-{n}.jsonl", std::process::id()))
+}
+
+/// Writes `events` to a new file of [`kept_path`].
+fn keep_history(events: &[lockcheck_checker::Event]) -> anyhow::Result<std::path::PathBuf> {
+    let path = kept_path();
+    let file = std::fs::File::create(&path)?;
+    lockcheck_checker::write_events(std::io::BufWriter::new(file), events)?;
+    Ok(path)
+}
+
+/// A violated cell's run that showed nothing says on stderr what it did
+/// and found, and keeps its history: a real run is not replayed the same
+/// way twice, and a run that misses is what makes a gate weak.
+fn keep_missed(missed: &Missed) {
+    let kept = match keep_history(&missed.events) {
+        Ok(path) => format!("history in {}", path.display()),
+        Err(error) => format!("history not kept: {error:#}"),
+    };
+    eprintln!("showed nothing: {}\n  {}; {kept}", missed.replay, missed.summary);
+}
+
 /// A cell that did not come out as expected keeps what shows why: its
 /// history in the temporary folder and the report on stderr, since a real
 /// run on a loaded machine may not come out the same way twice.
 fn keep_evidence(replay: &str, run: &RealRun) {
-    let path = std::env::temp_dir().join(format!(
-        "lockcheck-matrix-{}-{}.jsonl",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| since.as_millis())
-    ));
-    let written = std::fs::File::create(&path).map_err(anyhow::Error::from).and_then(|file| {
-        Ok(lockcheck_checker::write_events(std::io::BufWriter::new(file), &run.events)?)
-    });
+    let written = keep_history(&run.events);
     let analyzed = lockcheck_reports::Analyzed { source: replay, analysis: &run.analysis };
     let report = crate::output::render(
         crate::args::Format::Text,
@@ -113,7 +135,7 @@ fn keep_evidence(replay: &str, run: &RealRun) {
     );
     eprintln!("mismatch: {replay}\n{report}");
     match written {
-        Ok(()) => eprintln!("mismatch: its history is in {}", path.display()),
+        Ok(path) => eprintln!("mismatch: its history is in {}", path.display()),
         Err(error) => eprintln!("mismatch: its history could not be kept: {error:#}"),
     }
 }

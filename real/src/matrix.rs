@@ -2,13 +2,14 @@
 //! under faults, as data, with the verdict it must get, and how a cell is
 //! run and judged ([`run_cell`]).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use lockcheck_checker::names::FENCE_MONOTONICITY as FENCE;
 use lockcheck_checker::names::LINEARIZABILITY as LINEAR;
 use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
 use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
-use lockcheck_checker::{CheckOptions, Expect};
+use lockcheck_checker::{CheckOptions, Event, Expect, Function, Process};
 use lockcheck_workloads::SharedRecorder;
 
 use crate::catalogue::RealBackend;
@@ -170,6 +171,76 @@ pub struct CellResult {
     /// The run that decided the cell, when one did: what shows why, since
     /// a real run on a loaded machine may not come out the same way twice.
     pub decided: Option<RealRun>,
+    /// A violated cell's runs that showed nothing, before the one that
+    /// did (all of them, when none did): what a person needs to see why a
+    /// run missed.
+    pub missed: Vec<Missed>,
+}
+
+/// A run of a violated cell that showed none of the violations sought.
+#[derive(Debug)]
+pub struct Missed {
+    /// The run as a `lockcheck check` command line.
+    pub replay: String,
+    /// What the run did and found, in one line ([`summary`]).
+    pub summary: String,
+    /// Its history.
+    pub events: Vec<Event>,
+}
+
+/// What a run did and found, in one line: its faults, counted by kind
+/// (a pause by where it struck, or `not taken`), its completed lock
+/// operations and each checker's verdict.
+pub fn summary(run: &RealRun) -> String {
+    // Each fault once, at its end, where a pause says where it struck.
+    let mut faults: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    for event in &run.events {
+        if event.process != Process::Nemesis || event.f != Function::Stop {
+            continue;
+        }
+        let value: serde_json::Value = event
+            .value
+            .as_deref()
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .unwrap_or_default();
+        let fault = value["fault"].as_str().unwrap_or("fault").to_string();
+        let struck = match &value["struck"] {
+            serde_json::Value::String(point) => point.clone(),
+            serde_json::Value::Null if value.get("struck").is_some() => "not taken".to_string(),
+            _ => String::new(),
+        };
+        *faults.entry(fault).or_default().entry(struck).or_default() += 1;
+    }
+    let faults: Vec<String> = faults
+        .iter()
+        .map(|(fault, ways)| {
+            let count: usize = ways.values().sum();
+            let ways: Vec<String> = ways
+                .iter()
+                .filter(|(way, _)| !way.is_empty())
+                .map(|(way, n)| format!("{way} x{n}"))
+                .collect();
+            match ways.is_empty() {
+                true => format!("{fault} x{count}"),
+                false => format!("{fault} x{count} ({})", ways.join(", ")),
+            }
+        })
+        .collect();
+    let verdicts: Vec<String> = run
+        .analysis
+        .results
+        .iter()
+        .map(|result| {
+            let verdict = result.verdict.map_or("n/a", |verdict| verdict.as_str());
+            format!("{} {verdict}", result.checker)
+        })
+        .collect();
+    format!(
+        "faults: {}; {} lock operations; {}",
+        if faults.is_empty() { "none".to_string() } else { faults.join(", ") },
+        run.lock_ops(),
+        verdicts.join(", ")
+    )
 }
 
 /// Runs `cell` as `effort` asks until a run decides it. Each run goes
@@ -187,6 +258,8 @@ pub fn run_cell(
     let args = check_args(cell);
     let what = args.strip_prefix("--backend ").unwrap_or(&args);
     let first = effort.first_seed;
+    // Every run, until one decides: those before it showed nothing.
+    let mut ran = Vec::new();
     let outcome = cell.expect.judge_runs_from(
         first,
         runs,
@@ -194,19 +267,31 @@ pub fn run_cell(
         ("seed", "run"),
         |seed| {
             let label = format!("{what}, run {}/{runs}", seed - first + 1);
-            progress(&label, time_limit, &mut |recording| {
+            let run = progress(&label, time_limit, &mut |recording| {
                 execute_recorded(&test, cell.backend, seed, false, None, recording)
-            })
+            })?;
+            if cell.expect.seeks_violation() {
+                ran.push(Missed {
+                    replay: format!("lockcheck check {}", check_line(cell, seed, time_limit)),
+                    summary: summary(&run),
+                    events: run.events.clone(),
+                });
+            }
+            Ok(run)
         },
         |run| &run.analysis,
     )?;
     let seed = outcome.decided.as_ref().map_or(first, |(seed, _)| *seed);
+    if outcome.decided.is_some() {
+        ran.pop();
+    }
     Ok(CellResult {
         matches: outcome.matches,
         runs: outcome.runs,
         found: outcome.found,
         replay: format!("lockcheck check {}", check_line(cell, seed, time_limit)),
         decided: outcome.decided.map(|(_, run)| run),
+        missed: ran,
     })
 }
 
@@ -400,6 +485,34 @@ mod tests {
                 panic!("{}: {why}", super::check_args(&cell));
             }
         }
+    }
+
+    #[test]
+    fn a_missed_run_says_its_faults_where_each_pause_struck_and_the_verdicts() {
+        use lockcheck_checker::{analyze_events, Event};
+        let lines = [
+            r#"{"index":0,"time":0,"process":0,"type":"invoke","f":"acquire","key":"l"}"#,
+            r#"{"index":1,"time":1,"process":0,"type":"ok","f":"acquire","key":"l"}"#,
+            r#"{"index":2,"time":2,"process":"nemesis","type":"info","f":"start","value":{"fault":"pause","struck":null}}"#,
+            r#"{"index":3,"time":3,"process":"nemesis","type":"info","f":"stop","value":{"fault":"pause","struck":"in-flight"}}"#,
+            r#"{"index":4,"time":4,"process":"nemesis","type":"info","f":"stop","value":{"fault":"pause","struck":null}}"#,
+            r#"{"index":5,"time":5,"process":"nemesis","type":"info","f":"stop","value":{"fault":"pause","struck":"in-flight"}}"#,
+            r#"{"index":6,"time":6,"process":"nemesis","type":"info","f":"stop","value":{"fault":"clock"}}"#,
+            r#"{"index":7,"time":7,"process":0,"type":"invoke","f":"release","key":"l"}"#,
+            r#"{"index":8,"time":8,"process":0,"type":"ok","f":"release","key":"l"}"#,
+        ];
+        let events: Vec<Event> =
+            lines.iter().map(|line| serde_json::from_str(line).expect("an event")).collect();
+        let analysis = analyze_events(&events, &CheckOptions::default()).expect("a history");
+        let run = crate::RealRun { events, analysis, wall_s: 0.0, faults: Default::default() };
+        let line = super::summary(&run);
+        assert!(
+            line.starts_with(
+                "faults: clock x1, pause x3 (in-flight x2, not taken x1); 2 lock operations; "
+            ),
+            "{line}"
+        );
+        assert!(line.contains("mutual-exclusion valid"), "{line}");
     }
 
     #[test]
