@@ -318,16 +318,17 @@ impl RealBackend {
         }
     }
 
-    /// How long a holder works, drawn from this range: a holder under a
-    /// session's keepalive works a long job, as the simulated one does;
-    /// else up to `fault_hold_ms`, the hold the run's faults need to fall
-    /// inside one ([`crate::plan::Faults::hold_needed_ms`]), and at least a
-    /// third of a TTL for independent instances (a crash and restart of
-    /// some of them must fall inside a hold), or a tenth of the TTL.
+    /// How long a holder works, drawn from this range: up to
+    /// `fault_hold_ms`, the hold the run's faults need to fall inside one
+    /// ([`crate::plan::Faults::hold_needed_ms`]), or the backend's own if
+    /// longer: a holder under a session's keepalive works a long job of up
+    /// to two TTLs, as the simulated one does; a third of a TTL for
+    /// independent instances (a crash and restart of some of them must fall
+    /// inside a hold); else a tenth of the TTL.
     pub fn hold_ms(self, ttl_ms: u64, fault_hold_ms: u64) -> (u64, u64) {
         let entry = self.entry();
         if entry.session_lease {
-            return (0, ttl_ms * 2);
+            return (0, fault_hold_ms.max(ttl_ms * 2));
         }
         let own = if entry.independent { ttl_ms / 3 } else { (ttl_ms / 10).max(1) };
         (0, fault_hold_ms.max(own))

@@ -189,7 +189,16 @@ pub async fn run(
         let mut fault = fault.clone();
         let cut = matches!(fault.kind, NetKind::ClientCut { .. });
         if let NetKind::ClientCut { client } | NetKind::Slow { client, .. } = &mut fault.kind {
-            let aimed = holders.aim(Aim::LongHold, *client, fault.slack).await;
+            // A cut-off holder's lease runs out, unrenewed, within a lease
+            // of the cut; the server takes up to half a second more to
+            // revoke it (etcd's expiry check), and the next holder is
+            // granted just after. The holder must still work then, or it
+            // has let go of the lock by itself.
+            let aim = match cut {
+                true => Aim::OutlastsLease { margin: holders.lease() / 4 },
+                false => Aim::LongHold,
+            };
+            let aimed = holders.aim(aim, *client, fault.slack).await;
             (fault.start, fault.end) = (fault.start + aimed.waited, fault.end + aimed.waited);
             *client = match aimed.client {
                 Some(holder) => holder,

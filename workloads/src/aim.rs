@@ -1,11 +1,11 @@
 //! Where a fault aims. The schedule says when a fault is due and draws its
 //! targets from the seed; a fault aimed at the window that breaks locks
 //! waits, from when it is due and for at most its slack, for the holder it
-//! wants ([`Aim`]): a clock jump, a crash, a killed session or a client cut
-//! off strikes a holder with most of a long hold's work still ahead, and a
-//! stall a holder whose grant has just come back, and a clock drift a
-//! holder whose lease it runs out before the holder's work is done, which
-//! is when each breaks a lock. The clients' stall points say who holds what
+//! wants ([`Aim`]): a clock jump, a crash or a killed session strikes a
+//! holder with most of a long hold's work still ahead, a client cut off a
+//! holder whose work outlasts its lease, a stall a holder whose grant has
+//! just come back, and a clock drift a holder whose lease it runs out
+//! before the holder's work is done, which is when each breaks a lock. The clients' stall points say who holds what
 //! ([`crate::Stall::hold`]); a fault that finds no such holder within its
 //! slack strikes as drawn.
 
@@ -36,7 +36,7 @@ pub enum Aim {
     /// point of its hold is still ahead of it (what a stall waits for).
     Fresh,
     /// A holder with a long hold's work still ahead (what a clock jump, a
-    /// crash, a killed session or a client cut off waits for).
+    /// crash, a killed session or a slowed link waits for).
     LongHold,
     /// A holder whose lease, if the lock server's clock runs `pace_percent`
     /// hundredths as fast as real time from now, runs out at least `margin`
@@ -45,6 +45,12 @@ pub enum Aim {
     /// is taken to run from the grant's reply, a little after it began on
     /// the server, so the holder found is one the drift does break.
     LeaseRunsOut { pace_percent: u32, margin: Duration },
+    /// A holder whose work goes on for at least a lease and `margin` from
+    /// now: cut off from its lock service now, its lease runs out, unrenewed,
+    /// while it still works (what a client cut off waits for). Its last
+    /// renewal may have come just before the cut, so a whole lease is
+    /// counted from now.
+    OutlastsLease { margin: Duration },
 }
 
 /// Whom an aimed fault strikes, and how long it waited for them.
@@ -63,6 +69,11 @@ impl Holders {
     /// one.
     pub fn new(stalls: &[Stall], longest_hold: Duration, lease: Duration) -> Holders {
         Holders { stalls: stalls.to_vec(), long: longest_hold * 3 / 4, lease }
+    }
+
+    /// How long a lease lasts from its grant.
+    pub fn lease(&self) -> Duration {
+        self.lease
     }
 
     /// Client `client`'s stall point.
@@ -89,6 +100,9 @@ impl Holders {
                 let left = (hold.since + self.lease).saturating_duration_since(now);
                 let runs_out = now + left * 100 / pace_percent.max(1);
                 hold.until.is_some_and(|until| until >= runs_out + margin)
+            }),
+            Aim::OutlastsLease { margin } => self.aimed_at(|hold| {
+                hold.until.is_some_and(|until| until >= now + self.lease + margin)
             }),
         }
     }
@@ -242,6 +256,33 @@ mod tests {
         // Once less than a long hold is left, it is not one any more.
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(holders.wanted(Aim::LongHold).is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cut_waits_for_a_holder_whose_work_outlasts_a_lease_from_now() {
+        let ms = Duration::from_millis;
+        let stalls: Vec<Stall> = (0..3).map(|_| Stall::default()).collect();
+        // Holds of up to 4 s under leases of 2 s: a long hold is 3 s.
+        let holders = Holders::new(&stalls, ms(4000), ms(2000));
+        let cut = Aim::OutlastsLease { margin: ms(500) };
+        // Client 0 works 2.6 s more: not a long hold, but it outlasts a
+        // lease and the margin from now.
+        stalls[0].set_holding(true);
+        stalls[0].holds_until(Instant::now() + ms(2600));
+        // Client 1 works 2.4 s more: its lease, unrenewed from now, runs
+        // out 400 ms before its work ends, less than the margin.
+        stalls[1].set_holding(true);
+        stalls[1].holds_until(Instant::now() + ms(2400));
+        // Client 2 holds, but has not drawn its work yet.
+        stalls[2].set_holding(true);
+        assert_eq!(holders.wanted(cut), [0]);
+        assert!(holders.wanted(Aim::LongHold).is_empty());
+        // A lease counts from now, not from the grant: 200 ms on, client 0
+        // has 2.4 s left, too little.
+        tokio::time::advance(ms(200)).await;
+        assert!(holders.wanted(cut).is_empty());
+        let aimed = holders.aim(cut, 0, ms(100)).await;
+        assert_eq!(aimed, Aimed { client: None, waited: ms(100) });
     }
 
     #[tokio::test(start_paused = true)]
