@@ -9,7 +9,7 @@ use lockcheck_checker::names::FENCE_MONOTONICITY as FENCE;
 use lockcheck_checker::names::LINEARIZABILITY as LINEAR;
 use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
 use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
-use lockcheck_checker::{CheckOptions, Event, Expect, Function, Process};
+use lockcheck_checker::{CheckOptions, Event, Expect, Function, Judgement, Process};
 use lockcheck_workloads::SharedRecorder;
 
 use crate::catalogue::RealBackend;
@@ -258,8 +258,8 @@ pub fn run_cell(
     let args = check_args(cell);
     let what = args.strip_prefix("--backend ").unwrap_or(&args);
     let first = effort.first_seed;
-    // Every run, until one decides: those before it showed nothing.
-    let mut ran = Vec::new();
+    // The runs of a violated cell that decided nothing: they showed nothing.
+    let mut missed = Vec::new();
     let outcome = cell.expect.judge_runs_from(
         first,
         runs,
@@ -270,8 +270,9 @@ pub fn run_cell(
             let run = progress(&label, time_limit, &mut |recording| {
                 execute_recorded(&test, cell.backend, seed, false, None, recording)
             })?;
-            if cell.expect.seeks_violation() {
-                ran.push(Missed {
+            let undecided = matches!(cell.expect.judge(&run.analysis, ""), Judgement::Undecided);
+            if cell.expect.seeks_violation() && undecided {
+                missed.push(Missed {
                     replay: format!("lockcheck check {}", check_line(cell, seed, time_limit)),
                     summary: summary(&run),
                     events: run.events.clone(),
@@ -282,16 +283,13 @@ pub fn run_cell(
         |run| &run.analysis,
     )?;
     let seed = outcome.decided.as_ref().map_or(first, |(seed, _)| *seed);
-    if outcome.decided.is_some() {
-        ran.pop();
-    }
     Ok(CellResult {
         matches: outcome.matches,
         runs: outcome.runs,
         found: outcome.found,
         replay: format!("lockcheck check {}", check_line(cell, seed, time_limit)),
         decided: outcome.decided.map(|(_, run)| run),
-        missed: ran,
+        missed,
     })
 }
 

@@ -5,9 +5,9 @@
 //! holder with most of a long hold's work still ahead, a client cut off a
 //! holder whose work outlasts its lease, a stall a holder whose grant has
 //! just come back, and a clock drift a holder whose lease it runs out
-//! before the holder's work is done, which is when each breaks a lock. The clients' stall points say who holds what
-//! ([`crate::Stall::hold`]); a fault that finds no such holder within its
-//! slack strikes as drawn.
+//! before the holder's work is done, which is when each breaks a lock. The
+//! clients' stall points say who holds what ([`crate::Stall::hold`]); a
+//! fault that finds no such holder within its slack strikes as drawn.
 
 use std::time::Duration;
 
