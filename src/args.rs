@@ -285,8 +285,14 @@ pub struct CheckArgs {
     pub seed: Option<u64>,
     /// Run this many seeds in a row (from --seed); each also picks which of
     /// the faults are on and how often (swarm testing).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = parse_count)]
     pub seeds: u64,
+    /// The memory a simulated run may use (e.g. 4GiB, 512MiB), at most the
+    /// machine's: a run whose estimate is larger is refused before it
+    /// starts, and one that outgrows it is stopped with its history so far
+    /// kept (exit 2) [default: three quarters of the machine's memory]
+    #[arg(long, value_name = "SIZE", value_parser = lockcheck_workloads::memory::parse_size)]
+    pub max_memory: Option<u64>,
     /// Let a single seed pick its faults and rates too, as --seeds does.
     #[arg(long)]
     pub swarm: bool,
@@ -337,6 +343,11 @@ pub struct CheckArgs {
     /// first failing seed is shrunk: shorter, fewer clients, locks, faults).
     #[arg(long)]
     pub no_shrink: bool,
+    /// A simulated run: print, for each seed, its events, the process's
+    /// memory when recording ended and at its peak (after the check) on
+    /// standard error, as a `stats:` line.
+    #[arg(long)]
+    pub stats: bool,
 }
 
 /// The environment variables that hold each URL option, for a password
@@ -572,9 +583,10 @@ pub struct BenchArgs {
     /// synthetic histories), `porcupine` (the linearizability checker on
     /// porcupine's own test histories, per file), `lease` (the linearizability
     /// checker on a large fenced-lease history), `sim` (the simulator),
+    /// `memory` (the simulator's memory per client and simulated second),
     /// `real` (real Redis and PostgreSQL), `one-lock` and `hard` (long and
     /// hard histories of one lock), `sweep` (false alarms of `matrix --sim`);
-    /// those four are not in the default list. Comma list.
+    /// those five are not in the default list. Comma list.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "analyze,porcupine,lease,sim")]
     pub only: Vec<BenchPart>,
     /// porcupine's test data, for `porcupine` (folders jepsen/ and kv/, each
@@ -645,6 +657,10 @@ pub enum BenchPart {
     Lease,
     /// The simulator: the default `check` run over several seeds.
     Sim,
+    /// The simulator's memory per client and per simulated second, from
+    /// 5 to 5,000 clients, against the estimate `check` refuses a run by.
+    /// Not in the default list.
+    Memory,
     /// Real servers (started for the run): lock operations per second with
     /// 32 clients beside redis-benchmark and pgbench on the same server.
     Real,
@@ -659,6 +675,15 @@ pub enum BenchPart {
     /// --sweep-seeds seeds on every core: each violation found is a false
     /// alarm (exit 1). Not in the default list.
     Sweep,
+}
+
+/// A count of at least 1.
+pub fn parse_count(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(0) => Err("must be at least 1".to_string()),
+        Ok(count) => Ok(count),
+        Err(_) => Err(format!("{text:?} is not a whole number of at least 1")),
+    }
 }
 
 /// `30s`, `1500ms`, `2m`, `1h`, or a plain number of seconds.

@@ -29,6 +29,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             BenchPart::Porcupine => crate::bench_linear::porcupine(args)?,
             BenchPart::Lease => crate::bench_linear::lease(args)?,
             BenchPart::Sim => bench_sim(args)?,
+            BenchPart::Memory => crate::bench_memory::memory(args)?,
             BenchPart::Real => crate::bench_real::real(args)?,
             BenchPart::Sweep => crate::matrix_sim::sweep(args)?,
             BenchPart::OneLock => crate::bench_hard::one_lock(args)?,

@@ -41,13 +41,7 @@ pub(crate) fn analyze_child(path: &Path, extra: &[String]) -> anyhow::Result<(u8
         .lines()
         .find(|line| line.starts_with("stats: "))
         .with_context(|| format!("analyze printed no stats: {stderr}"))?;
-    let field = |name: &str| -> anyhow::Result<f64> {
-        line.split_whitespace()
-            .find_map(|pair| pair.strip_prefix(name).and_then(|rest| rest.strip_prefix('=')))
-            .with_context(|| format!("no {name} in {line:?}"))?
-            .parse::<f64>()
-            .with_context(|| format!("bad {name} in {line:?}"))
-    };
+    let field = |name: &str| stats_field(line, name);
     let run = Run {
         events: field("events")? as u64,
         read_s: field("read_s")?,
@@ -55,4 +49,13 @@ pub(crate) fn analyze_child(path: &Path, extra: &[String]) -> anyhow::Result<(u8
         peak_rss_bytes: field("peak_rss_bytes")? as u64,
     };
     Ok((code, run))
+}
+
+/// The figure `name=…` of a `stats:` line.
+pub(crate) fn stats_field(line: &str, name: &str) -> anyhow::Result<f64> {
+    line.split_whitespace()
+        .find_map(|pair| pair.strip_prefix(name).and_then(|rest| rest.strip_prefix('=')))
+        .with_context(|| format!("no {name} in {line:?}"))?
+        .parse::<f64>()
+        .with_context(|| format!("bad {name} in {line:?}"))
 }

@@ -8,8 +8,9 @@ use std::time::Duration;
 use anyhow::Context;
 use lockcheck_checker::{write_events, Analysis, Verdict};
 use lockcheck_reports::Analyzed;
-use lockcheck_sim::{check_run, run_recorded, shrink, SimOptions, SimRun};
+use lockcheck_sim::{check_run, run_recorded, shrink, SimError, SimOptions, SimRun};
 use lockcheck_workloads::interrupt::{self, hold_before};
+use lockcheck_workloads::memory::{self, format_size};
 use lockcheck_workloads::HistoryFile;
 
 use crate::args::{CheckArgs, Format};
@@ -33,8 +34,12 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         eprintln!("lockcheck: {message}");
         return Ok(exit::USAGE.into());
     }
+    if let Err(message) = memory_budget(args.max_memory, &base) {
+        eprintln!("lockcheck: {message}");
+        return Ok(exit::USAGE.into());
+    }
     let first_seed = args.seed.unwrap_or_else(random_seed);
-    let seeds = args.seeds.max(1);
+    let seeds = args.seeds;
     let mut worst = Verdict::Valid;
     let mut tally: Vec<(u64, Verdict)> = Vec::new();
     // JUnit and Markdown print one document for every seed, at the end.
@@ -60,11 +65,36 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         };
         let sim = match simulate(&options, history, &progress, &so_far) {
             Err(_) if interrupt::requested() => return stopped(interrupt::signal().unwrap_or(0)),
+            Err(error) if matches!(error.downcast_ref(), Some(SimError::OverBudget { .. })) => {
+                drop(progress);
+                let over = error.downcast_ref::<SimError>().map(ToString::to_string);
+                eprintln!(
+                    "lockcheck: seed {seed}: {}; {}; give fewer --clients or a shorter \
+                     --time-limit, or a larger --max-memory",
+                    over.unwrap_or_default(),
+                    stored_so_far(stored.as_ref())
+                );
+                interrupt::set_last_words(None);
+                return Ok(exit::UNKNOWN.into());
+            }
             sim => sim?,
         };
+        let recorded_rss = memory::resident_bytes().unwrap_or_default();
         hold_before("check");
         progress.message(format!("seed {seed}: checking the history; {}", so_far.describe()));
         let analysis = check(&sim, args.linearizability_timeout)?;
+        if args.stats {
+            progress.suspend(|| {
+                eprintln!(
+                    "stats: seed={seed} events={} simulated_s={:.3} wall_s={:.3} \
+                     recorded_rss_bytes={recorded_rss} peak_rss_bytes={}",
+                    sim.events.len(),
+                    sim.stats.simulated_s,
+                    sim.stats.wall_s,
+                    memory::peak_resident_bytes().unwrap_or_default()
+                )
+            });
+        }
         if let Some(signal) = interrupt::signal() {
             return stopped(signal);
         }
@@ -144,6 +174,44 @@ impl SoFar {
     fn describe(&self) -> String {
         format!("{} lock ops, {} not valid so far", self.lock_ops, self.not_valid)
     }
+}
+
+/// Sets the process's memory budget (`--max-memory`, or three quarters of
+/// the machine), and refuses a run whose estimate does not fit in it.
+fn memory_budget(max_memory: Option<u64>, options: &SimOptions) -> Result<(), String> {
+    let machine = memory::machine_bytes();
+    if let (Some(asked), Some(machine)) = (max_memory, machine) {
+        if asked > machine {
+            return Err(format!(
+                "--max-memory {} is more than this machine has ({})",
+                format_size(asked),
+                format_size(machine)
+            ));
+        }
+    }
+    let budget = max_memory.or_else(memory::default_budget);
+    memory::set_budget(budget);
+    let (Some(budget), need) = (budget, options.memory_estimate()) else { return Ok(()) };
+    if need <= budget {
+        return Ok(());
+    }
+    let whose = match max_memory {
+        Some(_) => "--max-memory".to_string(),
+        None => {
+            format!("three quarters of this machine's {}", format_size(machine.unwrap_or_default()))
+        }
+    };
+    Err(format!(
+        "this run needs about {} ({} clients for {} simulated s: about {} per client and {} \
+         per client and simulated second), more than its memory budget of {} ({whose}): give fewer \
+         --clients or a shorter --time-limit, or a larger --max-memory",
+        format_size(need),
+        options.clients,
+        options.time_limit.as_secs_f64(),
+        format_size(lockcheck_sim::BYTES_PER_CLIENT),
+        format_size(lockcheck_sim::BYTES_PER_CLIENT_SECOND),
+        format_size(budget),
+    ))
 }
 
 fn simulate(

@@ -31,6 +31,7 @@ mod bench;
 mod bench_child;
 mod bench_hard;
 mod bench_linear;
+mod bench_memory;
 mod bench_real;
 mod check;
 mod conformance;

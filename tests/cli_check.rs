@@ -306,3 +306,51 @@ fn a_progress_line_on_a_terminal_and_stdout_stays_clean() {
         assert_eq!(document["verdict"], "valid", "{documents}");
     }
 }
+
+#[test]
+fn arguments_are_validated_as_their_errors_say() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["--time-limit", "1ns"], "between 1ms and 24h"),
+        (&["--seeds", "0"], "at least 1"),
+        (&["--nemesis", ",,,"], "names no fault"),
+        (&["--nemesis", ""], "names no fault"),
+        (&["--clients", "10001"], "at most 10000 clients"),
+        (&["--max-memory", "100000TiB"], "more than this machine has"),
+    ];
+    for (args, says) in cases {
+        let mut all = vec!["check", "--no-store", "--seed", "1"];
+        all.extend_from_slice(args);
+        let output = lockcheck(&all);
+        assert_eq!(output.status.code(), Some(64), "{args:?}: {}", both(&output));
+        let text = stderr(&output);
+        assert!(text.contains(says), "{args:?} should say {says:?}: {text}");
+        assert!(!text.contains("Some("), "{args:?}: {text}");
+    }
+}
+
+#[test]
+fn a_run_too_large_for_its_memory_is_refused_before_it_starts() {
+    let dir = scratch("memory");
+    let store = dir.to_string_lossy().into_owned();
+    let output = lockcheck(&[
+        "check",
+        "--clients",
+        "100",
+        "--time-limit",
+        "24h",
+        "--max-memory",
+        "1GiB",
+        "--store",
+        &store,
+    ]);
+    assert_eq!(output.status.code(), Some(64), "{}", both(&output));
+    let text = stderr(&output);
+    assert!(text.contains("needs about") && text.contains("--max-memory"), "{text}");
+    // Nothing was started, so nothing was stored.
+    assert!(!dir.join("sim-redis-fenced-write").exists());
+    // Without --max-memory the budget is three quarters of the machine,
+    // which 10,000 clients for a day exceed on any machine there is.
+    let output = lockcheck(&["check", "--clients", "10000", "--time-limit", "24h", "--no-store"]);
+    assert_eq!(output.status.code(), Some(64), "{}", both(&output));
+    assert!(stderr(&output).contains("three quarters of this machine"), "{}", both(&output));
+}

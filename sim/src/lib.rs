@@ -26,7 +26,10 @@ mod server;
 
 pub use client::{Backend, SimClient, REDLOCK_HOSTS};
 pub use nemesis::{refused_in_sim, Action, Fault, FaultKind, Shape, Targets, DEFAULT_FAULTS};
-pub use run::{run, run_recorded, run_with_progress, SimError, SimOptions, SimRun, SimStats};
+pub use run::{
+    run, run_recorded, run_with_progress, SimError, SimOptions, SimRun, SimStats, BASE_BYTES,
+    BYTES_PER_CLIENT, BYTES_PER_CLIENT_SECOND, MAX_CLIENTS,
+};
 
 mod matrix;
 pub use matrix::{

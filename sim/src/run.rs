@@ -1,6 +1,8 @@
 //! One simulated test: the hosts, the clients, the nemesis, and the history.
 
 use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -8,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use lockcheck_checker::{Event, EventType, Function};
 use lockcheck_workloads::{
-    check_sizes, run_client, ClientPlan, HistoryFile, LockClient, Recorder, SharedRecorder, Stall,
-    StallPoint, Workload, WorkloadOptions,
+    check_sizes, memory, run_client, ClientPlan, HistoryFile, LockClient, Recorder, SharedRecorder,
+    Stall, StallPoint, Workload, WorkloadOptions,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -26,6 +28,85 @@ use crate::server::ServerState;
 /// wall time whatever happens in it, so the tick sets the time compression;
 /// 20 ms keeps a round trip (one to two ticks) far below a lease TTL.
 const TICK: Duration = Duration::from_millis(20);
+
+/// turmoil's own backlog of connection attempts per listening port (and
+/// of unread segments per connection); it panics on a connection attempt
+/// past it.
+const TURMOIL_TCP_CAPACITY: usize = 64;
+
+/// The backlog a simulated server needs so that no connection attempt
+/// overflows it: every client has one connection to each host, and retries
+/// a connect no sooner than its deadline, at least one tick, the longest a
+/// message takes; so at most two of a client's attempts reach a host within
+/// one step, and the host's accept loop drains its backlog every step.
+/// Runs of up to 32 clients keep turmoil's own size, and so their histories.
+fn syn_backlog(clients: u32) -> usize {
+    TURMOIL_TCP_CAPACITY.max(2 * clients as usize)
+}
+
+/// The most client machines a run has. turmoil links every pair of hosts
+/// and visits every link for every host on every step, so a step costs the
+/// cube of the hosts: past this many clients, clients share machines
+/// (client `i` runs on machine `i` mod this), and a client partition cuts
+/// off a machine with every client on it. Up to this many, each client has
+/// a machine of its own, named after it.
+pub const CLIENT_MACHINES: u32 = 32;
+
+/// Which simulated machine each logical client runs on.
+#[derive(Debug, Clone, Copy)]
+struct ClientHosts {
+    clients: u32,
+}
+
+impl ClientHosts {
+    fn new(clients: u32) -> ClientHosts {
+        ClientHosts { clients }
+    }
+
+    fn count(self) -> usize {
+        self.clients.min(CLIENT_MACHINES) as usize
+    }
+
+    fn of(self, logical: u32) -> usize {
+        (logical % CLIENT_MACHINES) as usize
+    }
+
+    /// A machine's host name: the client's own name while each client has
+    /// a machine of its own.
+    fn name(self, host: usize) -> String {
+        match self.clients <= CLIENT_MACHINES {
+            true => format!("client-{host}"),
+            false => format!("clients-{host}"),
+        }
+    }
+
+    /// The clients that share `logical`'s machine, itself included.
+    fn mates(self, logical: u32) -> impl Iterator<Item = u32> {
+        let host = self.of(logical);
+        (0..self.clients).filter(move |&other| self.of(other) == host)
+    }
+}
+
+/// The most clients a simulated run takes: 10,000 clients run at about a
+/// fifth of real time on this 2-core machine (`lockcheck bench --only
+/// memory`), so that more would be a test nobody waits for.
+pub const MAX_CLIENTS: u32 = 10_000;
+
+/// What a run needs whatever its size: the simulator, the checkers and the
+/// process itself (measured: 25 to 30 MiB for a run of 5 clients for 5 s).
+pub const BASE_BYTES: u64 = 64 << 20;
+
+/// What a run needs per client, whatever its length: its connections,
+/// tasks and session state (measured by `lockcheck bench --only memory`: up
+/// to about 80 KiB on sim-etcd at 5,000 clients, less on the others).
+pub const BYTES_PER_CLIENT: u64 = 128 << 10;
+
+/// What a run needs per client and simulated second, with its check: a
+/// client completes about 16 lock operations a simulated second on the
+/// Redis backends, fewer on etcd, and each costs about 1 KiB recorded and
+/// checked (measured by `lockcheck bench --only memory`: 18 to 24 KiB;
+/// this bound leaves room above the largest).
+pub const BYTES_PER_CLIENT_SECOND: u64 = 32 << 10;
 
 /// Everything a run depends on: the same options and seed give the same
 /// history, byte for byte.
@@ -112,7 +193,24 @@ impl SimOptions {
                 backend.name(),
             ));
         }
+        if self.clients > MAX_CLIENTS {
+            return Err(format!(
+                "--clients {} is more than the simulator runs: at most {MAX_CLIENTS} clients",
+                self.clients
+            ));
+        }
         check_sizes(self.clients, self.locks, self.ttl_ms, self.time_limit)
+    }
+
+    /// About how much memory the run needs at most, its check included:
+    /// [`BASE_BYTES`], [`BYTES_PER_CLIENT`] for each client, and its history,
+    /// which grows with its clients and its simulated time
+    /// ([`BYTES_PER_CLIENT_SECOND`]).
+    pub fn memory_estimate(&self) -> u64 {
+        let client_seconds = f64::from(self.clients) * self.time_limit.as_secs_f64();
+        BASE_BYTES
+            .saturating_add(u64::from(self.clients) * BYTES_PER_CLIENT)
+            .saturating_add((client_seconds * BYTES_PER_CLIENT_SECOND as f64) as u64)
     }
 
     /// The `check` arguments that replay this run exactly, e.g.
@@ -186,6 +284,16 @@ pub enum SimError {
     /// ([`lockcheck_workloads::interrupt`]).
     #[error("interrupted by {}", lockcheck_workloads::interrupt::signal_name(*.0))]
     Interrupted(i32),
+    /// The process outgrew the share of its memory budget that recording
+    /// may fill ([`lockcheck_workloads::memory::over_budget`]).
+    #[error(
+        "stopped after {:.0} simulated s: the process holds {}, more than the {} of its memory budget of {} that recording may use (the rest is kept for checking the history)",
+        .simulated.as_secs_f64(),
+        memory::format_size(.over.resident),
+        memory::format_size(memory::recording_share(.over.budget)),
+        memory::format_size(.over.budget)
+    )]
+    OverBudget { over: memory::OverBudget, simulated: Duration },
 }
 
 /// What the simulation hands the factory of each logical client's lock
@@ -208,7 +316,12 @@ pub(crate) struct ClientSetup {
 
 /// The history's record of `fault`, which struck `lock_hosts[host]` (and
 /// those after it, by its spread).
-fn fault_value(fault: &Fault, lock_hosts: &[&str], host: usize) -> Value {
+fn fault_value(
+    fault: &Fault,
+    lock_hosts: &[&str],
+    host: usize,
+    client_hosts: ClientHosts,
+) -> Value {
     let lock_host = lock_hosts[host];
     let struck: Vec<&str> =
         (0..fault.spread as usize).map(|at| lock_hosts[(host + at) % lock_hosts.len()]).collect();
@@ -238,7 +351,9 @@ fn fault_value(fault: &Fault, lock_hosts: &[&str], host: usize) -> Value {
             json!({ "fault": "failover", "targets": [lock_host], "promoted": promoted })
         }
         Action::IsolateClient { client } => {
-            json!({ "fault": "partition", "shape": "client", "targets": [format!("client-{client}")], "from": lock_hosts })
+            let cut: Vec<String> =
+                client_hosts.mates(*client).map(|mate| format!("client-{mate}")).collect();
+            json!({ "fault": "partition", "shape": "client", "targets": cut, "from": lock_hosts })
         }
         Action::SplitServers { shape, minority, cuts } => {
             let cut_off: Vec<&str> = if minority.is_empty() {
@@ -297,11 +412,13 @@ struct Nemesis {
     down_hosts: DownHosts,
     /// Drift not yet applied, below a millisecond.
     drift_ms: f64,
+    /// Which machine each client runs on, for a client partition.
+    client_hosts: ClientHosts,
 }
 
 impl Nemesis {
     fn record(&self, fault: &Fault, f: Function) {
-        let value = fault_value(fault, self.lock_hosts, self.host(fault));
+        let value = fault_value(fault, self.lock_hosts, self.host(fault), self.client_hosts);
         self.recorder.lock().expect("the recorder is never poisoned").record_nemesis(f, value);
     }
 
@@ -353,8 +470,9 @@ impl Nemesis {
             }
             Action::Failover => {}
             Action::IsolateClient { client } => {
+                let machine = self.client_hosts.name(self.client_hosts.of(client));
                 for host in self.lock_hosts {
-                    sim.partition(format!("client-{client}"), *host);
+                    sim.partition(machine.as_str(), *host);
                 }
             }
             Action::SplitServers { ref cuts, .. } => {
@@ -396,8 +514,9 @@ impl Nemesis {
                 }
             }
             Action::IsolateClient { client } => {
+                let machine = self.client_hosts.name(self.client_hosts.of(client));
                 for host in self.lock_hosts {
-                    sim.repair(format!("client-{client}"), *host);
+                    sim.repair(machine.as_str(), *host);
                 }
             }
             Action::SplitServers { ref cuts, .. } => {
@@ -409,7 +528,8 @@ impl Nemesis {
         }
         match struck {
             Some(struck) => {
-                let mut value = fault_value(fault, self.lock_hosts, self.host(fault));
+                let mut value =
+                    fault_value(fault, self.lock_hosts, self.host(fault), self.client_hosts);
                 value["struck"] = json!(struck);
                 let mut recorder = self.recorder.lock().expect("the recorder is never poisoned");
                 recorder.record_nemesis(Function::Stop, value);
@@ -518,6 +638,7 @@ where
 
     let mut sim = turmoil::Builder::new()
         .simulation_duration(options.time_limit + Duration::from_secs(120))
+        .tcp_capacity(syn_backlog(options.clients))
         .tick_duration(TICK)
         .min_message_latency(Duration::from_micros(100))
         .max_message_latency(TICK)
@@ -608,6 +729,9 @@ where
     let stalls: Vec<Stall> = (0..options.clients).map(|_| Stall::default()).collect();
     let client_clocks: Vec<Rc<Cell<i64>>> =
         (0..options.clients).map(|_| Rc::new(Cell::new(0))).collect();
+    let hosts = ClientHosts::new(options.clients);
+    let mut on_host: Vec<Vec<Pin<Box<dyn Future<Output = ()>>>>> =
+        (0..hosts.count()).map(|_| Vec::new()).collect();
     for logical in 0..options.clients {
         let (recorder, workload, stall) =
             (recorder.clone(), workload.clone(), stalls[logical as usize].clone());
@@ -615,7 +739,7 @@ where
         let client_rng = SmallRng::seed_from_u64(rng.gen());
         let (clients, time_limit) = (options.clients, options.time_limit);
         let (primary, make, down) = (primary.clone(), make.clone(), down_hosts.clone());
-        sim.client(format!("client-{logical}"), async move {
+        on_host[hosts.of(logical)].push(Box::pin(async move {
             let name = format!("client-{logical}");
             let stall_hook = stall.clone();
             let mut client = make(ClientSetup {
@@ -630,6 +754,24 @@ where
             let plan =
                 ClientPlan { logical, clients, until: tokio::time::Instant::now() + time_limit };
             run_client(&mut client, &plan, &workload, client_rng, &recorder, &stall).await;
+        }));
+    }
+    for (host, mut processes) in on_host.into_iter().enumerate() {
+        let name = hosts.name(host);
+        if processes.len() == 1 {
+            let process = processes.pop().expect("one process");
+            sim.client(name, async move {
+                process.await;
+                Ok(())
+            });
+            continue;
+        }
+        // Several client processes on one machine, each its own task.
+        sim.client(name, async move {
+            let tasks: Vec<_> = processes.into_iter().map(tokio::task::spawn_local).collect();
+            for task in tasks {
+                task.await?;
+            }
             Ok(())
         });
     }
@@ -645,6 +787,7 @@ where
         down: false,
         down_hosts,
         drift_ms: 0.0,
+        client_hosts: hosts,
     };
     let mut pending = faults.iter().peekable();
     let mut active: Vec<&Fault> = Vec::new();
@@ -658,6 +801,9 @@ where
         driver_ns.store(now.as_nanos() as u64, Ordering::Relaxed);
         if now.as_millis() % 1000 < TICK.as_millis() {
             progress(now);
+            if let Some(over) = memory::over_budget() {
+                return Err(SimError::OverBudget { over, simulated: now });
+            }
         }
         nemesis.drift(&active, (now - last).as_secs_f64() * 1e3);
         last = now;

@@ -81,23 +81,26 @@ impl FaultKind {
     }
 
     /// A `--nemesis` comma list: its faults in the order given, each once;
-    /// `none` or nothing is no fault. An unknown name is an error that
-    /// lists the known ones.
+    /// `none` is no fault. An unknown name, or a list that names nothing
+    /// (`""`, `,,,`), is an error that lists the known ones.
     pub fn parse_list(names: &str) -> Result<Vec<FaultKind>, String> {
+        let known = || {
+            let known: Vec<&str> = FaultKind::ALL.iter().map(|kind| kind.name()).collect();
+            format!("the faults are {}, or none", known.join(", "))
+        };
         let mut faults = Vec::new();
+        let mut named = false;
         for name in names.split(',').map(str::trim).filter(|name| !name.is_empty()) {
+            named = true;
             match FaultKind::parse(name) {
                 Some(fault) if !faults.contains(&fault) => faults.push(fault),
                 Some(_) => {}
                 None if name == "none" => {}
-                None => {
-                    let known: Vec<&str> = FaultKind::ALL.iter().map(|kind| kind.name()).collect();
-                    return Err(format!(
-                        "unknown fault {name:?}: the faults are {}, or none",
-                        known.join(", ")
-                    ));
-                }
+                None => return Err(format!("unknown fault {name:?}: {}", known())),
             }
+        }
+        if !named {
+            return Err(format!("--nemesis {names:?} names no fault: {}", known()));
         }
         Ok(faults)
     }
@@ -159,6 +162,10 @@ mod tests {
             [FaultKind::Kill, FaultKind::Pause, FaultKind::SlowNet]
         );
         assert_eq!(FaultKind::parse_list("none").unwrap(), []);
+        for nothing in ["", ",,,", " , "] {
+            let empty = FaultKind::parse_list(nothing).unwrap_err();
+            assert!(empty.contains("names no fault") && empty.contains("or none"), "{empty}");
+        }
         let unknown = FaultKind::parse_list("pause,gc").unwrap_err();
         assert!(
             unknown.starts_with("unknown fault \"gc\": the faults are pause, clock"),

@@ -24,6 +24,7 @@ pub mod etcd_lock;
 mod fault;
 pub mod interrupt;
 pub mod lease_table;
+pub mod memory;
 mod recorder;
 pub mod redis_lock;
 pub mod redlock;

@@ -62,7 +62,7 @@ pub fn check_sizes(
     if !(10..=600_000).contains(&ttl_ms) {
         return Err("--ttl must be between 10ms and 10m".to_string());
     }
-    if time_limit.is_zero() || time_limit > Duration::from_secs(24 * 3600) {
+    if time_limit < Duration::from_millis(1) || time_limit > Duration::from_secs(24 * 3600) {
         return Err("--time-limit must be between 1ms and 24h".to_string());
     }
     Ok(())
