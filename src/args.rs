@@ -13,8 +13,9 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0   valid: every checker that applies found the history safe
   1   invalid: a checker found a violation
-  2   unknown: a checker could not decide, or nothing could be checked
-  64  usage error (bad arguments)
+  2   unknown: a checker could not decide, or nothing could be checked, or a
+      simulated run outgrew its memory budget (its history so far kept)
+  64  usage error (bad arguments, or a run too large for the simulator or its memory)
   65  bad input data (a history that cannot be read; the message names file, line and field)
   69  a server a real backend needs is not installed or cannot be reached
   70  internal error (a bug in lockcheck: please report it)
