@@ -370,11 +370,12 @@ pub const URL_VARIABLES: [(&str, &str); 4] = [
     ("--etcd-url", "LOCKCHECK_ETCD_URL"),
 ];
 
-/// Whether `url`'s password reads as lockcheck's mask (`postgres://u:***@h`):
-/// a URL copied from a replay line, its password to come from the
-/// environment.
+/// Whether `url`'s password reads as lockcheck's mask (`postgres://u:***@h`,
+/// or `redis://***@h` for a userinfo masked whole): a URL copied from a
+/// replay line, its password to come from the environment.
 fn masked(url: &str) -> bool {
-    url.contains(&format!(":{}@", lockcheck_checker::redact::MASK))
+    let mask = lockcheck_checker::redact::MASK;
+    (url.contains(&format!(":{mask}@")) || url.contains(&format!("//{mask}@")))
         && lockcheck_checker::redact(url) == url
 }
 
@@ -752,6 +753,13 @@ mod secret_tests {
             let given = vec![url.to_string()];
             assert_eq!(unmask("--x", "V", &given, None), Ok(given.clone()));
         }
+        // A userinfo masked whole (a Redis password without its colon).
+        let given = vec!["redis://***@h:6379".to_string()];
+        assert_eq!(
+            unmask("--redis-url", "V", &given, Some("redis://S3cretPW@h:6379")),
+            Ok(vec!["redis://S3cretPW@h:6379".to_string()])
+        );
+        assert!(unmask("--redis-url", "V", &given, None).is_err());
         let list: Vec<String> = ["redis://:***@a:1", "redis://b:2", "redis://:***@c:3"]
             .iter()
             .map(|url| url.to_string())

@@ -20,7 +20,7 @@ pub mod linear;
 mod liveness;
 mod mutex;
 mod once;
-mod quote;
+pub mod quote;
 mod reader;
 mod realtime;
 pub mod redact;

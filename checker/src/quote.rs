@@ -1,10 +1,11 @@
-//! Values quoted in error messages are cut short: a 200 MB bad value must not
-//! give 200 MB on stderr.
+//! Values quoted in error messages and in the reports people read (the
+//! terminal's, Markdown) are cut short: a 200 MB bad value or key must not
+//! give 200 MB on stderr or stdout.
 
 use std::fmt::{self, Write};
 
 /// At most this many bytes of a value are quoted.
-pub(crate) const QUOTE_BYTES: usize = 80;
+pub const QUOTE_BYTES: usize = 80;
 
 /// Keeps the first [`QUOTE_BYTES`] of what is written, and counts the rest.
 struct Bounded {
@@ -40,14 +41,14 @@ fn finish(kept: String, total: usize) -> String {
 
 /// A value as displayed, cut to [`QUOTE_BYTES`] with an ellipsis and its
 /// full length when longer. Formatting a long value costs time, not memory.
-pub(crate) fn display(value: &impl fmt::Display) -> String {
+pub fn display(value: &impl fmt::Display) -> String {
     let mut bounded = Bounded { kept: String::new(), total: 0 };
     let _ = write!(bounded, "{value}");
     finish(bounded.kept, bounded.total)
 }
 
 /// A text as a quoted string (`"…"`), cut as [`display`] cuts.
-pub(crate) fn text(text: &str) -> String {
+pub fn text(text: &str) -> String {
     let cut = floor_char_boundary(text, QUOTE_BYTES);
     if cut == text.len() {
         format!("{text:?}")
@@ -57,8 +58,21 @@ pub(crate) fn text(text: &str) -> String {
 }
 
 /// A message (serde's, say) that may quote a long value between `"` or
-/// backticks: each quoted run longer than [`QUOTE_BYTES`] is cut.
-pub(crate) fn clip_message(message: &str) -> String {
+/// backticks: each quoted run longer than [`QUOTE_BYTES`] is cut, and a
+/// message still longer than `8 × QUOTE_BYTES` too.
+pub fn clip_message(message: &str) -> String {
+    let out = clip_quoted(message);
+    if out.len() > 8 * QUOTE_BYTES {
+        let cut = floor_char_boundary(&out, 4 * QUOTE_BYTES);
+        return format!("{}… ({} bytes)", &out[..cut], out.len());
+    }
+    out
+}
+
+/// A text (a violation's explanation, say) with each run between `"` or
+/// backticks longer than [`QUOTE_BYTES`] cut, as [`clip_message`] cuts it;
+/// the rest is kept whole, however long.
+pub fn clip_quoted(message: &str) -> String {
     if message.len() <= 2 * QUOTE_BYTES {
         return message.to_string();
     }
@@ -97,10 +111,6 @@ pub(crate) fn clip_message(message: &str) -> String {
             break;
         }
     }
-    if out.len() > 8 * QUOTE_BYTES {
-        let cut = floor_char_boundary(&out, 4 * QUOTE_BYTES);
-        return format!("{}… ({} bytes)", &out[..cut], out.len());
-    }
     out
 }
 
@@ -133,5 +143,11 @@ mod tests {
         let unclosed = format!("bad \"{long}");
         assert!(clip_message(&unclosed).len() < 200);
         assert_eq!(clip_message("short \"q\""), "short \"q\"");
+        // Outside the quotes, `clip_quoted` keeps a long text whole.
+        let prose = format!("{} then \"{long}\" and more", "word ".repeat(200));
+        let clipped = clip_quoted(&prose);
+        assert!(clipped.starts_with(&"word ".repeat(200)), "{clipped}");
+        assert!(clipped.ends_with("…\" (100000 bytes) and more"), "{clipped}");
+        assert!(clip_message(&prose).len() < 8 * QUOTE_BYTES);
     }
 }

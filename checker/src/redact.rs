@@ -1,9 +1,33 @@
 //! Secrets out of everything lockcheck writes or prints: [`redact`] replaces
 //! the password of every URL (`postgres://user:pw@host/db` →
-//! `postgres://user:***@host/db`) and the value of every password setting
-//! (`password=pw`, `PGPASSWORD=pw`, `MYSQL_PWD=pw`, libpq's
-//! `password='p w'`) in a text by [`MASK`]. Every output of the tool goes
-//! through it: standard output and error, the stored files, the web pages.
+//! `postgres://user:***@host/db`, `redis://pw@host` → `redis://***@host`)
+//! and the value of every password setting (`password=pw`, `PGPASSWORD=pw`,
+//! `MYSQL_PWD=pw`, libpq's `password='p w'`) in a text by [`MASK`]. Every
+//! output of the tool goes through it: standard output and error, the stored
+//! files, the web pages.
+//!
+//! A URL's userinfo (what comes before the authority's last `@`) is read so:
+//! * with a `:`, it is `user:password`: what follows the first `:` is
+//!   masked, whatever it holds (`redis://:pw@h`, `postgres://u:p%40ss@h`);
+//! * without one, it is a user name by the URL standard, and most clients
+//!   read it so (libpq, MySQL, HTTP); but Redis has long had a password
+//!   and no user, and Redis clients differ: Lettuce documents
+//!   `redis://[[user:]password@]host`, ServiceStack.Redis reads
+//!   `password@host`, where redis-rs and go-redis take a user name. So under
+//!   a scheme of the Redis family (any that starts with `redis` or `valkey`:
+//!   `rediss`, `redis+unix`, `redis-sentinel`, `valkeys`, …) it is masked
+//!   whole;
+//! * under any other scheme it is kept only when it looks like a user name:
+//!   at most 32 characters (MySQL's and Linux's longest), all letters,
+//!   digits, `.`, `_` or `-`, and none of the prefixes forges give the
+//!   tokens that go there (`ghp_`, `github_pat_`, `glpat-`, …). Anything
+//!   else (percent-escapes, longer, other characters) is masked whole:
+//!   `postgres://postgres@h/db` and `mysql://root@h` stay as they are,
+//!   `https://ghp_…@github.com` reads `https://***@github.com`.
+//!
+//! Masking a user name by mistake costs a replay its URL (it is then taken
+//! from the environment); keeping a password would leak it, so the rule errs
+//! on the side of masking.
 
 /// What a redacted password reads as.
 pub const MASK: &str = "***";
@@ -11,7 +35,9 @@ pub const MASK: &str = "***";
 /// `text` with every password in it replaced by [`MASK`]:
 /// * in a URL (`scheme://user:password@host`), the password, whatever it
 ///   holds (percent-encoded or not, `:` or `@` in it: the userinfo ends at
-///   the authority's last `@`); a URL without a password is left alone;
+///   the authority's last `@`); a userinfo without `:` whole, unless it is
+///   a user name (see the module's rule); a URL without a password is left
+///   alone;
 /// * in a `key=value` setting whose key ends with `password`, `passwd` or
 ///   `pwd` (any case: `password=`, `PGPASSWORD=`, `MYSQL_PWD=`,
 ///   `?password=` of a query string), the value, quoted (`'…'`, `"…"`,
@@ -64,22 +90,51 @@ fn redact_urls(text: &str) -> String {
             }
         }
         let authority = &authority[..end];
+        let scheme = &rest[scheme_start.unwrap_or(at)..at];
         out.push_str(&rest[..authority_start]);
-        match authority.rfind('@').and_then(|last| {
-            let colon = authority[..last].find(':')?;
-            Some((colon, last))
-        }) {
-            Some((colon, last)) => {
-                out.push_str(&authority[..=colon]);
-                out.push_str(MASK);
-                out.push_str(&authority[last..]);
-            }
+        match authority.rfind('@') {
+            Some(last) => match authority[..last].find(':') {
+                Some(colon) => {
+                    out.push_str(&authority[..=colon]);
+                    out.push_str(MASK);
+                    out.push_str(&authority[last..]);
+                }
+                None if is_user_name(scheme, &authority[..last]) => out.push_str(authority),
+                None => {
+                    out.push_str(MASK);
+                    out.push_str(&authority[last..]);
+                }
+            },
             None => out.push_str(authority),
         }
         rest = &rest[authority_start + end..];
     }
     out.push_str(rest);
     out
+}
+
+/// Prefixes of the tokens forges hand out to be put where a URL's user name
+/// goes (`https://TOKEN@host/…`): GitHub's, GitLab's, Hugging Face's.
+const TOKEN_PREFIXES: [&str; 9] =
+    ["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "gldt-", "hf_"];
+
+/// Whether `userinfo`, a URL's userinfo without `:`, is a user name to keep
+/// rather than a secret to mask (the module's rule): never under a scheme
+/// of the Redis family, whose clients read it as the password; elsewhere
+/// when it looks like one. An empty userinfo holds nothing to mask.
+fn is_user_name(scheme: &str, userinfo: &str) -> bool {
+    let scheme = scheme.to_ascii_lowercase();
+    if userinfo.is_empty() {
+        return true;
+    }
+    if scheme.starts_with("redis") || scheme.starts_with("valkey") {
+        return false;
+    }
+    userinfo.len() <= 32
+        && userinfo
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-'))
+        && !TOKEN_PREFIXES.iter().any(|prefix| userinfo.starts_with(prefix))
 }
 
 /// Whether `key` names a password setting.
@@ -180,6 +235,55 @@ mod tests {
         ] {
             assert_eq!(redact(text), expected, "{text}");
             assert!(has_secret(text), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_userinfo_without_a_colon_is_masked_unless_it_is_a_user_name() {
+        for (text, expected) in [
+            ("redis://S3cretPW@127.0.0.1:6379", "redis://***@127.0.0.1:6379"),
+            ("rediss://pw@h", "rediss://***@h"),
+            ("REDIS://pw@h:1/0", "REDIS://***@h:1/0"),
+            ("valkey://pw@h", "valkey://***@h"),
+            ("redis+sentinel://pw@h", "redis+sentinel://***@h"),
+            // Redis clients that read a lone userinfo as a user name make
+            // it `default` or an ACL user; masking it costs nothing.
+            ("redis://default@h", "redis://***@h"),
+            ("redis://a@h1,redis://b@h2", "redis://***@h1,redis://***@h2"),
+            ("redis://a@h1,redis://h2,rediss://c@h3", "redis://***@h1,redis://h2,rediss://***@h3"),
+            ("redis://p%40ss%3Aw@h", "redis://***@h"),
+            ("redis://p@ss@h", "redis://***@h"),
+            (
+                "--redis-url redis://S3cretPW@127.0.0.1:6379 --x",
+                "--redis-url redis://***@127.0.0.1:6379 --x",
+            ),
+            // Not a user name: percent-escapes, other characters, too long, a token.
+            ("postgres://us%40er@h/db", "postgres://***@h/db"),
+            ("postgres://p!ss@h/db", "postgres://***@h/db"),
+            ("mysql://p@ss@h/db", "mysql://***@h/db"),
+            ("postgres://aVeryLongRandomLookingSecret0123456@h/db", "postgres://***@h/db"),
+            (
+                "https://ghp_16C7e42F292c6912E7710c838347Ae178B4a@github.com/o/r.git",
+                "https://***@github.com/o/r.git",
+            ),
+            ("https://glpat-abcdefghij0123456789@gitlab.com", "https://***@gitlab.com"),
+        ] {
+            assert_eq!(redact(text), expected, "{text}");
+            assert!(has_secret(text), "{text}");
+            assert_eq!(redact(expected), expected, "{text}: masked once only");
+        }
+        for text in [
+            "postgres://postgres@h/db",
+            "postgresql://app_user@[::1]:5432/db",
+            "mysql://root@h",
+            "mariadb://root@127.0.0.1:3306/test",
+            "http://etcd-user@127.0.0.1:2379",
+            "https://git@example.com/o/r.git",
+            "ssh://deploy.bot@h",
+            "postgres://abcdefghijklmnopqrstuvwxyz012345@h",
+            "redis://@h",
+        ] {
+            assert_eq!(redact(text), text, "{text}");
         }
     }
 

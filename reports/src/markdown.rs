@@ -4,10 +4,13 @@
 //!
 //! Every piece of data from the history (sources, keys, explanations) is
 //! escaped, so that a `|` in a lock name cannot break the table and a `*` or
-//! `<` cannot turn into markup.
+//! `<` cannot turn into markup, and cut as the terminal report cuts it
+//! (keys and quoted passages at about 80 bytes, [`lockcheck_checker::quote`]):
+//! GitHub takes at most 1 MiB of a job's summary.
 
 use std::fmt::Write;
 
+use lockcheck_checker::quote::{clip_quoted, text};
 use lockcheck_checker::{Analysis, CheckResult, Verdict, Violation};
 
 use crate::text::{plural, shout, summary_line, who_and_when};
@@ -51,7 +54,7 @@ fn history(out: &mut String, analyzed: &Analyzed<'_>) {
     let _ = writeln!(out, "### {}: {}\n", escape(analyzed.source), shout(analysis.verdict));
     let _ = writeln!(out, "{}\n", escape(&summary_line(analysis)));
     for warning in &analysis.warnings {
-        let _ = writeln!(out, "> warning: {}\n", escape(warning));
+        let _ = writeln!(out, "> warning: {}\n", escape(&clip_quoted(warning)));
     }
     table(out, analysis);
     for result in &analysis.results {
@@ -68,7 +71,8 @@ fn table(out: &mut String, analysis: &Analysis) {
         let (verdict, keys, violations) = match result.verdict {
             None => {
                 let reason = result.reason.as_deref().unwrap_or("does not apply");
-                (format!("n/a: {}", escape(reason)), "–".to_string(), "–".to_string())
+                let reason = escape(&clip_quoted(reason));
+                (format!("n/a: {reason}"), "–".to_string(), "–".to_string())
             }
             Some(Verdict::Valid) => ("valid".to_string(), keys.to_string(), violations),
             Some(verdict) => (
@@ -91,12 +95,12 @@ fn details(out: &mut String, result: &CheckResult) {
     }
     let _ = writeln!(out, "**{}**\n", escape(result.checker));
     if let Some(reason) = &result.reason {
-        let _ = writeln!(out, "{}\n", escape(reason));
+        let _ = writeln!(out, "{}\n", escape(&clip_quoted(reason)));
     }
     for key in result.keys.iter().filter(|key| key.verdict == Verdict::Unknown) {
         let reason = key.reason.as_deref().unwrap_or("could not decide");
-        let key = escape(&format!("{:?}", key.key));
-        let _ = writeln!(out, "- unknown on {key}: {}", escape(reason));
+        let key = escape(&text(&key.key));
+        let _ = writeln!(out, "- unknown on {key}: {}", escape(&clip_quoted(reason)));
     }
     for violation in result.violations.iter().take(VIOLATIONS_SHOWN_MAX) {
         violation_item(out, violation);
@@ -115,13 +119,17 @@ fn violation_item(out: &mut String, violation: &Violation) {
         .ok()
         .and_then(|name| name.as_str().map(str::to_string))
         .unwrap_or_else(|| format!("{:?}", violation.kind));
-    let _ = write!(out, "- **{}** on {}", escape(&kind), escape(&format!("{:?}", violation.key)));
+    let _ = write!(out, "- **{}** on {}", escape(&kind), escape(&text(&violation.key)));
     if let Some(line) = who_and_when(violation) {
         let _ = write!(out, ": {}", escape(&line));
     }
     let events: Vec<String> = violation.events.iter().map(u64::to_string).collect();
-    let _ =
-        writeln!(out, "  \n  {} (events {})", escape(&violation.explanation), events.join(", "));
+    let _ = writeln!(
+        out,
+        "  \n  {} (events {})",
+        escape(&clip_quoted(&violation.explanation)),
+        events.join(", ")
+    );
 }
 
 /// Data as literal Markdown text on one line: line breaks become spaces, and

@@ -1,10 +1,14 @@
 //! The terminal report: what was checked, a verdict per checker per key, and
 //! each violation in one short block that fits on one screen: the paragraph,
 //! the clients and the window, the events that prove it and, when there is
-//! one, where the HTML timeline is.
+//! one, where the HTML timeline is. Keys, values, errors and the passages
+//! of a paragraph between quotes are cut at about 80 bytes with `…` and
+//! their length ([`lockcheck_checker::quote`], as the errors quote them): a
+//! 1 MB key prints as a short line; the HTML and JSON reports keep it whole.
 
 use std::fmt::Write;
 
+use lockcheck_checker::quote::{clip_quoted, display, text};
 use lockcheck_checker::{
     format_seconds, format_time, Analysis, CheckResult, Event, Verdict, Violation,
 };
@@ -57,7 +61,7 @@ pub fn render_text(analyzed: &Analyzed<'_>, options: &TextOptions<'_>) -> String
     let _ = writeln!(out, "{}", analyzed.source);
     summary(&mut out, analysis);
     for warning in &analysis.warnings {
-        let _ = writeln!(out, "  warning: {warning}");
+        let _ = writeln!(out, "  warning: {}", clip_quoted(warning));
     }
     out.push('\n');
     for result in &analysis.results {
@@ -122,7 +126,7 @@ pub(crate) fn summary_line(analysis: &Analysis) -> String {
 fn checker(out: &mut String, result: &CheckResult, options: &TextOptions<'_>) {
     let Some(verdict) = result.verdict else {
         let reason = result.reason.as_deref().unwrap_or("does not apply");
-        let _ = writeln!(out, "{:<20} n/a      {reason}", result.checker);
+        let _ = writeln!(out, "{:<20} n/a      {}", result.checker, clip_quoted(reason));
         return;
     };
     let keys = result.keys.len() as u64;
@@ -137,7 +141,7 @@ fn checker(out: &mut String, result: &CheckResult, options: &TextOptions<'_>) {
     };
     let _ = writeln!(out, "{:<20} {:<8} {detail}", result.checker, shout(verdict));
     if let Some(reason) = &result.reason {
-        let _ = writeln!(out, "  {reason}");
+        let _ = writeln!(out, "  {}", clip_quoted(reason));
     }
     let listed = result
         .keys
@@ -151,8 +155,8 @@ fn checker(out: &mut String, result: &CheckResult, options: &TextOptions<'_>) {
         };
         let _ = writeln!(
             out,
-            "  {:?}: {} ({}{count})",
-            key.key,
+            "  {}: {} ({}{count})",
+            text(&key.key),
             key.verdict.as_str(),
             plural(key.ops, "op", "ops")
         );
@@ -165,7 +169,8 @@ fn checker(out: &mut String, result: &CheckResult, options: &TextOptions<'_>) {
         }
     }
     for (reason, count) in reasons {
-        let _ = writeln!(out, "  unknown on {}: {reason}", plural(count, "key", "keys"));
+        let _ =
+            writeln!(out, "  unknown on {}: {}", plural(count, "key", "keys"), clip_quoted(reason));
     }
     if bad > options.max_keys_listed as u64 {
         let _ = writeln!(
@@ -186,14 +191,14 @@ fn checker(out: &mut String, result: &CheckResult, options: &TextOptions<'_>) {
         );
     }
     for note in &result.notes {
-        let _ = writeln!(out, "  note: {note}");
+        let _ = writeln!(out, "  note: {}", clip_quoted(note));
     }
 }
 
 /// One violation in at most about 12 lines: the paragraph, who and when, the
 /// proving events (listed when the events are at hand), and the timeline.
 fn violation_block(out: &mut String, violation: &Violation, options: &TextOptions<'_>) {
-    let _ = writeln!(out, "  - {}", violation.explanation);
+    let _ = writeln!(out, "  - {}", clip_quoted(&violation.explanation));
     if let Some(line) = who_and_when(violation) {
         let _ = writeln!(out, "    {line}");
     }
@@ -277,17 +282,17 @@ fn event_line(event: &Event) -> String {
         format_time(event.time_ns),
         event.process,
         event.event_type.as_str(),
-        event.f
+        display(&event.f)
     );
     if let Some(key) = &event.key {
-        let _ = write!(line, " {key:?}");
+        let _ = write!(line, " {}", text(key));
     }
     if let Some(value) = &event.value {
         let one_line = value.get().replace(['\n', '\r'], " ");
         let _ = write!(line, " {}", shorten(&one_line, VALUE_CHARS_MAX));
     }
     if let Some(error) = &event.error {
-        let _ = write!(line, " error={error:?}");
+        let _ = write!(line, " error={}", text(error));
     }
     line
 }
@@ -297,5 +302,27 @@ fn shorten(text: &str, max_chars: usize) -> String {
     match text.char_indices().nth(max_chars) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_line_quotes_its_key_operation_and_error_short() {
+        let long = |c: char| c.to_string().repeat(1_000_000);
+        let json = serde_json::json!({
+            "index": 3, "time": 5, "process": 1, "type": "fail", "f": long('f'),
+            "key": long('k'), "value": {"data": long('v')}, "error": long('e'),
+        });
+        let event: Event = serde_json::from_str(&json.to_string()).expect("an event");
+        let line = event_line(&event);
+        assert!(line.len() < 1024, "{} bytes: {}", line.len(), &line[..1024]);
+        for c in ['k', 'e'] {
+            let cut = format!("\"{}\"… (1000000 bytes)", c.to_string().repeat(80));
+            assert!(line.contains(&cut), "{c}: {line}");
+        }
+        assert!(line.contains(&format!("{}… (1000000 bytes)", "f".repeat(80))), "{line}");
     }
 }

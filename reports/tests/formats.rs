@@ -396,3 +396,34 @@ fn text_for_a_valid_history_is_unchanged() {
     };
     assert_eq!(render_text(&analyzed, &options), VALID_TEXT);
 }
+
+#[test]
+fn text_and_markdown_quote_a_huge_key_short_json_and_html_keep_it_whole() {
+    let key = "k".repeat(1_000_000);
+    let history = overlap_history(&key);
+    let analysis = analysis_of(&history);
+    assert_eq!(analysis.verdict, Verdict::Invalid);
+    let analyzed = Analyzed { source: "huge.jsonl", analysis: &analysis };
+    let options = TextOptions { events: Some(&history), ..TextOptions::default() };
+    let text = render_text(&analyzed, &options);
+    assert!(text.len() < 16 * 1024, "{} bytes:\n{}", text.len(), &text[..4096]);
+    let cut = format!("\"{}\"… (1000000 bytes)", "k".repeat(80));
+    assert!(text.contains(&format!("  {cut}: invalid")), "{text}");
+    assert!(text.contains(&format!("1 invoke acquire {cut} {{\"ttl_ms\":1000}}")), "{text}");
+    let explanation = text.lines().find(|line| line.starts_with("  - ")).unwrap_or_default();
+    assert!(explanation.contains(&format!("{}…\" (1000000 bytes)", "k".repeat(80))), "{text}");
+    let markdown = render_markdown(&[analyzed]);
+    assert!(markdown.len() < 16 * 1024, "{} bytes", markdown.len());
+    assert!(markdown.contains("(1000000 bytes)"), "{markdown}");
+    let json = lockcheck_reports::render_json(analysis.verdict, &[analyzed], &[]);
+    let parsed: Value = serde_json::from_str(&json).unwrap();
+    let keys = &parsed["histories"][0]["results"][0]["keys"];
+    assert_eq!(keys[0]["key"].as_str().map(str::len), Some(1_000_000), "{keys}");
+    let html = lockcheck_reports::render_html(&lockcheck_reports::HtmlInput {
+        title: "huge",
+        events: &history,
+        analysis: &analysis,
+        command: None,
+    });
+    assert!(html.contains(&key), "the HTML report keeps the key whole");
+}
