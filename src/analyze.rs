@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::ValueEnum;
-use lockcheck_checker::import::{import_from, Import, InputFormat, ModelChoice};
+use lockcheck_checker::import::{import_capped, Import, InputFormat, ModelChoice};
 use lockcheck_checker::names::LINEARIZABILITY;
 use lockcheck_checker::{
     analyze_imported, default_checkers, Analysis, CheckOptions, ReadError, Verdict,
@@ -50,14 +50,15 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     for path in &args.files {
         let source = path.display().to_string();
         let started = Instant::now();
-        let Import { imported, notes } = match load(path, &source, format, model) {
-            Ok(import) => import,
-            Err(error) => {
-                eprintln!("lockcheck: {error}");
-                errors.push((source, error.to_string()));
-                continue;
-            }
-        };
+        let Import { imported, notes } =
+            match load(path, &source, format, model, args.max_line_bytes) {
+                Ok(import) => import,
+                Err(error) => {
+                    eprintln!("lockcheck: {error}");
+                    errors.push((source, error.to_string()));
+                    continue;
+                }
+            };
         let read_s = started.elapsed().as_secs_f64();
         let started = Instant::now();
         let mut analysis = analyze_imported(&imported, &checkers, &options);
@@ -122,14 +123,17 @@ fn load(
     source: &str,
     format: InputFormat,
     model: ModelChoice,
+    max_line_bytes: u64,
 ) -> Result<Import, ReadError> {
     let io_error = |error| ReadError::Io { source_name: source.to_string(), error };
     if path.as_os_str() == "-" {
-        return import_from(format, io::stdin().lock(), source, model, 0);
+        let stdin = io::stdin().lock();
+        return import_capped(format, stdin, source, model, 0, max_line_bytes);
     }
     let file = File::open(path).map_err(io_error)?;
     let size_bytes = file.metadata().map(|metadata| metadata.len()).unwrap_or(0);
-    import_from(format, BufReader::with_capacity(1 << 20, file), source, model, size_bytes)
+    let input = BufReader::with_capacity(1 << 20, file);
+    import_capped(format, input, source, model, size_bytes, max_line_bytes)
 }
 
 /// Writes the HTML report of the history at `source` into `dir`, named

@@ -173,6 +173,19 @@ pub struct AnalyzeArgs {
     /// Print reading and checking times and peak memory to standard error.
     #[arg(long)]
     pub stats: bool,
+    /// The longest line a history may have (e.g. 64KiB, 1GiB): a longer one
+    /// is an error naming its line (exit 65), found without reading it
+    /// whole. Reading also stops after 1000 lines that are not operations.
+    #[arg(long, value_name = "SIZE", value_parser = parse_line_cap, default_value = "16MiB")]
+    pub max_line_bytes: u64,
+}
+
+/// A cap on a line: a size of at least one byte.
+fn parse_line_cap(text: &str) -> Result<u64, String> {
+    match lockcheck_workloads::memory::parse_size(text)? {
+        0 => Err(format!("{text:?} is no room for a line: give at least 1 byte")),
+        size => Ok(size),
+    }
 }
 
 #[derive(Debug, Clone, Args)]

@@ -332,12 +332,89 @@ impl<'de> Visitor<'de> for ValueFieldsVisitor {
     }
 }
 
-/// `process` is an integer or the string "nemesis".
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum RawProcess<'a> {
-    Client(i64),
-    Name(&'a str),
+/// A JSON number or string as a field of an event reads it: a whole
+/// number of up to 64 bits, signed or not, or one past that (serde_json
+/// reads such a number as a float), or a fraction, or a string.
+enum Scalar<'a> {
+    Whole(i128),
+    /// A whole number beyond 64 bits, as written out again.
+    Huge(String),
+    Fraction(f64),
+    Text(Cow<'a, str>),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Scalar<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ScalarVisitor;
+        impl<'de> Visitor<'de> for ScalarVisitor {
+            type Value = Scalar<'de>;
+            fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+                formatter.write_str("an integer")
+            }
+            fn visit_u64<E: de::Error>(self, value: u64) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Whole(i128::from(value)))
+            }
+            fn visit_i64<E: de::Error>(self, value: i64) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Whole(i128::from(value)))
+            }
+            fn visit_f64<E: de::Error>(self, value: f64) -> Result<Scalar<'de>, E> {
+                Ok(if value.fract() == 0.0 && value.abs() >= 2f64.powi(63) {
+                    Scalar::Huge(format!("{value:.0}"))
+                } else {
+                    Scalar::Fraction(value)
+                })
+            }
+            fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Text(Cow::Borrowed(text)))
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Text(Cow::Owned(text.to_owned())))
+            }
+        }
+        deserializer.deserialize_any(ScalarVisitor)
+    }
+}
+
+impl Scalar<'_> {
+    /// What an integer field found instead of an integer it can hold.
+    fn describe(&self) -> String {
+        match self {
+            Scalar::Whole(value) => value.to_string(),
+            Scalar::Huge(value) => value.clone(),
+            Scalar::Fraction(value) => value.to_string(),
+            Scalar::Text(text) => crate::quote::text(text),
+        }
+    }
+
+    /// A non-negative integer of up to 64 bits (`index`, `time`).
+    fn unsigned<E: de::Error>(self, field: &str) -> Result<u64, E> {
+        let message = match self {
+            Scalar::Whole(value) if value < 0 => {
+                format!("expected a non-negative integer, found {value}")
+            }
+            Scalar::Whole(value) => match u64::try_from(value) {
+                Ok(value) => return Ok(value),
+                Err(_) => format!("integer out of range (beyond 64 bits): {value}"),
+            },
+            Scalar::Huge(value) => format!("integer out of range (beyond 64 bits): {value}"),
+            other => format!("expected an integer, found {}", other.describe()),
+        };
+        Err(field_error(field, message))
+    }
+
+    /// A process: a signed integer of up to 64 bits, or "nemesis".
+    fn process<E: de::Error>(self) -> Result<Process, E> {
+        let message = match self {
+            Scalar::Whole(value) => match i64::try_from(value) {
+                Ok(id) => return Ok(Process::Client(id)),
+                Err(_) => format!("integer out of range (beyond 63 bits): {value}"),
+            },
+            Scalar::Huge(value) => format!("integer out of range (beyond 63 bits): {value}"),
+            Scalar::Text(text) if text == "nemesis" => return Ok(Process::Nemesis),
+            other => format!("expected an integer or \"nemesis\", found {}", other.describe()),
+        };
+        Err(field_error("process", message))
+    }
 }
 
 fn field_error<E: de::Error>(field: &str, error: impl fmt::Display) -> E {
@@ -364,25 +441,18 @@ impl<'de> Visitor<'de> for EventVisitor {
         while let Some(CowStr(name)) = map.next_key::<CowStr<'de>>()? {
             match name.as_ref() {
                 "index" => {
-                    index = Some(map.next_value::<u64>().map_err(|e| field_error("index", e))?)
+                    let raw =
+                        map.next_value::<Scalar<'_>>().map_err(|e| field_error("index", e))?;
+                    index = Some(raw.unsigned("index")?);
                 }
                 "time" => {
-                    time_ns = Some(map.next_value::<u64>().map_err(|e| field_error("time", e))?)
+                    let raw = map.next_value::<Scalar<'_>>().map_err(|e| field_error("time", e))?;
+                    time_ns = Some(raw.unsigned("time")?);
                 }
                 "process" => {
-                    let raw = map.next_value::<RawProcess<'_>>().map_err(|_| {
-                        field_error("process", "expected an integer or \"nemesis\"")
-                    })?;
-                    process = Some(match raw {
-                        RawProcess::Client(id) => Process::Client(id),
-                        RawProcess::Name("nemesis") => Process::Nemesis,
-                        RawProcess::Name(other) => {
-                            return Err(field_error(
-                                "process",
-                                format!("expected an integer or \"nemesis\", found {other:?}"),
-                            ))
-                        }
-                    });
+                    let raw =
+                        map.next_value::<Scalar<'_>>().map_err(|e| field_error("process", e))?;
+                    process = Some(raw.process()?);
                 }
                 "type" => {
                     let CowStr(text) =

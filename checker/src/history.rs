@@ -180,12 +180,13 @@ pub enum HistoryError {
     NoOpenInvoke { index: u64, process: i64, event_type: &'static str, f: String },
     #[error("process {process} invokes {f} at index {index} while its {open_f} invoked at index {open_index} is still open")]
     AlreadyOpen { index: u64, process: i64, f: String, open_f: String, open_index: u64 },
-    #[error("completion at index {index} is {f} {key:?}, but process {process} invoked {open_f} {open_key:?} at index {open_index}")]
+    #[error("completion at index {index} is {f} {key}, but process {process} invoked {open_f} {open_key} at index {open_index}")]
     Mismatch {
         index: u64,
         process: i64,
         f: String,
-        key: Option<String>,
+        /// The completion's key, quoted, or "with no key".
+        key: String,
         open_f: String,
         open_key: String,
         open_index: u64,
@@ -408,9 +409,12 @@ impl HistoryBuilder {
                 index: at.index,
                 process,
                 f: event.f.to_string(),
-                key: event.key.map(|key| String::from_utf8_lossy(key).into_owned()),
+                key: event.key.map_or_else(
+                    || "with no key".to_string(),
+                    |key| crate::quote::text(&String::from_utf8_lossy(key)),
+                ),
                 open_f: op.f.to_string(),
-                open_key: self.history.keys[open_key as usize].to_string(),
+                open_key: crate::quote::text(&self.history.keys[open_key as usize].to_string()),
                 open_index: op.invoke.index,
             });
         }

@@ -10,6 +10,7 @@
 
 mod analysis;
 mod beliefs;
+mod capped;
 mod event;
 mod expect;
 mod fastline;
@@ -34,6 +35,7 @@ pub use analysis::{
     Analysis, Summary, NOTHING_TO_CHECK,
 };
 pub use beliefs::{Belief, BeliefEnd, Beliefs};
+pub use capped::{LineTooLong, DEFAULT_MAX_LINE_BYTES};
 pub use event::{Event, EventType, Function, Process, ValueFields};
 pub use expect::{CellOutcome, Expect, Judgement};
 pub use fence::FenceMonotonicity;
@@ -45,7 +47,8 @@ pub use liveness::Liveness;
 pub use mutex::MutualExclusion;
 pub use once::ExactlyOnce;
 pub use reader::{
-    read_history, read_history_sized, read_history_tolerant, write_events, EventReader, ReadError,
+    read_history, read_history_capped, read_history_sized, read_history_tolerant, write_events,
+    EventReader, ReadError, MAX_BAD_LINES,
 };
 pub use redact::redact;
 pub use resource::ResourceSafety;

@@ -11,6 +11,7 @@ use std::io::{self, BufRead, Read, Write};
 use rayon::prelude::*;
 use thiserror::Error;
 
+use crate::capped::{Capped, LineTooLong, DEFAULT_MAX_LINE_BYTES};
 use crate::event::{Event, EventRef, EventType, Function, Process, ValueFields};
 use crate::fastline;
 use crate::history::{EventParts, History, HistoryBuilder, Moment};
@@ -32,8 +33,13 @@ pub enum ReadError {
     Malformed { source_name: String, line: u64, message: String },
 }
 
+/// Reading stops after this many lines that are not operations: the first
+/// is the error, and the count says the input is not a history (`yes
+/// garbage | lockcheck analyze -` ends at once).
+pub const MAX_BAD_LINES: u64 = 1000;
+
 /// The first line of a history that is not an operation, and how many such
-/// lines there are in all.
+/// lines there are in all, up to [`MAX_BAD_LINES`].
 #[derive(Debug, Default)]
 pub(crate) struct BadLines {
     first: Option<(u64, String)>,
@@ -52,11 +58,22 @@ impl BadLines {
         self.count == 0
     }
 
+    /// Whether reading should stop: there are [`MAX_BAD_LINES`].
+    pub(crate) fn is_full(&self) -> bool {
+        self.count >= MAX_BAD_LINES
+    }
+
     /// The first bad line's error, saying how many others there are.
     pub(crate) fn error(&self, what: &str) -> Option<(u64, String)> {
         let (line, message) = self.first.clone()?;
         Some(match self.count {
             1 => (line, message),
+            count if count >= MAX_BAD_LINES => (
+                line,
+                format!(
+                    "{message} (the first of {MAX_BAD_LINES} or more {what} that are not operations: reading stopped)"
+                ),
+            ),
             count => {
                 (line, format!("{message} (the first of {count} {what} that are not operations)"))
             }
@@ -64,7 +81,8 @@ impl BadLines {
     }
 }
 
-/// Reads events one at a time from JSON Lines. Blank lines are skipped.
+/// Reads events one at a time from JSON Lines. Blank lines are skipped, as
+/// is a byte-order mark; a line past [`DEFAULT_MAX_LINE_BYTES`] is an error.
 #[derive(Debug)]
 pub struct EventReader<R> {
     input: R,
@@ -95,21 +113,27 @@ impl<R: BufRead> Iterator for EventReader<R> {
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             self.buffer.clear();
-            match self.input.read_line(&mut self.buffer) {
+            let mut line = (&mut self.input).take(DEFAULT_MAX_LINE_BYTES + 1);
+            match line.read_line(&mut self.buffer) {
                 Ok(0) => return None,
                 Ok(_) => {}
-                Err(error) => {
-                    let source_name = self.source_name.clone();
-                    return Some(Err(ReadError::Io { source_name, error }));
-                }
+                Err(error) => return Some(Err(io_error(&self.source_name, error))),
             }
             self.line_number += 1;
-            if self.buffer.trim().is_empty() {
+            let line = self.line_number;
+            if self.buffer.trim_end_matches('\n').len() as u64 > DEFAULT_MAX_LINE_BYTES {
+                let too_long = LineTooLong { line, max_line_bytes: DEFAULT_MAX_LINE_BYTES };
+                return Some(Err(self.malformed(line, too_long.to_string())));
+            }
+            let text = match line {
+                1 => self.buffer.strip_prefix('\u{feff}').unwrap_or(&self.buffer),
+                _ => &self.buffer,
+            };
+            if text.trim().is_empty() {
                 continue;
             }
-            let line = self.line_number;
             return Some(
-                parse_line(&self.buffer)
+                parse_line(text)
                     .map(|event| (line, event))
                     .map_err(|message| self.malformed(line, message)),
             );
@@ -134,26 +158,50 @@ pub fn read_history_sized<R: BufRead>(
     source_name: &str,
     size_bytes: u64,
 ) -> Result<History, ReadError> {
-    read(input, source_name, size_bytes, false).map(|(history, _)| history)
+    read(input, source_name, size_bytes, false, DEFAULT_MAX_LINE_BYTES).map(|(history, _)| history)
 }
 
 /// As [`read_history_sized`], except that a final line cut short (JSON that
-/// ends inside a value: a run killed mid-write) is ignored rather than an
-/// error; the notes say so, naming its line.
+/// ends inside a value, with no newline after it: a run killed mid-write)
+/// is ignored rather than an error; the notes say so, naming its line.
 pub fn read_history_tolerant<R: BufRead>(
     input: R,
     source_name: &str,
     size_bytes: u64,
 ) -> Result<(History, Vec<String>), ReadError> {
-    read(input, source_name, size_bytes, true)
+    read_history_capped(input, source_name, size_bytes, DEFAULT_MAX_LINE_BYTES)
+}
+
+/// As [`read_history_tolerant`], with a line longer than `max_line_bytes`
+/// an error (found without holding the line).
+pub fn read_history_capped<R: BufRead>(
+    input: R,
+    source_name: &str,
+    size_bytes: u64,
+    max_line_bytes: u64,
+) -> Result<(History, Vec<String>), ReadError> {
+    read(input, source_name, size_bytes, true, max_line_bytes)
+}
+
+/// An io error as a read error: a line past the cap is named by its line.
+pub(crate) fn io_error(source_name: &str, error: io::Error) -> ReadError {
+    let source_name = source_name.to_string();
+    match LineTooLong::of(&error) {
+        Some(too_long) => {
+            ReadError::Malformed { source_name, line: too_long.line, message: too_long.to_string() }
+        }
+        None => ReadError::Io { source_name, error },
+    }
 }
 
 fn read<R: BufRead>(
-    mut input: R,
+    input: R,
     source_name: &str,
     size_bytes: u64,
     tolerate_truncated: bool,
+    max_line_bytes: u64,
 ) -> Result<(History, Vec<String>), ReadError> {
+    let mut input = Capped::new(input, max_line_bytes);
     // The shortest realistic event line is about 80 bytes; reserving too much
     // costs only address space, as untouched capacity is never resident.
     let events_hint = (size_bytes / 80).min(1 << 31) as usize;
@@ -164,7 +212,9 @@ fn read<R: BufRead>(
         notes: Vec::new(),
         bad: BadLines::default(),
     };
-    let io_error = |error| ReadError::Io { source_name: source_name.to_string(), error };
+    // A line past the cap ends the input there: the lines before it are
+    // read, and it is a bad line after them.
+    let mut too_long = None;
     // A pipeline of two chunks: while one is parsed (in parallel), the one
     // before it is fed to the builder, in order; then the next is read.
     // A small input gets small chunks, so that it is parsed in parallel all
@@ -178,7 +228,19 @@ fn read<R: BufRead>(
     let mut next_line = 0u64;
     loop {
         let got = !eof && {
-            eof = current.fill(&mut input, &mut carry, size).map_err(io_error)?;
+            eof = match current.fill(&mut input, &mut carry, size) {
+                Ok(eof) => eof,
+                Err(error) => match LineTooLong::of(&error) {
+                    Some(line) => {
+                        too_long = Some(line);
+                        // Only whole lines are read: the long one's start goes.
+                        let whole = memchr::memrchr(b'\n', &current.text).map_or(0, |at| at + 1);
+                        current.text.truncate(whole);
+                        true
+                    }
+                    None => return Err(io_error(source_name, error)),
+                },
+            };
             !current.text.trim_ascii().is_empty()
         };
         if got {
@@ -195,12 +257,16 @@ fn read<R: BufRead>(
                 fed?;
             }
         }
-        if !got {
+        // Enough lines that are not operations: this is not a history.
+        if !got || feed.bad.is_full() {
             break;
         }
         next_line = current.first_line + current.line_count;
         std::mem::swap(&mut current, &mut previous);
         have_previous = true;
+    }
+    if let Some(too_long) = too_long.filter(|_| !feed.bad.is_full()) {
+        feed.bad.add(too_long.line, too_long.to_string());
     }
     if let Some((line, message)) = feed.bad.error("lines") {
         return Err(feed.malformed(line, message));
@@ -270,9 +336,10 @@ impl Parsed {
     }
 }
 
-/// Why a line is not an event, and whether it is JSON cut short (the input
-/// ended inside a value).
-type LineError = (String, bool);
+/// A line that is not an event: whether it is JSON cut short (the input
+/// ended inside a value). Why it is not is told again for the first such
+/// line only ([`line_error`]): endless garbage costs no message a line.
+type LineError = bool;
 
 /// Bytes read at a time from a large input (or one of unknown size): about
 /// 20,000 lines, enough to amortise the parallel fork and join; the chunk's
@@ -395,11 +462,19 @@ impl Chunk {
                     return Ok(Parsed::of(event, Ok(fields), text));
                 }
                 let event = serde_json::from_slice::<EventRef<'_>>(line)
-                    .map_err(|error| (error.to_string(), cut_short(line, &error)))?;
+                    .map_err(|error| cut_short(line, &error))?;
                 let fields = event.value_fields();
                 Ok(Parsed::of(event, fields, text))
             })
             .collect_into_vec(&mut self.parsed);
+    }
+}
+
+/// Why a line is not an event: serde_json's reason.
+fn line_error(line: &[u8]) -> String {
+    match serde_json::from_slice::<EventRef<'_>>(line) {
+        Err(error) => error.to_string(),
+        Ok(_) => "not an event".to_string(),
     }
 }
 
@@ -436,11 +511,19 @@ impl Feed<'_> {
             let line = *first_line + number;
             let explained = |message: String| explain(message, &text[start..end]);
             match parsed {
-                Err((_, true)) if *at_end && position == last && self.tolerate_truncated => {
+                Err(true)
+                    if *at_end
+                        && position == last
+                        && self.tolerate_truncated
+                        && is_cut_off(&text[start..end]) =>
+                {
                     let source_name = self.source_name;
                     self.notes.push(format!("{source_name}:{line}: truncated final line, ignored"));
                 }
-                Err((message, _)) => self.bad.add(line, explained(std::mem::take(message))),
+                Err(_) if self.bad.is_empty() => {
+                    self.bad.add(line, explained(line_error(&text[start..end])));
+                }
+                Err(_) => self.bad.add(line, String::new()),
                 Ok(_) if !self.bad.is_empty() => {}
                 Ok(parsed) => {
                     let parts = EventParts {
@@ -459,6 +542,13 @@ impl Feed<'_> {
         }
         Ok(())
     }
+}
+
+/// Whether a final line that is JSON cut short is what a writer stopped
+/// mid-line leaves: the start of an event (an object) with no newline after
+/// it. A corrupt line that ends with a newline was written whole.
+fn is_cut_off(line: &[u8]) -> bool {
+    line.trim_ascii_start().starts_with(b"{") && !line.ends_with(b"\n")
 }
 
 /// A parse error for people: a long value quoted in it cut short, and an
@@ -687,14 +777,124 @@ mod tests {
     fn a_final_line_cut_short_is_ignored_across_chunks() {
         let text = many_chunks(40_000);
         let lines = text.lines().count();
-        for tail in ["", "\n", "\n  \n", &"\n \n".repeat(CHUNK_BYTES)] {
-            let cut = format!("{text}{{\"index\":99999999,\"time\":{tail}");
-            let (history, notes) = read_history_tolerant(cut.as_bytes(), "x", 0).unwrap();
-            same(&history, &line_by_line(&text).unwrap());
-            assert_eq!(notes, [format!("x:{}: truncated final line, ignored", lines + 1)]);
-            // Read strictly, the same line is an error.
-            let error = read_history(cut.as_bytes(), "x").unwrap_err().to_string();
+        let cut = format!("{text}{{\"index\":99999999,\"time\":");
+        let (history, notes) = read_history_tolerant(cut.as_bytes(), "x", 0).unwrap();
+        same(&history, &line_by_line(&text).unwrap());
+        assert_eq!(notes, [format!("x:{}: truncated final line, ignored", lines + 1)]);
+        // Read strictly, the same line is an error.
+        let error = read_history(cut.as_bytes(), "x").unwrap_err().to_string();
+        assert!(error.starts_with(&format!("x:{}: ", lines + 1)), "{error}");
+        // A newline after it, blank lines or not: it was written whole, and
+        // is as bad as any other line.
+        for tail in ["\n", "\n  \n", &"\n \n".repeat(CHUNK_BYTES)] {
+            let corrupt = format!("{cut}{tail}");
+            let error = read_history_tolerant(corrupt.as_bytes(), "x", 0).unwrap_err().to_string();
             assert!(error.starts_with(&format!("x:{}: ", lines + 1)), "{error}");
         }
+    }
+
+    /// "garbage\n" for ever, as `yes garbage` writes it.
+    struct Garbage(usize);
+
+    impl Read for Garbage {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            const LINE: &[u8] = b"garbage\n";
+            for byte in buf.iter_mut() {
+                *byte = LINE[self.0 % LINE.len()];
+                self.0 += 1;
+            }
+            Ok(buf.len())
+        }
+    }
+
+    #[test]
+    fn endless_input_ends_at_the_cap_or_after_enough_bad_lines() {
+        // `analyze /dev/zero`: one endless line.
+        let zeros = io::BufReader::new(io::repeat(0));
+        let error = read_history_tolerant(zeros, "zero", 0).unwrap_err().to_string();
+        assert!(error.starts_with("zero:1: line longer than 16 MiB"), "{error}");
+        // `yes garbage | lockcheck analyze -`: endless bad lines.
+        let garbage = io::BufReader::new(Garbage(0));
+        let error = read_history_tolerant(garbage, "-", 0).unwrap_err().to_string();
+        assert!(error.starts_with("-:1: "), "{error}");
+        assert!(
+            error.ends_with(
+                "(the first of 1000 or more lines that are not operations: reading stopped)"
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_long_line_is_an_error_after_the_lines_before_it() {
+        let text = many_chunks(400);
+        let lines = text.lines().count() as u64;
+        let long = format!("{text}{{\"index\":1,\"key\":\"{}\"}}\n", "k".repeat(5000));
+        let error = read_history_capped(long.as_bytes(), "x", 0, 4096).unwrap_err().to_string();
+        assert_eq!(error, format!("x:{}: line longer than 4 KiB (the cap on a line, --max-line-bytes): not a history's line", lines + 1));
+        // An earlier bad line comes first.
+        let bad_first = format!("nonsense\n{long}");
+        let error = read_history_capped(bad_first.as_bytes(), "x", 0, 4096).unwrap_err();
+        assert!(error.to_string().starts_with("x:1: "), "{error}");
+        let error = read_history_capped(long.as_bytes(), "x", 0, 1 << 20).unwrap_err();
+        assert!(!error.to_string().contains("longer than"), "{error}");
+    }
+
+    #[test]
+    fn only_an_unterminated_last_line_is_a_truncation() {
+        let text = many_chunks(8);
+        for (corrupt, line) in [
+            (format!("{text}{{\"index\":4,\"time\":5000,\n"), 9),
+            (format!("{}\n", "[".repeat(100_000)), 1),
+            ("[".repeat(100_000), 1),
+            (format!("{text}[1,2"), 9),
+        ] {
+            let error = read_history_tolerant(corrupt.as_bytes(), "x", 0).unwrap_err().to_string();
+            assert!(error.starts_with(&format!("x:{line}: ")), "{error}");
+        }
+        let cut = format!("{text}{{\"index\":4,\"time\":5000,");
+        let (_, notes) = read_history_tolerant(cut.as_bytes(), "x", 0).unwrap();
+        assert_eq!(notes, ["x:9: truncated final line, ignored"]);
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_skipped_by_both_readers() {
+        let text = many_chunks(8);
+        let marked = format!("\u{feff}{text}");
+        same(
+            &read_history(marked.as_bytes(), "x").unwrap(),
+            &read_history(text.as_bytes(), "x").unwrap(),
+        );
+        same(&line_by_line(&marked).unwrap(), &line_by_line(&text).unwrap());
+        // Anywhere else it is what it is: not JSON.
+        let inside = format!("{text}\u{feff}{text}");
+        assert!(read_history(inside.as_bytes(), "x").unwrap_err().to_string().starts_with("x:9: "));
+    }
+
+    #[test]
+    fn integers_past_their_bits_and_keys_are_said_plainly() {
+        let event = |process: &str| {
+            format!(
+                r#"{{"index":0,"time":0,"process":{process},"type":"invoke","f":"acquire","key":"a","value":null}}"#
+            )
+        };
+        for (process, said) in [
+            ("9223372036854775808", "integer out of range (beyond 63 bits): 9223372036854775808"),
+            ("18446744073709551616", "integer out of range (beyond 63 bits): 18446744073709551616"),
+            ("-9223372036854775809", "integer out of range (beyond 63 bits)"),
+            ("1.5", "expected an integer or \"nemesis\", found 1.5"),
+            ("\"chaos\"", "expected an integer or \"nemesis\", found \"chaos\""),
+        ] {
+            let error = read_history(event(process).as_bytes(), "x").unwrap_err().to_string();
+            assert!(error.contains(said), "{process}: {error}");
+        }
+        let text = concat!(
+            r#"{"index":0,"time":0,"process":1,"type":"invoke","f":"acquire","key":"a","value":null}"#,
+            "\n",
+            r#"{"index":1,"time":1,"process":1,"type":"ok","f":"release","value":null}"#,
+        );
+        let error = read_history(text.as_bytes(), "x").unwrap_err().to_string();
+        assert!(!error.contains("Some(") && !error.contains("None"), "{error}");
+        assert!(error.contains("release with no key"), "{error}");
     }
 }

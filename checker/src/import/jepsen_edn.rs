@@ -182,6 +182,9 @@ fn operations<R: BufRead>(input: R) -> Located<Vec<EdnOp>> {
             Ok(_) => {}
             Err(message) => bad.add(line, message),
         }
+        if bad.is_full() {
+            break;
+        }
     }
     match bad.error("elements") {
         Some(error) => Err(error),

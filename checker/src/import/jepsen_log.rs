@@ -117,7 +117,7 @@ pub fn parse<R: BufRead>(mut input: R) -> Result<Parsed, (u64, String)> {
     let mut bad = BadLines::default();
     let mut bytes = Vec::new();
     let mut line_number = 0u64;
-    loop {
+    while !bad.is_full() {
         bytes.clear();
         match input.read_until(b'\n', &mut bytes) {
             Ok(0) => break,

@@ -8,15 +8,16 @@ mod pairing;
 mod porcupine_kv;
 
 use std::fmt;
-use std::io::BufRead;
+use std::io::{BufRead, BufReader};
 
 pub use edn::{Edn, EdnError, EdnReader};
 pub use jepsen_log::RegisterOperation;
 pub use porcupine_kv::KvOperation;
 
+use crate::capped::{Capped, DEFAULT_MAX_LINE_BYTES};
 use crate::history::History;
 use crate::linear::models::{Kv, RegisterInput};
-use crate::reader::ReadError;
+use crate::reader::{read_history_capped, ReadError};
 
 /// The formats `analyze --input-format` reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -137,6 +138,22 @@ pub fn import_from<R: BufRead>(
     model: ModelChoice,
     size_bytes: u64,
 ) -> Result<Import, ReadError> {
+    import_capped(format, input, source_name, model, size_bytes, DEFAULT_MAX_LINE_BYTES)
+}
+
+/// As [`import_from`], with a line longer than `max_line_bytes` an error
+/// in any format (found without holding the line), and a byte-order mark
+/// at the start skipped.
+pub fn import_capped<R: BufRead>(
+    format: InputFormat,
+    input: R,
+    source_name: &str,
+    model: ModelChoice,
+    size_bytes: u64,
+    max_line_bytes: u64,
+) -> Result<Import, ReadError> {
+    // JSON Lines reads through the cap itself, a chunk at a time; the other
+    // formats read small pieces, which a buffer gathers from the cap.
     let malformed = |(line, message): (u64, String)| ReadError::Malformed {
         source_name: source_name.to_string(),
         line,
@@ -145,34 +162,43 @@ pub fn import_from<R: BufRead>(
     let (imported, notes) = match format {
         InputFormat::Jsonl => {
             let (history, notes) =
-                crate::reader::read_history_tolerant(input, source_name, size_bytes)?;
+                read_history_capped(input, source_name, size_bytes, max_line_bytes)?;
             (Imported::Locks(history), notes)
         }
         InputFormat::JepsenLog => {
-            let (operations, events, nemesis) = jepsen_log::parse(input).map_err(malformed)?;
+            let (operations, events, nemesis) =
+                jepsen_log::parse(BufReader::new(Capped::new(input, max_line_bytes)))
+                    .map_err(malformed)?;
             let cas = model != ModelChoice::Register;
             (Imported::Register { cas, operations, events }, skipped_nemesis(source_name, nemesis))
         }
         InputFormat::PorcupineKv => {
             let partitioned = model != ModelChoice::KvUnpartitioned;
-            let (model, operations, events, nemesis) =
-                porcupine_kv::parse(input, partitioned).map_err(malformed)?;
+            let (model, operations, events, nemesis) = porcupine_kv::parse(
+                BufReader::new(Capped::new(input, max_line_bytes)),
+                partitioned,
+            )
+            .map_err(malformed)?;
             (Imported::Kv { model, operations, events }, skipped_nemesis(source_name, nemesis))
         }
-        InputFormat::JepsenEdn => match jepsen_edn::parse(input).map_err(malformed)? {
-            jepsen_edn::EdnHistory::Locks(history) => (Imported::Locks(history), Vec::new()),
-            jepsen_edn::EdnHistory::Register(operations, has_cas, events, nemesis) => {
-                let cas = match model {
-                    ModelChoice::Register => false,
-                    ModelChoice::CasRegister => true,
-                    _ => has_cas,
-                };
-                (
-                    Imported::Register { cas, operations, events },
-                    skipped_nemesis(source_name, nemesis),
-                )
+        InputFormat::JepsenEdn => {
+            match jepsen_edn::parse(BufReader::new(Capped::new(input, max_line_bytes)))
+                .map_err(malformed)?
+            {
+                jepsen_edn::EdnHistory::Locks(history) => (Imported::Locks(history), Vec::new()),
+                jepsen_edn::EdnHistory::Register(operations, has_cas, events, nemesis) => {
+                    let cas = match model {
+                        ModelChoice::Register => false,
+                        ModelChoice::CasRegister => true,
+                        _ => has_cas,
+                    };
+                    (
+                        Imported::Register { cas, operations, events },
+                        skipped_nemesis(source_name, nemesis),
+                    )
+                }
             }
-        },
+        }
     };
     let fits = match (&imported, model) {
         (_, ModelChoice::Auto) => true,

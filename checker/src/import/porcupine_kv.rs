@@ -75,7 +75,7 @@ pub fn parse<R: BufRead>(input: R, partitioned: bool) -> Result<Parsed, (u64, St
     let mut events = 0;
     let mut nemesis = 0;
     let mut bad = BadLines::default();
-    while let Some(value) = reader.next_value_at() {
+    while let Some(value) = reader.next_value_at().filter(|_| !bad.is_full()) {
         let (line, op) = match value {
             Ok(value) => value,
             // Past unreadable EDN nothing more can be told apart.
