@@ -2,18 +2,18 @@
 //! format) again, from a stored run's folder or from any history file.
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use lockcheck_checker::{analyze, default_checkers, Analysis, Event, EventReader, HistoryBuilder};
-use lockcheck_reports::Analyzed;
+use lockcheck_reports::{render_html, Analyzed, HtmlInput};
 
 use crate::args::ReportArgs;
 use crate::exit;
 use crate::options::check_options;
 use crate::output::{print, render};
-use crate::store::write_html;
+use crate::store::write_file;
 
 /// Where a report's input and output are: a stored run's folder has its
 /// history, its command and its report side by side; a history file gets
@@ -47,25 +47,47 @@ pub struct Reported {
     pub html: PathBuf,
 }
 
-/// Checks `events` (read from `args.path`) and writes their HTML report;
-/// an error if the history is malformed or the report cannot be written.
-pub fn write_report(args: &ReportArgs, events: &[Event]) -> anyhow::Result<Reported> {
-    let (history_path, command, default_output) = locate(&args.path);
+/// A history checked, and its HTML report rendered (not yet written).
+pub struct Checked {
+    pub analysis: Analysis,
+    /// The history's path, as the report names it.
+    pub source: String,
+    /// The page.
+    pub html: String,
+    /// Where the report goes by default: beside the history.
+    pub default_output: PathBuf,
+}
+
+/// Checks `events` (read from the run or history at `path`) and renders
+/// their HTML report; an error if the history is malformed.
+pub fn check_events(
+    path: &Path,
+    events: &[Event],
+    linearizability_timeout: std::time::Duration,
+) -> anyhow::Result<Checked> {
+    let (history_path, command, default_output) = locate(path);
     let mut builder = HistoryBuilder::with_capacity(events.len());
     for event in events {
         builder
             .push(event)
             .map_err(|error| anyhow::anyhow!("{}: {error}", history_path.display()))?;
     }
-    let analysis = analyze(
-        &builder.finish(),
-        &default_checkers(),
-        &check_options(args.linearizability_timeout),
-    );
-    let html = args.output.clone().unwrap_or(default_output);
+    let analysis =
+        analyze(&builder.finish(), &default_checkers(), &check_options(linearizability_timeout));
     let source = history_path.display().to_string();
-    write_html(&html, &source, events, &analysis, command.as_deref())?;
-    Ok(Reported { analysis, source, html })
+    let input =
+        HtmlInput { title: &source, events, analysis: &analysis, command: command.as_deref() };
+    let html = render_html(&input);
+    Ok(Checked { analysis, source, html, default_output })
+}
+
+/// Checks `events` (read from `args.path`) and writes their HTML report;
+/// an error if the history is malformed or the report cannot be written.
+pub fn write_report(args: &ReportArgs, events: &[Event]) -> anyhow::Result<Reported> {
+    let checked = check_events(&args.path, events, args.linearizability_timeout)?;
+    let html = args.output.clone().unwrap_or(checked.default_output);
+    write_file(&html, |out| Ok(out.write_all(checked.html.as_bytes())?))?;
+    Ok(Reported { analysis: checked.analysis, source: checked.source, html })
 }
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {

@@ -1,14 +1,19 @@
 //! `lockcheck serve`: browse the stored runs on localhost: a list with each
 //! run's verdict and command, linking to its HTML report, its history and
-//! its results. Loopback only; read only; a report missing from an older
-//! run is rendered on first view.
+//! its results. Loopback only; read only: a report missing from a run (an
+//! older one, or one stopped before its end) is rendered for the view and
+//! never written. Within bounds: a request line of at most 8 KiB (414
+//! past it), a head of at most 32 KiB in 100 lines (431 past it), 32
+//! requests at once (503 past them), and files streamed, not held.
 
 use std::fmt::Write as _;
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use lockcheck_reports::escape_html;
@@ -27,6 +32,21 @@ const FILES: [(&str, &str); 4] = [
 /// How long a client may take to send its request.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The longest request line (method, target, version): past it, 414.
+const MAX_REQUEST_LINE: u64 = 8 << 10;
+
+/// The most the header lines after the request line may hold, and how
+/// many there may be: past either, 431.
+const MAX_HEAD_BYTES: u64 = 32 << 10;
+const MAX_HEAD_LINES: usize = 100;
+
+/// Requests answered at once; one more is answered 503 at once.
+const MAX_CONNECTIONS: usize = 32;
+
+/// A file is streamed in pieces of this size, cut at a newline where one
+/// is (each piece is redacted on its own: a password never spans lines).
+const PIECE_BYTES: usize = 64 << 10;
+
 /// One stored run, as the list shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Listed {
@@ -34,6 +54,9 @@ struct Listed {
     run: String,
     verdict: String,
     command: String,
+    /// Whether the run has its `results.json` (one stopped before its end
+    /// has not).
+    has_results: bool,
 }
 
 /// Whether `path` is a directory (`want_dir`) or a regular file, and not a
@@ -66,10 +89,11 @@ fn runs(store: &Path) -> Vec<Listed> {
             if !plain(&dir, true) || !plain(&dir.join("history.jsonl"), false) {
                 continue;
             }
+            let has_results = plain(&dir.join("results.json"), false);
             let verdict = read_plain(&dir.join("results.json"))
                 .and_then(|json| serde_json::from_slice::<serde_json::Value>(&json).ok())
                 .and_then(|json| json["verdict"].as_str().map(str::to_string))
-                .unwrap_or_else(|| "?".to_string());
+                .unwrap_or_else(|| if has_results { "?" } else { "incomplete" }.to_string());
             let command = read_plain(&dir.join("command"))
                 .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_string())
                 .unwrap_or_default();
@@ -78,6 +102,7 @@ fn runs(store: &Path) -> Vec<Listed> {
                 run: run.file_name().to_string_lossy().to_string(),
                 verdict,
                 command,
+                has_results,
             });
         }
     }
@@ -120,10 +145,16 @@ fn index(store: &Path) -> String {
     );
     for run in &runs {
         let base = format!("/runs/{}/{}", url_segment(&run.test), url_segment(&run.run));
+        // The report is there or rendered for the view; results only if the
+        // run wrote them.
+        let results = match run.has_results {
+            true => format!(" <a href=\"{base}/results.json\">results</a>"),
+            false => String::new(),
+        };
         let _ = write!(
             html,
             "<tr><td><a href=\"{base}/report.html\">{}</a></td><td>{}</td><td class=\"{}\">{}</td>\
-             <td><a href=\"{base}/history.jsonl\">history</a> <a href=\"{base}/results.json\">results</a></td>\
+             <td><a href=\"{base}/history.jsonl\">history</a>{results}</td>\
              <td><code>{}</code></td></tr>",
             escape_html(&run.run),
             escape_html(&run.test),
@@ -148,21 +179,44 @@ fn folder(segment: &str) -> Option<&str> {
     plain.then_some(segment)
 }
 
-/// The answer to `GET target`: status, content type, body, its passwords
-/// masked ([`lockcheck_checker::redact`]), even those of a run stored by
-/// an older lockcheck that wrote them.
-fn answer(store: &Path, target: &str) -> (u16, &'static str, Vec<u8>) {
-    let (status, kind, body) = unredacted_answer(store, target);
-    match String::from_utf8(body) {
-        Ok(text) => (status, kind, lockcheck_checker::redact(&text).into_bytes()),
-        Err(error) => (status, kind, error.into_bytes()),
+/// What a response carries.
+#[derive(Debug, PartialEq, Eq)]
+enum Body {
+    /// Text made for the answer, its passwords masked already.
+    Text(Vec<u8>),
+    /// A stored file, streamed and masked as it goes.
+    File(PathBuf),
+}
+
+impl Body {
+    fn text(text: &str) -> Body {
+        Body::Text(text.as_bytes().to_vec())
+    }
+
+    /// The whole body, for a test.
+    #[cfg(test)]
+    fn bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        match self {
+            Body::Text(text) => out.extend_from_slice(text),
+            Body::File(path) => {
+                let file = fs::File::open(path).expect("a file to serve");
+                copy_redacted(file, &mut out).expect("read");
+            }
+        }
+        out
     }
 }
 
-fn unredacted_answer(store: &Path, target: &str) -> (u16, &'static str, Vec<u8>) {
+const TEXT: &str = "text/plain; charset=utf-8";
+
+/// The answer to `GET target`: status, content type and body, its
+/// passwords masked ([`lockcheck_checker::redact`]), even those of a run
+/// stored by an older lockcheck that wrote them.
+fn answer(store: &Path, target: &str) -> (u16, &'static str, Body) {
     let path = target.split(['?', '#']).next().unwrap_or("/");
     if path == "/" || path == "/index.html" {
-        return (200, "text/html; charset=utf-8", index(store).into_bytes());
+        return (200, "text/html; charset=utf-8", Body::Text(masked(index(store))));
     }
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let found = match segments.as_slice() {
@@ -172,25 +226,64 @@ fn unredacted_answer(store: &Path, target: &str) -> (u16, &'static str, Vec<u8>)
         _ => None,
     };
     let Some((test, run, name, kind)) = found else {
-        return (404, "text/plain; charset=utf-8", b"not found\n".to_vec());
+        return (404, TEXT, Body::text("not found\n"));
     };
     let dir: PathBuf = store.join(test).join(run);
     if !plain(&store.join(test), true)
         || !plain(&dir, true)
         || !plain(&dir.join("history.jsonl"), false)
     {
-        return (404, "text/plain; charset=utf-8", b"no such run\n".to_vec());
+        return (404, TEXT, Body::text("no such run\n"));
     }
     if name == "report.html" && fs::symlink_metadata(dir.join(name)).is_err() {
-        // An older run, stored before reports were: render it now.
-        if let Err(error) = render_report(&dir) {
-            let body = format!("cannot render the report: {error:#}\n");
-            return (500, "text/plain; charset=utf-8", body.into_bytes());
-        }
+        // A run without its report (an older one, or one stopped before its
+        // end): rendered for this view, and never written into the store.
+        return match render_report(&dir) {
+            Ok(html) => (200, kind, Body::Text(masked(html))),
+            Err(error) => {
+                let body = masked(format!("cannot render the report: {error:#}\n"));
+                (500, TEXT, Body::Text(body))
+            }
+        };
     }
-    match read_plain(&dir.join(name)) {
-        Some(body) => (200, kind, body),
-        None => (404, "text/plain; charset=utf-8", b"not found\n".to_vec()),
+    match plain(&dir.join(name), false) {
+        true => (200, kind, Body::File(dir.join(name))),
+        false => (404, TEXT, Body::text("not found\n")),
+    }
+}
+
+fn masked(text: String) -> Vec<u8> {
+    lockcheck_checker::redact(&text).into_bytes()
+}
+
+/// Copies `from` to `to` a piece at a time, each piece cut at its last
+/// newline (or at [`PIECE_BYTES`] × 16 in a line that long) and masked.
+fn copy_redacted(mut from: impl Read, to: &mut impl Write) -> io::Result<()> {
+    let mut pending = Vec::with_capacity(2 * PIECE_BYTES);
+    let mut block = vec![0; PIECE_BYTES];
+    loop {
+        let read = match from.read(&mut block) {
+            Ok(0) => break,
+            Ok(read) => read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
+        pending.extend_from_slice(&block[..read]);
+        let cut = match pending.iter().rposition(|&byte| byte == b'\n') {
+            Some(at) => at + 1,
+            None if pending.len() >= 16 * PIECE_BYTES => pending.len(),
+            None => continue,
+        };
+        write_masked(&pending[..cut], to)?;
+        pending.drain(..cut);
+    }
+    write_masked(&pending, to)
+}
+
+fn write_masked(piece: &[u8], to: &mut impl Write) -> io::Result<()> {
+    match std::str::from_utf8(piece) {
+        Ok(text) => to.write_all(lockcheck_checker::redact(text).as_bytes()),
+        Err(_) => to.write_all(piece),
     }
 }
 
@@ -212,17 +305,65 @@ fn host_allowed(host: Option<&str>, port: u16) -> bool {
     port_ok && loopback
 }
 
-/// Writes a run's missing `report.html` from its history.
-fn render_report(dir: &Path) -> anyhow::Result<()> {
-    let args = crate::args::ReportArgs {
-        path: dir.to_path_buf(),
-        output: None,
-        format: crate::args::Format::Json,
-        linearizability_timeout: Duration::from_secs(10),
-    };
+/// A run's report, rendered from its history for one view.
+fn render_report(dir: &Path) -> anyhow::Result<String> {
     let events =
         crate::report::read_events(&dir.join("history.jsonl")).map_err(anyhow::Error::msg)?;
-    crate::report::write_report(&args, &events).map(|_| ())
+    Ok(crate::report::check_events(dir, &events, Duration::from_secs(10))?.html)
+}
+
+/// A request's head, as far as it was read.
+#[derive(Debug, PartialEq, Eq)]
+enum Head {
+    Request {
+        line: String,
+        host: Option<String>,
+    },
+    /// Past a bound: the status that says which (414 or 431).
+    TooLarge(u16),
+    /// The client went away, or never finished its head.
+    Gone,
+}
+
+/// Reads a request's head within its bounds: never more than
+/// [`MAX_REQUEST_LINE`] and [`MAX_HEAD_BYTES`] are held.
+fn read_head(reader: &mut impl BufRead) -> Head {
+    let mut line = Vec::new();
+    match reader.take(MAX_REQUEST_LINE + 1).read_until(b'\n', &mut line) {
+        Ok(0) | Err(_) => return Head::Gone,
+        Ok(_) if !line.ends_with(b"\n") => {
+            return match line.len() as u64 > MAX_REQUEST_LINE {
+                true => Head::TooLarge(414),
+                false => Head::Gone,
+            }
+        }
+        Ok(_) => {}
+    }
+    let line = String::from_utf8_lossy(&line).trim_end().to_string();
+    // Of the rest of the head only Host matters.
+    let mut host = None;
+    let mut budget = MAX_HEAD_BYTES;
+    let mut header = Vec::new();
+    for _ in 0..=MAX_HEAD_LINES {
+        header.clear();
+        match reader.take(budget).read_until(b'\n', &mut header) {
+            Ok(0) | Err(_) => return Head::Gone,
+            Ok(read) => budget -= read as u64,
+        }
+        if !header.ends_with(b"\n") {
+            return if budget == 0 { Head::TooLarge(431) } else { Head::Gone };
+        }
+        if header.trim_ascii().is_empty() {
+            return Head::Request { line, host };
+        }
+        let header = String::from_utf8_lossy(&header);
+        if let Some((name, value)) = header.split_once(':') {
+            if name.trim().eq_ignore_ascii_case("host") {
+                host = Some(value.trim().to_string());
+            }
+        }
+    }
+    Head::TooLarge(431)
 }
 
 fn respond(mut stream: TcpStream, store: &Path, port: u16) {
@@ -231,50 +372,60 @@ fn respond(mut stream: TcpStream, store: &Path, port: u16) {
         Ok(clone) => clone,
         Err(_) => return,
     });
-    let mut request = String::new();
-    if reader.read_line(&mut request).is_err() {
-        return;
-    }
-    // Of the rest of the head only Host matters; a head of more than 100
-    // lines is cut off there.
-    let mut host = None;
-    let mut line = String::new();
-    for _ in 0..100 {
-        line.clear();
-        if !reader.read_line(&mut line).is_ok_and(|read| read > 2) {
-            break;
+    let (request, host) = match read_head(&mut reader) {
+        Head::Request { line, host } => (line, host),
+        Head::TooLarge(status) => {
+            let why = match status {
+                414 => "the request line is longer than 8 KiB\n",
+                _ => "the request's header is larger than 32 KiB or 100 lines\n",
+            };
+            return send(&mut stream, false, status, TEXT, Body::text(why));
         }
-        if let Some((name, value)) = line.split_once(':') {
-            if name.trim().eq_ignore_ascii_case("host") {
-                host = Some(value.trim().to_string());
-            }
-        }
-    }
-    let mut words = request.split_whitespace();
-    let (status, kind, body) = match (words.next(), words.next()) {
-        _ if !host_allowed(host.as_deref(), port) => (
-            421,
-            "text/plain; charset=utf-8",
-            b"this server answers only to its loopback name\n".to_vec(),
-        ),
-        (Some("GET" | "HEAD"), Some(target)) => answer(store, target),
-        _ => (405, "text/plain; charset=utf-8", b"only GET\n".to_vec()),
+        Head::Gone => return,
     };
+    let mut words = request.split_whitespace();
+    let method = words.next();
+    let (status, kind, body) = match (method, words.next()) {
+        (None, _) | (_, None) => (400, TEXT, Body::text("not an HTTP request\n")),
+        _ if !host_allowed(host.as_deref(), port) => {
+            (421, TEXT, Body::text("this server answers only to its loopback name\n"))
+        }
+        (Some("GET" | "HEAD"), Some(target)) => answer(store, target),
+        _ => (405, TEXT, Body::text("only GET\n")),
+    };
+    send(&mut stream, method == Some("HEAD"), status, kind, body);
+}
+
+/// Writes a response; a file's body is streamed, its end the connection's.
+fn send(stream: &mut TcpStream, head_only: bool, status: u16, kind: &str, body: Body) {
     let reason = match status {
         200 => "OK",
+        400 => "Bad Request",
         404 => "Not Found",
-        421 => "Misdirected Request",
         405 => "Method Not Allowed",
+        414 => "URI Too Long",
+        421 => "Misdirected Request",
+        431 => "Request Header Fields Too Large",
+        503 => "Service Unavailable",
         _ => "Internal Server Error",
     };
+    let length = match &body {
+        Body::Text(text) => format!("Content-Length: {}\r\n", text.len()),
+        Body::File(_) => String::new(),
+    };
     let head = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\n{length}Connection: close\r\n\r\n"
     );
-    let _ = stream.write_all(head.as_bytes());
-    if !request.starts_with("HEAD") {
-        let _ = stream.write_all(&body);
+    let mut out = io::BufWriter::new(stream);
+    if out.write_all(head.as_bytes()).is_err() || head_only {
+        let _ = out.flush();
+        return;
     }
+    let _ = match body {
+        Body::Text(text) => out.write_all(&text),
+        Body::File(path) => fs::File::open(path).and_then(|file| copy_redacted(file, &mut out)),
+    };
+    let _ = out.flush();
 }
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
@@ -288,10 +439,19 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let address = listener.local_addr()?;
     println!("serving the runs in {} at http://{address}/ (Ctrl-C stops)", args.store.display());
     let _ = std::io::stdout().flush();
+    let open = Arc::new(AtomicUsize::new(0));
     for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
-        let store = args.store.clone();
-        std::thread::spawn(move || respond(stream, &store, address.port()));
+        let Ok(mut stream) = stream else { continue };
+        if open.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+            open.fetch_sub(1, Ordering::SeqCst);
+            send(&mut stream, false, 503, TEXT, Body::text("busy: try again\n"));
+            continue;
+        }
+        let (store, open) = (args.store.clone(), open.clone());
+        std::thread::spawn(move || {
+            respond(stream, &store, address.port());
+            open.fetch_sub(1, Ordering::SeqCst);
+        });
     }
     Ok(exit::VALID.into())
 }
@@ -321,7 +481,7 @@ mod tests {
             "/runs/postgres-lease-fenced-write/20261130T000000.000Z-seed-1/results.json",
         ] {
             let (status, _, body) = answer(&store, path);
-            let body = String::from_utf8(body).expect("utf-8");
+            let body = String::from_utf8(body.bytes()).expect("utf-8");
             assert_eq!(status, 200, "{path}: {body}");
             assert!(!body.contains("hunter2"), "{path}: {body}");
             assert!(body.contains(":***@") || body.contains("password=***"), "{path}: {body}");
@@ -341,14 +501,14 @@ mod tests {
         fs::write(store.join("secret"), "no").expect("written");
         let (status, _, body) = answer(&store, "/");
         assert_eq!(status, 200);
-        let body = String::from_utf8(body).expect("utf-8");
+        let body = String::from_utf8(body.bytes()).expect("utf-8");
         assert!(body.contains("20261130T000000.000Z-seed-1"), "{body}");
         assert!(body.contains("class=\"invalid\""), "{body}");
         assert!(body.contains("lockcheck check --seed 1"), "{body}");
         let (status, kind, body) =
             answer(&store, "/runs/sim-redis-fenced-write/20261130T000000.000Z-seed-1/command");
         assert_eq!(
-            (status, kind, body),
+            (status, kind, body.bytes()),
             (200, "text/plain; charset=utf-8", b"lockcheck check --seed 1\n".to_vec())
         );
         for bad in [
@@ -384,7 +544,7 @@ mod tests {
         fs::write(outside.join("history.jsonl"), "").expect("written");
         fs::write(outside.join("command"), "password=hunter2\n").expect("written");
         std::os::unix::fs::symlink(&outside, store.join("linked-test")).expect("linked");
-        let index = String::from_utf8(answer(&store, "/").2).expect("utf-8");
+        let index = String::from_utf8(answer(&store, "/").2.bytes()).expect("utf-8");
         assert!(index.contains("0 runs"), "{index}");
         assert!(!index.contains("hunter2"), "{index}");
         for path in [
@@ -395,7 +555,7 @@ mod tests {
             "/runs/linked-test/seed/command",
         ] {
             let (status, _, body) = answer(&store, path);
-            assert_eq!(status, 404, "{path}: {}", String::from_utf8_lossy(&body));
+            assert_eq!(status, 404, "{path}: {}", String::from_utf8_lossy(&body.bytes()));
         }
         assert_eq!(
             fs::read_to_string(outside.join("secret")).expect("kept"),
@@ -425,5 +585,85 @@ mod tests {
             assert!(!host_allowed(Some(host), 8080), "{host}");
         }
         assert!(!host_allowed(None, 8080), "a request without Host");
+    }
+
+    fn head(text: &[u8]) -> Head {
+        read_head(&mut BufReader::new(text))
+    }
+
+    #[test]
+    fn a_head_is_read_within_its_bounds() {
+        let request = |line: &str| Head::Request { line: line.to_string(), host: None };
+        assert_eq!(
+            head(b"GET / HTTP/1.1\r\nHost: 127.0.0.1:80\r\nAccept: */*\r\n\r\n"),
+            Head::Request { line: "GET / HTTP/1.1".into(), host: Some("127.0.0.1:80".into()) }
+        );
+        assert_eq!(head(b"GET / HTTP/1.0\n\n"), request("GET / HTTP/1.0"));
+        // A request line of 8 KiB is served, one longer is 414.
+        let target = "a".repeat(8 << 10);
+        let long = format!("GET /{target} HTTP/1.1\r\n\r\n");
+        assert_eq!(head(long.as_bytes()), Head::TooLarge(414));
+        let fits = format!("GET /{} HTTP/1.1\r\n\r\n", &target[..8000]);
+        assert!(matches!(head(fits.as_bytes()), Head::Request { .. }));
+        // A header past 32 KiB, in one line or many, and 101 lines: 431.
+        let big = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "x".repeat(40 << 10));
+        assert_eq!(head(big.as_bytes()), Head::TooLarge(431));
+        let many = format!("GET / HTTP/1.1\r\n{}\r\n", "X: 1234567890\r\n".repeat(3000));
+        assert_eq!(head(many.as_bytes()), Head::TooLarge(431));
+        let lines = format!("GET / HTTP/1.1\r\n{}\r\n", "X: 1\r\n".repeat(101));
+        assert_eq!(head(lines.as_bytes()), Head::TooLarge(431));
+        let lines = format!("GET / HTTP/1.1\r\n{}\r\n", "X: 1\r\n".repeat(100));
+        assert!(matches!(head(lines.as_bytes()), Head::Request { .. }));
+        // A head the client never finished.
+        assert_eq!(head(b"GET / HTTP/1.1\r\nHost: x"), Head::Gone);
+        assert_eq!(head(b""), Head::Gone);
+    }
+
+    #[test]
+    fn a_run_without_its_report_or_results_is_viewed_and_never_written() {
+        let store =
+            std::env::temp_dir().join(format!("lockcheck-serve-killed-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&store);
+        let run = store.join("sim-redis-mutex").join("20261130T000000.000Z-seed-1");
+        fs::create_dir_all(&run).expect("made");
+        let history = concat!(
+            r#"{"index":0,"time":0,"process":1,"type":"invoke","f":"acquire","key":"a","value":{"ttl_ms":1000}}"#,
+            "\n",
+            r#"{"index":1,"time":1000,"process":1,"type":"ok","f":"acquire","key":"a","value":null}"#,
+            "\n",
+        );
+        fs::write(run.join("history.jsonl"), history).expect("written");
+        fs::write(run.join("command"), "lockcheck check --seed 1\n").expect("written");
+        let index = String::from_utf8(answer(&store, "/").2.bytes()).expect("utf-8");
+        assert!(index.contains("report.html") && index.contains("history.jsonl"), "{index}");
+        assert!(!index.contains("results.json"), "a link to a file that is not there: {index}");
+        assert!(index.contains("incomplete"), "{index}");
+        let (status, kind, body) =
+            answer(&store, "/runs/sim-redis-mutex/20261130T000000.000Z-seed-1/report.html");
+        assert_eq!((status, kind), (200, "text/html; charset=utf-8"));
+        assert!(String::from_utf8(body.bytes()).expect("utf-8").contains("<html"));
+        let mut names: Vec<String> = fs::read_dir(&run)
+            .expect("listed")
+            .map(|entry| entry.expect("entry").file_name().to_string_lossy().to_string())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["command", "history.jsonl"], "a GET wrote into the store");
+        let _ = fs::remove_dir_all(&store);
+    }
+
+    #[test]
+    fn a_file_is_masked_piece_by_piece_however_it_is_cut() {
+        let line = "connect postgres://u:hunter2@h/db\n";
+        let text = line.repeat(10_000);
+        let mut out = Vec::new();
+        copy_redacted(text.as_bytes(), &mut out).expect("copied");
+        let out = String::from_utf8(out).expect("utf-8");
+        assert_eq!(out.lines().count(), 10_000);
+        assert!(!out.contains("hunter2"), "a password got through");
+        // A line longer than any piece is passed in pieces, whole.
+        let long = "x".repeat(3 << 20);
+        let mut out = Vec::new();
+        copy_redacted(long.as_bytes(), &mut out).expect("copied");
+        assert_eq!(out.len(), long.len());
     }
 }
