@@ -322,13 +322,16 @@ impl RealBackend {
     /// `fault_hold_ms`, the hold the run's faults need to fall inside one
     /// ([`crate::plan::Faults::hold_needed_ms`]), or the backend's own if
     /// longer: a holder under a session's keepalive works a long job of up
-    /// to two TTLs, as the simulated one does; a third of a TTL for
+    /// to two TTLs under faults, as the simulated one does, and of up to
+    /// one with none (`faults_on` false: renewals still come, one due every
+    /// third of a TTL, and grants twice as often); a third of a TTL for
     /// independent instances (a crash and restart of some of them must fall
     /// inside a hold); else a tenth of the TTL.
-    pub fn hold_ms(self, ttl_ms: u64, fault_hold_ms: u64) -> (u64, u64) {
+    pub fn hold_ms(self, ttl_ms: u64, fault_hold_ms: u64, faults_on: bool) -> (u64, u64) {
         let entry = self.entry();
         if entry.session_lease {
-            return (0, fault_hold_ms.max(ttl_ms * 2));
+            let own = if faults_on { ttl_ms * 2 } else { ttl_ms };
+            return (0, fault_hold_ms.max(own));
         }
         let own = if entry.independent { ttl_ms / 3 } else { (ttl_ms / 10).max(1) };
         (0, fault_hold_ms.max(own))

@@ -1,14 +1,19 @@
 //! etcd's lock against a real etcd (Debian's 3.4 serves everything used
 //! here): the recipe of `lockcheck_workloads::etcd_lock`, which the
-//! simulator runs too, over a gRPC channel, with the v3 Lock API binding the
-//! lock key to the lease and the key's create revision as the fencing token.
+//! simulator runs too, over a gRPC channel, with the lock key bound to the
+//! lease and the key's create revision as the fencing token.
 //!
-//! * The Lock API blocks while another holds the lock, so the transport
-//!   reads the lock's prefix first (linearizably), and a busy lock is
-//!   refused without blocking. A Lock call that still blocks (a holder came
-//!   in between) is bounded by the operation's deadline; past it the server
-//!   may have granted the lock just as the client gave up, so the outcome is
-//!   `info`, and `reset` revokes the lease, which deletes the lock key.
+//! * The lock is tried, never waited for: the transport reads the lock's
+//!   prefix first (linearizably), and a busy lock is refused at once; a
+//!   free one is taken as etcd's `Mutex.TryLock` takes it, the lease's key
+//!   put under the prefix in one transaction that also reads the prefix's
+//!   first-created key. A holder that came in between the read and the
+//!   transaction makes it busy too, at once. (The Lock API's call, which
+//!   this replaced, waits in line behind that holder: the acquire ran out
+//!   its deadline, an `info`, and the key it left in line held the lock
+//!   for nobody until its lease was revoked.) An unanswered transaction
+//!   may have taken the lock: the outcome is `info`, and `reset` revokes
+//!   the lease, which deletes the lock key.
 //! * There is no background keepalive: a real holder's heartbeat stalls
 //!   with it (a GC pause stops every thread), so the workload's renewals are
 //!   the heartbeats.
@@ -29,7 +34,10 @@
 
 use std::time::Duration;
 
-use etcd_client::{Client, ConnectOptions, GetOptions, LockOptions};
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, SortOrder, SortTarget, Txn,
+    TxnOp, TxnOpResponse,
+};
 use tokio::time::{timeout, timeout_at, Instant};
 
 use super::storage::Storage;
@@ -40,7 +48,8 @@ use lockcheck_workloads::{Grant, LockClient, Outcome, Stall, StallPoint};
 /// How long `connect` may take to reach the cluster.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The Lock API's name for lock `key`; its keys are `<name>/<lease in hex>`.
+/// The lock's prefix for lock `key`; its keys are `<name>/<lease in hex>`, as
+/// the Lock API's are.
 fn lock_name(key: &str) -> String {
     format!("lockcheck/{key}")
 }
@@ -177,25 +186,55 @@ impl Channel {
         call
     }
 
-    /// `Lock(name, lease)`, then the lock key's create revision.
+    /// Tries the lock once, as etcd's own `Mutex.TryLock` does: one
+    /// transaction puts this lease's key under the lock's prefix (unless it
+    /// is there) and reads it back with the prefix's first-created key.
+    /// The lease holds the lock if its key is that first one: the key's
+    /// create revision is the token. Else another came first: `None`, and
+    /// the recipe revokes the lease, which deletes the key. Nothing here
+    /// waits for a holder, as the Lock API's call would.
     async fn take(&mut self, name: &str, lease: u64) -> Result<Option<u64>, Unanswered> {
         let mut client = self.client().await?;
-        let lease = i64::try_from(lease).map_err(|_| Unanswered::NotSent)?;
-        let options = LockOptions::new().with_lease(lease);
-        let lock_key =
-            match timeout_at(self.until, client.lock(lock_name(name), Some(options))).await {
-                Ok(Ok(response)) => response.key().to_vec(),
-                Ok(Err(_)) => return unanswered(false),
-                Err(_) => return unanswered(true),
-            };
-        // The create revision of the key the Lock API gave us is the token;
-        // granted, but with the token unknown, the client gives up.
-        let revision = match timeout_at(self.until, client.get(lock_key, None)).await {
-            Ok(Ok(response)) => response.kvs().first().map(|kv| kv.create_revision()),
+        let lease_id = i64::try_from(lease).map_err(|_| Unanswered::NotSent)?;
+        let prefix = format!("{}/", lock_name(name));
+        let key = format!("{prefix}{lease:x}");
+        let first_created = || {
+            let options = GetOptions::new()
+                .with_prefix()
+                .with_sort(SortTarget::Create, SortOrder::Ascend)
+                .with_limit(1);
+            TxnOp::get(prefix.clone(), Some(options))
+        };
+        let put = PutOptions::new().with_lease(lease_id);
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([
+                TxnOp::put(key.clone(), "", Some(put)),
+                TxnOp::get(key.clone(), None),
+                first_created(),
+            ])
+            .or_else([TxnOp::get(key.clone(), None), first_created()]);
+        let response = match timeout_at(self.until, client.txn(txn)).await {
+            Ok(Ok(response)) => response,
+            Ok(Err(_)) => return unanswered(false),
+            Err(_) => return unanswered(true),
+        };
+        let created = |response: &TxnOpResponse| match response {
+            TxnOpResponse::Get(get) => get.kvs().first().map(|kv| kv.create_revision()),
             _ => None,
         };
-        match revision.and_then(|revision| u64::try_from(revision).ok()) {
-            Some(revision) => Ok(Some(revision)),
+        let responses = response.op_responses();
+        let (own, first) = match responses.as_slice() {
+            [.., own, first] => (created(own), created(first)),
+            _ => (None, None),
+        };
+        // Applied, but with the token unknown: the client gives up.
+        let Some(own) = own.and_then(|revision| u64::try_from(revision).ok()) else {
+            return Err(Unanswered::Unknown("fence-lost"));
+        };
+        match first.and_then(|revision| u64::try_from(revision).ok()) {
+            Some(first) if first == own => Ok(Some(own)),
+            Some(_) => Ok(None),
             None => Err(Unanswered::Unknown("fence-lost")),
         }
     }

@@ -99,6 +99,11 @@ impl Faults {
         self.0 |= Faults::bit(fault);
     }
 
+    /// Whether no fault is on.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
     /// Whether `fault` is on.
     pub fn has(self, fault: FaultKind) -> bool {
         self.0 & Faults::bit(fault) != 0
@@ -323,7 +328,11 @@ mod tests {
     fn holds_last_as_long_as_the_faults_on_need_to_break_them() {
         let hold = |nemesis: &str, name: &str| {
             let faults = plan(&options(nemesis), backend(name)).unwrap();
-            backend(name).hold_ms(500, faults.hold_needed_ms(backend(name), 500))
+            backend(name).hold_ms(
+                500,
+                faults.hold_needed_ms(backend(name), 500),
+                !faults.is_empty(),
+            )
         };
         // A tenth of a TTL; a third where a failover or a killed session
         // must fall inside a hold; two thirds where a drift must expire a
@@ -342,6 +351,9 @@ mod tests {
         // holder under a lease it does not renew must not.
         assert_eq!(hold("partition", "etcd"), (0, 1500));
         assert_eq!(hold("partition", "redis"), (0, 50));
+        // With no fault at all, a session's holder works up to one TTL.
+        assert_eq!(hold("none", "etcd"), (0, 500));
+        assert_eq!(hold("none", "redis"), (0, 50));
     }
 
     #[test]

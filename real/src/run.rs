@@ -126,7 +126,11 @@ pub fn execute_recorded(
             locks: (0..test.locks).map(|lock| format!("lock-{lock}")).collect(),
             resources: (0..test.locks).map(|lock| format!("resource-{lock}")).collect(),
             ttl_ms,
-            hold_ms: backend.hold_ms(ttl_ms, faults.hold_needed_ms(backend, ttl_ms)),
+            hold_ms: backend.hold_ms(
+                ttl_ms,
+                faults.hold_needed_ms(backend, ttl_ms),
+                !faults.is_empty(),
+            ),
             think_ms: (0, 40),
             send_fence: !test.no_fencing,
             permits: backend.permits(),

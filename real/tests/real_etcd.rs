@@ -61,6 +61,11 @@ async fn connect(endpoints: &[String], client: u32) -> EtcdClient {
 /// the tests) can hold up for a second or more: a test that asserts what a
 /// single call returns gives it room.
 async fn connect_within(endpoints: &[String], client: u32, deadline: Duration) -> EtcdClient {
+    // A client's storage session needs the table: on a fresh database no
+    // other test may have made it yet.
+    Storage::prepare(&postgres_url(), &[])
+        .await
+        .unwrap_or_else(|error| panic!("PostgreSQL (storage) must be reachable: {error}"));
     EtcdClient::connect(endpoints, &config(client, deadline), true)
         .await
         .unwrap_or_else(|error| panic!("etcd must be reachable at {endpoints:?}: {error}"))
@@ -232,4 +237,38 @@ async fn a_pause_strikes_the_etcd_client_in_flight_and_between_its_commands() {
         assert!(stall.has_passed(point));
         assert_eq!(client.release(&key, &grant).await, Outcome::Ok(()), "{}", point.name());
     }
+}
+
+/// An acquire that finds the lock free and loses it before its lock call
+/// (here: stalled between its lease's grant and the call, while another
+/// takes the lock) is refused at once, as a busy lock is, rather than
+/// waiting in line behind the holder until its deadline; and it leaves
+/// nothing behind: once the holder releases, it takes the lock. (The Lock
+/// API's call waited, timed out as `info`, and its key held the lock for
+/// nobody until its lease went.)
+#[tokio::test]
+async fn an_acquire_that_loses_the_race_after_its_read_is_busy_at_once() {
+    let (endpoints, _server) = etcd();
+    let roomy = Duration::from_secs(10);
+    let stall = Stall::default();
+    let mut late = connect_within(&endpoints, 0, roomy).await.stalling_at(stall.clone());
+    let mut first = connect_within(&endpoints, 1, roomy).await;
+    let key = "lost-race-lock";
+    stall.request_at(1_500, StallPoint::BetweenCommands);
+    let taken_meanwhile = async {
+        // The late client has read the lock free and taken its stall.
+        while stall.is_pending_at(StallPoint::BetweenCommands) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        first.acquire(key, 5_000).await
+    };
+    let (lost, taken) = tokio::join!(late.acquire(key, 5_000), taken_meanwhile);
+    assert_eq!(stall.clear(), Some(StallPoint::BetweenCommands));
+    let Outcome::Ok(grant) = taken else { panic!("the lock was free: {taken:?}") };
+    assert_eq!(lost, Outcome::Fail("busy".into()), "the late acquire");
+    assert_eq!(first.release(key, &grant).await, Outcome::Ok(()));
+    let again = late.acquire(key, 5_000).await;
+    let Outcome::Ok(second) = again else { panic!("free once released: {again:?}") };
+    assert!(second.fence > grant.fence, "{grant:?} then {second:?}");
+    assert_eq!(late.release(key, &second).await, Outcome::Ok(()));
 }

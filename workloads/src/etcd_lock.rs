@@ -40,10 +40,10 @@ pub trait EtcdSession {
     /// rather than each call, starts its clock here.
     fn begin(&mut self) {}
     /// Whether a key is under the lock's prefix (a holder, or a waiter the
-    /// holder comes before). A transport whose lock call blocks while
-    /// another holds the lock (the real Lock API) reads it first, so that a
-    /// busy lock is refused without blocking; one whose lock call answers
-    /// busy by itself need not ask anyone.
+    /// holder comes before). A transport whose lock call costs a lease (the
+    /// real one) reads it first, so that a busy lock is refused before one
+    /// is granted; one whose lock call answers busy by itself need not ask
+    /// anyone.
     async fn is_taken(&mut self, name: &str) -> Result<bool, Unanswered>;
     /// Grants a lease of `ttl_ms`: its id and the TTL the cluster granted
     /// (a real etcd grants whole seconds, at least its minimum).
