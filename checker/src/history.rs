@@ -414,7 +414,7 @@ impl HistoryBuilder {
                     |key| crate::quote::text(&String::from_utf8_lossy(key)),
                 ),
                 open_f: op.f.to_string(),
-                open_key: crate::quote::text(&self.history.keys[open_key as usize].to_string()),
+                open_key: crate::quote::text(self.history.keys[open_key as usize].as_ref()),
                 open_index: op.invoke.index,
             });
         }
