@@ -211,3 +211,43 @@ fn a_replay_line_runs_with_the_url_in_the_environment() {
     assert_stored_clean(&store);
     let _ = std::fs::remove_dir_all(&store);
 }
+
+/// A Redis URL whose userinfo has no colon (`redis://PASSWORD@host`: some
+/// Redis clients read it as the password) is masked whole in everything a
+/// run prints and stores; a plain PostgreSQL user name stays.
+#[test]
+fn a_userinfo_without_a_colon_is_masked_whole_under_redis() {
+    let store = store("userinfo");
+    let store_arg = store.display().to_string();
+    let redis = format!("redis://{SECRET}@127.0.0.1:6379");
+    let output = run(
+        &[
+            "check",
+            "--backend",
+            "redis",
+            "--time-limit",
+            "1s",
+            "--seed",
+            "3",
+            "--redis-url",
+            &redis,
+            "--postgres-url",
+            "postgres://postgres@127.0.0.1:5432/test",
+            "--store",
+            &store_arg,
+        ],
+        &[],
+    );
+    assert!(matches!(output.status.code(), Some(0 | 1)), "{}", both(&output));
+    assert_no_secret(&output);
+    let found = common::files_under(&store);
+    let command = found.iter().find(|path| path.ends_with("command")).expect("a command");
+    for path in &found {
+        let text = String::from_utf8_lossy(&std::fs::read(path).expect("read")).to_string();
+        assert!(!text.contains(SECRET), "{} holds the password:\n{text}", path.display());
+    }
+    let text = std::fs::read_to_string(command).expect("read");
+    assert!(text.contains("redis://***@127.0.0.1:6379"), "{text}");
+    assert!(!text.contains("postgres://***@"), "a user name was masked: {text}");
+    let _ = std::fs::remove_dir_all(&store);
+}
