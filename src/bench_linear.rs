@@ -83,7 +83,7 @@ fn measure(
 pub fn porcupine(args: &BenchArgs) -> anyhow::Result<u8> {
     let Some(corpus) = &args.porcupine else {
         println!(
-            "porcupine: skipped (give --porcupine DIR, a copy of porcupine's test data: see README.md)"
+            "porcupine: skipped (give --porcupine DIR, a copy of porcupine's test data: see docs/analyze.md)"
         );
         return Ok(exit::VALID);
     };
