@@ -337,8 +337,9 @@ impl<'de> Visitor<'de> for ValueFieldsVisitor {
 /// reads such a number as a float), or a fraction, or a string.
 enum Scalar<'a> {
     Whole(i128),
-    /// A whole number beyond 64 bits, as written out again.
-    Huge(String),
+    /// A whole number beyond 64 bits, as serde_json read it (a float: its
+    /// digits are the line's, which the reader quotes).
+    Huge(f64),
     Fraction(f64),
     Text(Cow<'a, str>),
 }
@@ -359,7 +360,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Scalar<'a> {
             }
             fn visit_f64<E: de::Error>(self, value: f64) -> Result<Scalar<'de>, E> {
                 Ok(if value.fract() == 0.0 && value.abs() >= 2f64.powi(63) {
-                    Scalar::Huge(format!("{value:.0}"))
+                    Scalar::Huge(value)
                 } else {
                     Scalar::Fraction(value)
                 })
@@ -380,7 +381,7 @@ impl Scalar<'_> {
     fn describe(&self) -> String {
         match self {
             Scalar::Whole(value) => value.to_string(),
-            Scalar::Huge(value) => value.clone(),
+            Scalar::Huge(value) => value.to_string(),
             Scalar::Fraction(value) => value.to_string(),
             Scalar::Text(text) => crate::quote::text(text),
         }
@@ -396,7 +397,7 @@ impl Scalar<'_> {
                 Ok(value) => return Ok(value),
                 Err(_) => format!("integer out of range (beyond 64 bits): {value}"),
             },
-            Scalar::Huge(value) => format!("integer out of range (beyond 64 bits): {value}"),
+            Scalar::Huge(_) => huge(64),
             other => format!("expected an integer, found {}", other.describe()),
         };
         Err(field_error(field, message))
@@ -409,12 +410,18 @@ impl Scalar<'_> {
                 Ok(id) => return Ok(Process::Client(id)),
                 Err(_) => format!("integer out of range (beyond 63 bits): {value}"),
             },
-            Scalar::Huge(value) => format!("integer out of range (beyond 63 bits): {value}"),
+            Scalar::Huge(_) => huge(63),
             Scalar::Text(text) if text == "nemesis" => return Ok(Process::Nemesis),
             other => format!("expected an integer or \"nemesis\", found {}", other.describe()),
         };
         Err(field_error("process", message))
     }
+}
+
+/// A whole number past 64 bits, which serde_json read as a float and so
+/// lost its digits: the reader quotes the line's own after this message.
+fn huge(bits: u32) -> String {
+    format!("integer out of range (beyond {bits} bits)")
 }
 
 fn field_error<E: de::Error>(field: &str, error: impl fmt::Display) -> E {

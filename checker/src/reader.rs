@@ -555,6 +555,7 @@ fn is_cut_off(line: &[u8]) -> bool {
 /// integer beyond 64 bits (which serde_json reads as a float) called one.
 fn explain(message: String, line: &[u8]) -> String {
     const FLOAT: &str = "invalid type: floating point `";
+    const OUT_OF_RANGE: &str = "integer out of range (beyond ";
     let message = match (message.find(FLOAT), out_of_range_integer(line)) {
         (Some(start), Some(digits)) => match message[start + FLOAT.len()..].find("`") {
             Some(end) => {
@@ -565,6 +566,17 @@ fn explain(message: String, line: &[u8]) -> String {
                     quote::display(&digits)
                 )
             }
+            None => message,
+        },
+        // A field that read the number as one past its bits: its digits.
+        (None, Some(digits)) => match message.find(OUT_OF_RANGE) {
+            Some(start) => match message[start..].find(" bits)") {
+                Some(end) if !message[start + end..].starts_with(" bits):") => {
+                    let at = start + end + " bits)".len();
+                    format!("{}: {}{}", &message[..at], quote::display(&digits), &message[at..])
+                }
+                _ => message,
+            },
             None => message,
         },
         _ => message,
@@ -881,7 +893,8 @@ mod tests {
         for (process, said) in [
             ("9223372036854775808", "integer out of range (beyond 63 bits): 9223372036854775808"),
             ("18446744073709551616", "integer out of range (beyond 63 bits): 18446744073709551616"),
-            ("-9223372036854775809", "integer out of range (beyond 63 bits)"),
+            ("18446744073709551617", "integer out of range (beyond 63 bits): 18446744073709551617"),
+            ("-9223372036854775809", "integer out of range (beyond 63 bits): -9223372036854775809"),
             ("1.5", "expected an integer or \"nemesis\", found 1.5"),
             ("\"chaos\"", "expected an integer or \"nemesis\", found \"chaos\""),
         ] {
