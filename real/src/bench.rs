@@ -113,15 +113,17 @@ pub fn throughput(seed: u64, mut row: impl FnMut(&Throughput)) -> Result<(), Str
             Storage::prepare(&storage, &options.workload.resources).await?;
             RedisClient::prepare(&url, &options.workload.locks).await?;
             let started = Instant::now();
-            let events =
-                drive(&options, |logical, stall| {
-                    let config = config(logical, &storage);
-                    let url = url.clone();
-                    async move {
-                        RedisClient::connect(&url, RedisRecipe::Plain, true, stall, &config).await
-                    }
-                })
-                .await?;
+            let events = drive(&options, |logical, stall| {
+                let config = config(logical, &storage);
+                let url = url.clone();
+                async move {
+                    let client =
+                        RedisClient::connect(&url, RedisRecipe::Plain, true, stall, &config)
+                            .await?;
+                    Ok((client, Storage::connect(&config).await?))
+                }
+            })
+            .await?;
             Ok((lock_ops(&events) as f64 / started.elapsed().as_secs_f64(), verdict_of(&events)))
         })
         .map_err(failed)?;
@@ -148,7 +150,11 @@ pub fn throughput(seed: u64, mut row: impl FnMut(&Throughput)) -> Result<(), Str
             let events = drive(&options, |logical, _stall| {
                 let config = config(logical, &storage);
                 let url = storage.clone();
-                async move { SqlClient::connect(&url, SqlRecipe::PostgresLease, &config).await }
+                async move {
+                    let client =
+                        SqlClient::connect(&url, SqlRecipe::PostgresLease, &config).await?;
+                    Ok((client, Storage::connect(&config).await?))
+                }
             })
             .await?;
             Ok((lock_ops(&events) as f64 / started.elapsed().as_secs_f64(), verdict_of(&events)))

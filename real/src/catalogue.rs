@@ -7,7 +7,9 @@ use std::future::Future;
 use std::pin::Pin;
 
 use lockcheck_checker::Event;
-use lockcheck_workloads::{Catalogue, FaultKind, HistoryFile, Holders, SharedRecorder};
+use lockcheck_workloads::{
+    Catalogue, FaultKind, HistoryFile, Holders, LockClient, SharedRecorder, Stall,
+};
 use tokio::time::Instant;
 
 use crate::driver::{drive_recorded, DriveOptions};
@@ -19,6 +21,7 @@ use crate::redlock::RedlockClient;
 use crate::semaphore::RedisSemaphoreClient;
 use crate::servers::ServerKind;
 use crate::sql::{SqlClient, SqlRecipe};
+use crate::storage::Storage;
 use crate::{ClientConfig, RealError};
 
 /// A real lock backend.
@@ -376,9 +379,10 @@ impl RealBackend {
             RealBackend::Redis(recipe) => {
                 RedisClient::prepare(&lock_urls[0], locks).await?;
                 let fencing = run.fencing;
-                drive_recorded(
+                drive_stored(
                     options,
                     history,
+                    config,
                     |logical, stall| {
                         let config = config(logical);
                         let url = &urls(logical)[0];
@@ -414,9 +418,10 @@ impl RealBackend {
             }
             RealBackend::Semaphore { client_clock } => {
                 RedisSemaphoreClient::prepare(&lock_urls[0], locks).await?;
-                drive_recorded(
+                drive_stored(
                     options,
                     history,
+                    config,
                     |logical, _stall| {
                         let config = config(logical);
                         let url = &urls(logical)[0];
@@ -432,9 +437,10 @@ impl RealBackend {
                 for url in lock_urls {
                     RedisClient::prepare(url, locks).await?;
                 }
-                drive_recorded(
+                drive_stored(
                     options,
                     history,
+                    config,
                     |logical, stall| {
                         let config = config(logical);
                         let urls = urls(logical);
@@ -448,9 +454,10 @@ impl RealBackend {
             }
             RealBackend::Etcd => {
                 let fencing = run.fencing;
-                drive_recorded(
+                drive_stored(
                     options,
                     history,
+                    config,
                     |logical, stall| {
                         let config = config(logical);
                         let endpoints = urls(logical);
@@ -471,9 +478,10 @@ impl RealBackend {
                         reason: "no program after --".to_string(),
                     })?;
                 let (program, clients) = (&program, options.clients);
-                drive_recorded(
+                drive_stored(
                     options,
                     history,
+                    config,
                     |logical, stall| {
                         let config = config(logical);
                         let env = (run.exec_env)(logical);
@@ -491,9 +499,10 @@ impl RealBackend {
             }
             RealBackend::Sql(recipe) => {
                 SqlClient::prepare(&lock_urls[0], recipe).await?;
-                drive_recorded(
+                drive_stored(
                     options,
                     history,
+                    config,
                     |logical, stall| {
                         let config = config(logical);
                         let url = &urls(logical)[0];
@@ -523,6 +532,30 @@ impl RealBackend {
             RealBackend::Exec => "exec",
         }
     }
+}
+
+/// Drives the lock clients `connect` makes, each beside its own session to
+/// the protected resources.
+async fn drive_stored<C, F, Fut>(
+    options: &DriveOptions,
+    history: Option<HistoryFile>,
+    config: &dyn Fn(u32) -> ClientConfig,
+    connect: F,
+    nemesis: Nemesis<'_>,
+) -> Result<Vec<Event>, RealError>
+where
+    C: LockClient,
+    F: Fn(u32, Stall) -> Fut,
+    Fut: Future<Output = Result<C, RealError>>,
+{
+    let connect = |logical: u32, stall: Stall| {
+        let (client, config) = (connect(logical, stall), config(logical));
+        async move {
+            let client = client.await?;
+            Ok((client, Storage::connect(&config).await?))
+        }
+    };
+    drive_recorded(options, history, connect, nemesis).await
 }
 
 impl Catalogue for RealBackend {

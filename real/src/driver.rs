@@ -20,8 +20,8 @@ use tokio::time::Instant;
 
 use super::RealError;
 use lockcheck_workloads::{
-    run_client, Aim, ClientPlan, HistoryFile, Holders, LockClient, Recorder, SharedRecorder, Stall,
-    StallPoint, StallPoints, WorkloadOptions,
+    run_client, Aim, ClientPlan, HistoryFile, Holders, LockClient, Recorder, ResourceStore,
+    SharedRecorder, Stall, StallPoint, StallPoints, WorkloadOptions,
 };
 
 /// One real test.
@@ -59,15 +59,19 @@ pub struct StallFault {
 }
 
 /// Runs a test: connects client 0, 1, … with `connect`, given the client's
-/// stall point (one session each; a failure to connect is an error, not a
-/// history of failures), then runs
+/// stall point: its lock client and its storage (one session each; a
+/// failure to connect is an error, not a history of failures), then runs
 /// every client and the nemesis until `options.time_limit`, and returns the
 /// history. Time 0 is when every client is connected.
-pub async fn drive<C, F, Fut>(options: &DriveOptions, connect: F) -> Result<Vec<Event>, RealError>
+pub async fn drive<C, S, F, Fut>(
+    options: &DriveOptions,
+    connect: F,
+) -> Result<Vec<Event>, RealError>
 where
     C: LockClient,
+    S: ResourceStore,
     F: Fn(u32, Stall) -> Fut,
-    Fut: Future<Output = Result<C, RealError>>,
+    Fut: Future<Output = Result<(C, S), RealError>>,
 {
     drive_with(options, connect, |_, _, _| async { Ok(()) }).await
 }
@@ -76,15 +80,16 @@ where
 /// server faults of `nemesis.rs`), given the recorder, the test's start and
 /// the clients' holds to aim at.
 /// Its error ends the test with that error.
-pub async fn drive_with<C, F, Fut, N, NFut>(
+pub async fn drive_with<C, S, F, Fut, N, NFut>(
     options: &DriveOptions,
     connect: F,
     nemesis: N,
 ) -> Result<Vec<Event>, RealError>
 where
     C: LockClient,
+    S: ResourceStore,
     F: Fn(u32, Stall) -> Fut,
-    Fut: Future<Output = Result<C, RealError>>,
+    Fut: Future<Output = Result<(C, S), RealError>>,
     N: FnOnce(SharedRecorder, Instant, Holders) -> NFut,
     NFut: Future<Output = Result<(), RealError>>,
 {
@@ -98,7 +103,7 @@ const INTERRUPT_POLL: Duration = Duration::from_millis(20);
 /// A Ctrl-C, SIGTERM or SIGHUP ([`lockcheck_workloads::interrupt`]) ends the test at
 /// once with [`RealError::Interrupted`]: its clients are dropped where
 /// they are, and `history` keeps what was recorded until then.
-pub async fn drive_recorded<C, F, Fut, N, NFut>(
+pub async fn drive_recorded<C, S, F, Fut, N, NFut>(
     options: &DriveOptions,
     history: Option<HistoryFile>,
     connect: F,
@@ -106,8 +111,9 @@ pub async fn drive_recorded<C, F, Fut, N, NFut>(
 ) -> Result<Vec<Event>, RealError>
 where
     C: LockClient,
+    S: ResourceStore,
     F: Fn(u32, Stall) -> Fut,
-    Fut: Future<Output = Result<C, RealError>>,
+    Fut: Future<Output = Result<(C, S), RealError>>,
     N: FnOnce(SharedRecorder, Instant, Holders) -> NFut,
     NFut: Future<Output = Result<(), RealError>>,
 {
@@ -128,7 +134,7 @@ where
     }
 }
 
-async fn drive_inner<C, F, Fut, N, NFut>(
+async fn drive_inner<C, S, F, Fut, N, NFut>(
     options: &DriveOptions,
     history: Option<HistoryFile>,
     connect: F,
@@ -136,8 +142,9 @@ async fn drive_inner<C, F, Fut, N, NFut>(
 ) -> Result<Vec<Event>, RealError>
 where
     C: LockClient,
+    S: ResourceStore,
     F: Fn(u32, Stall) -> Fut,
-    Fut: Future<Output = Result<C, RealError>>,
+    Fut: Future<Output = Result<(C, S), RealError>>,
     N: FnOnce(SharedRecorder, Instant, Holders) -> NFut,
     NFut: Future<Output = Result<(), RealError>>,
 {
@@ -161,12 +168,21 @@ where
     .shared();
     let start = Instant::now();
     let until = start + options.time_limit;
-    let runs = (0u32..).zip(clients).map(|(logical, mut client)| {
+    let runs = (0u32..).zip(clients).map(|(logical, (mut client, mut store))| {
         let plan = ClientPlan { logical, clients: options.clients, until };
         let client_rng = SmallRng::seed_from_u64(rng.gen());
         let (recorder, stall) = (&recorder, &stalls[logical as usize]);
         async move {
-            run_client(&mut client, &plan, &options.workload, client_rng, recorder, stall).await;
+            run_client(
+                &mut client,
+                &mut store,
+                &plan,
+                &options.workload,
+                client_rng,
+                recorder,
+                stall,
+            )
+            .await;
         }
     });
     let server_faults = nemesis(recorder.clone(), start, holders.clone());

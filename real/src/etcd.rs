@@ -40,7 +40,6 @@ use etcd_client::{
 };
 use tokio::time::{timeout, timeout_at, Instant};
 
-use super::storage::Storage;
 use super::{ClientConfig, RealError};
 use lockcheck_workloads::etcd_lock::{EtcdLock, EtcdSession, Unanswered};
 use lockcheck_workloads::{Grant, LockClient, Outcome, Stall, StallPoint};
@@ -64,7 +63,6 @@ pub fn ttl_seconds(ttl_ms: u64) -> i64 {
 pub struct EtcdClient {
     lock: EtcdLock,
     channel: Channel,
-    storage: Storage,
 }
 
 /// One gRPC channel (one HTTP/2 connection) to the cluster: the etcd
@@ -112,7 +110,7 @@ fn lease_not_found(error: &etcd_client::Error) -> bool {
 
 impl EtcdClient {
     /// Opens a channel to the cluster at `endpoints` (`http://127.0.0.1:2379`)
-    /// and checks that it answers, and opens the client's storage session.
+    /// and checks that it answers.
     /// Grants carry the lock key's revision as their token when `fencing`.
     pub async fn connect(
         endpoints: &[String],
@@ -142,8 +140,7 @@ impl EtcdClient {
             granted_ttl_s: None,
             stall: Stall::default(),
         };
-        let storage = Storage::connect(config).await?;
-        Ok(EtcdClient { lock: EtcdLock::new(fencing), channel, storage })
+        Ok(EtcdClient { lock: EtcdLock::new(fencing), channel })
     }
 
     /// Stalls at `stall`'s points in flight and between commands, when a
@@ -329,14 +326,6 @@ impl LockClient for EtcdClient {
         self.lock.renew(&mut self.channel, key).await
     }
 
-    async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {
-        self.storage.write(resource, fence, data).await
-    }
-
-    async fn read(&mut self, resource: &str) -> Outcome<(Option<u64>, Option<String>)> {
-        self.storage.read(resource).await
-    }
-
     /// A new session: forgets the locks held, revokes the leases whose
     /// outcome was unknown (best effort, within the deadline), so that
     /// their lock keys do not linger a TTL, and opens a new channel.
@@ -349,7 +338,6 @@ impl LockClient for EtcdClient {
                 break;
             }
         }
-        self.storage.reset().await;
     }
 }
 

@@ -1,8 +1,8 @@
 //! The exec driver: a lock implemented by any program, spoken to in JSON
 //! Lines over its standard input and output (`docs/exec-protocol.md`,
-//! version 1). One process per logical client; lockcheck's own fenced
-//! storage receives the writes, exactly as for [`super::redis::RedisClient`],
-//! so the program implements only the lock.
+//! version 1). One process per logical client; lockcheck's own storage
+//! receives the writes, as for every backend, so the program implements
+//! only the lock.
 //!
 //! Every request ends by the client's deadline. A reply that does not come
 //! in time (`timeout`), a process that ends (`exec-exited`) and a line that
@@ -33,7 +33,6 @@ use tokio::task::JoinHandle;
 use tokio::time::{timeout, timeout_at, Instant};
 
 use super::servers::signal_group;
-use super::storage::Storage;
 use super::{ClientConfig, RealError};
 use lockcheck_workloads::{Grant, LockClient, Outcome};
 use lockcheck_workloads::{Stall, StallPoint};
@@ -407,7 +406,7 @@ impl Trouble {
 
 /// One logical client whose lock is a program speaking the exec protocol
 /// (`docs/exec-protocol.md`): one process at a time, a fresh one after
-/// every `info`; writes and reads go to lockcheck's own storage.
+/// every `info`.
 #[derive(Debug)]
 pub struct ExecClient {
     launch: Launch,
@@ -419,7 +418,6 @@ pub struct ExecClient {
     retry_at: Option<Instant>,
     /// A failed restart was reported, and none has succeeded since.
     restart_reported: bool,
-    storage: Storage,
     /// The pause nemesis' stall point, when the program is to be frozen
     /// with its holder ([`ExecClient::freeze_on_stall`]).
     stall: Option<Stall>,
@@ -469,10 +467,9 @@ pub async fn kill_programs(
 }
 
 impl ExecClient {
-    /// Connects logical client `logical` of `clients`: opens its storage
-    /// session, starts `program` with the protocol's environment (see
-    /// `docs/exec-protocol.md`) plus `env` (the servers' URLs), and
-    /// exchanges `hello` with it. A program that cannot start or fails
+    /// Connects logical client `logical` of `clients`: starts `program`
+    /// with the protocol's environment (see `docs/exec-protocol.md`) plus
+    /// `env` (the servers' URLs), and exchanges `hello` with it. A program that cannot start or fails
     /// `hello` is a [`RealError::Setup`] naming the command, with the tail of
     /// its standard error; a missing `setpriv` is [`RealError::MissingBinary`].
     pub async fn connect(
@@ -490,7 +487,6 @@ impl ExecClient {
             deadline: config.deadline,
             env: env.to_vec(),
         };
-        let storage = Storage::connect(config).await?;
         let process = Process::start(&launch).await.map_err(|error| match error {
             StartError::MissingSetpriv => {
                 RealError::MissingBinary { binary: "setpriv", package: "util-linux" }
@@ -506,7 +502,6 @@ impl ExecClient {
             failed: None,
             retry_at: None,
             restart_reported: false,
-            storage,
             stall: None,
             pid_slot: None,
         })
@@ -734,19 +729,10 @@ impl LockClient for ExecClient {
         self.request("renew", Value::Object(fields)).await.map_unit()
     }
 
-    async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {
-        self.storage.write(resource, fence, data).await
-    }
-
-    async fn read(&mut self, resource: &str) -> Outcome<(Option<u64>, Option<String>)> {
-        self.storage.read(resource).await
-    }
-
     /// Reports the process that went wrong (its standard error's tail) and
     /// starts a fresh one; if that fails, operations fail `unavailable`
     /// and each tries again (at most every `RESPAWN_INTERVAL`).
     async fn reset(&mut self) {
-        self.storage.reset().await;
         self.report().await;
         // After the program's own `info` it is still running: a new one.
         self.process = None;

@@ -33,7 +33,6 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ErrorKind, Script, Value};
 use tokio::time::{timeout_at, Instant};
 
-use super::storage::Storage;
 use super::{ClientConfig, RealError};
 use lockcheck_workloads::redis_lock::{self, CallError, RedisLock, Variant};
 use lockcheck_workloads::{Grant, LockClient, Outcome};
@@ -403,7 +402,6 @@ pub struct RedisClient {
     /// The client's pause point, for the points inside its recipe.
     stall: Stall,
     instance: Instance,
-    storage: Storage,
     /// The lost-reply injector: the chance that a reply is thrown away.
     lose_replies: f64,
     rng: SmallRng,
@@ -412,7 +410,7 @@ pub struct RedisClient {
 }
 
 impl RedisClient {
-    /// Connects to the Redis at `url` and to the storage of `config`.
+    /// Connects to the Redis at `url`.
     pub async fn connect(
         url: &str,
         recipe: RedisRecipe,
@@ -424,8 +422,7 @@ impl RedisClient {
         RedisClient::with_instance(instance, recipe, fencing, stall, config).await
     }
 
-    /// Connects to wherever `primary` is now, and to the storage of
-    /// `config`. Each connection it opens later (after an error or a
+    /// Connects to wherever `primary` is now. Each connection it opens later (after an error or a
     /// timeout dropped the last one) goes to where the primary is then, so
     /// after a failover it finds the promoted replica.
     pub async fn connect_following(
@@ -446,7 +443,6 @@ impl RedisClient {
         stall: Stall,
         config: &ClientConfig,
     ) -> Result<RedisClient, RealError> {
-        let storage = Storage::connect(config).await?;
         Ok(RedisClient {
             recipe,
             fencing,
@@ -456,7 +452,6 @@ impl RedisClient {
             deadline: config.deadline,
             stall,
             instance,
-            storage,
             lose_replies: 0.0,
             rng: SmallRng::seed_from_u64(0),
             until: Instant::now(),
@@ -659,16 +654,7 @@ impl LockClient for RedisClient {
         redis_lock::renew(self, self.recipe.variant(), key, &value, ttl_ms).await
     }
 
-    async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {
-        self.storage.write(resource, fence, data).await
-    }
-
-    async fn read(&mut self, resource: &str) -> Outcome<(Option<u64>, Option<String>)> {
-        self.storage.read(resource).await
-    }
-
     async fn reset(&mut self) {
         self.instance.disconnect();
-        self.storage.reset().await;
     }
 }

@@ -11,7 +11,6 @@ use redis::Value;
 use tokio::time::Instant;
 
 use super::redis::{lock_key, Command, Failure, Instance};
-use super::storage::Storage;
 use super::{ClientConfig, RealError};
 use lockcheck_workloads::redlock::{self, RedisQuorum};
 use lockcheck_workloads::user::Uncertain;
@@ -28,7 +27,6 @@ pub struct RedlockClient {
     /// Each instance's own timeout. Half the deadline, so that an acquire
     /// that fails can still release everywhere within the deadline.
     instance_timeout: Duration,
-    storage: Storage,
     /// The client's own clock, which a grant's validity is measured by.
     clock: Instant,
     /// Where a pause strikes the client in flight.
@@ -36,8 +34,7 @@ pub struct RedlockClient {
 }
 
 impl RedlockClient {
-    /// Connects to every instance (all must be up when a test starts) and
-    /// to the storage of `config`.
+    /// Connects to every instance (all must be up when a test starts).
     pub async fn connect(
         urls: &[String],
         config: &ClientConfig,
@@ -58,7 +55,6 @@ impl RedlockClient {
             nonce: rand::random(),
             grants: 0,
             instance_timeout: config.deadline / 2,
-            storage: Storage::connect(config).await?,
             clock: Instant::now(),
             stall: Stall::default(),
         })
@@ -153,18 +149,9 @@ impl LockClient for RedlockClient {
         redlock::renew(self, &lock_key(key), &value, ttl_ms).await
     }
 
-    async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {
-        self.storage.write(resource, fence, data).await
-    }
-
-    async fn read(&mut self, resource: &str) -> Outcome<(Option<u64>, Option<String>)> {
-        self.storage.read(resource).await
-    }
-
     async fn reset(&mut self) {
         for instance in &mut self.instances {
             instance.disconnect();
         }
-        self.storage.reset().await;
     }
 }

@@ -6,9 +6,7 @@
 use std::time::{Duration, Instant};
 
 use lockcheck_checker::{analyze_events, Analysis, Event, EventType, Function};
-use lockcheck_workloads::{
-    FaultKind, HistoryFile, Holders, SharedRecorder, Workload, WorkloadOptions,
-};
+use lockcheck_workloads::{FaultKind, HistoryFile, Holders, SharedRecorder, WorkloadOptions};
 
 use crate::catalogue::{Drive, LockService, RealBackend, ETCD_MIN_TTL_S};
 use crate::driver::DriveOptions;
@@ -266,12 +264,7 @@ async fn drive_backend(
         done.and(failed_over)
     };
     let workload = &options.workload;
-    let mut resources = workload.resources.clone();
-    if matches!(workload.workload, Workload::Cron | Workload::CronRelease) {
-        // The cron workload writes a report per day: `resource-0:day-3`.
-        resources.truncate(1);
-    }
-    Storage::prepare(&servers.storage, &resources).await?;
+    Storage::prepare(&servers.storage, workload.resources_in_use()).await?;
     let config = |logical: u32| ClientConfig {
         name: format!("client-{logical}"),
         deadline: Duration::from_millis((workload.ttl_ms / 4).clamp(20, 2000)),

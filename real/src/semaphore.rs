@@ -31,7 +31,6 @@ use redis::Script;
 use tokio::time::{timeout_at, Instant};
 
 use super::redis::{counted, glob_escape, scan, Command, Instance};
-use super::storage::Storage;
 use super::{ClientConfig, RealError};
 use lockcheck_workloads::redis_lock::CallError;
 use lockcheck_workloads::semaphore::{self, SemaphoreStore};
@@ -132,13 +131,12 @@ pub struct RedisSemaphoreClient {
     grants: u64,
     deadline: Duration,
     instance: Instance,
-    storage: Storage,
     /// When the operation under way must end.
     until: Instant,
 }
 
 impl RedisSemaphoreClient {
-    /// Connects to the Redis at `url` and to the storage of `config`. With
+    /// Connects to the Redis at `url`. With
     /// `client_clock`, the scripts take `now` from this process's clock (the
     /// broken `redis-semaphore-client-clock`).
     pub async fn connect(
@@ -154,7 +152,6 @@ impl RedisSemaphoreClient {
             });
         }
         let instance = Instance::connect(url).await?;
-        let storage = Storage::connect(config).await?;
         Ok(RedisSemaphoreClient {
             permits,
             client_clock,
@@ -164,7 +161,6 @@ impl RedisSemaphoreClient {
             grants: 0,
             deadline: config.deadline,
             instance,
-            storage,
             until: Instant::now(),
         })
     }
@@ -256,16 +252,7 @@ impl LockClient for RedisSemaphoreClient {
         semaphore::renew(self, key, &member, ttl_ms, now_ms).await
     }
 
-    async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {
-        self.storage.write(resource, fence, data).await
-    }
-
-    async fn read(&mut self, resource: &str) -> Outcome<(Option<u64>, Option<String>)> {
-        self.storage.read(resource).await
-    }
-
     async fn reset(&mut self) {
         self.instance.disconnect();
-        self.storage.reset().await;
     }
 }

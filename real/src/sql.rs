@@ -23,7 +23,6 @@ use tokio::task::JoinHandle;
 use tokio::time::{timeout_at, Instant};
 use tokio_postgres::{NoTls, SimpleQueryMessage, Statement};
 
-use super::storage::Storage;
 use super::{ClientConfig, RealError};
 use lockcheck_workloads::lease_table::{self, LeaseStore, Taken};
 use lockcheck_workloads::{Grant, LockClient, Outcome, Stall, StallPoint};
@@ -662,7 +661,6 @@ pub struct SqlClient {
     /// the next `reset` (or use). It stays open until then, so that its
     /// locks outlive the operation's `info`, as a real client's would.
     broken: bool,
-    storage: Storage,
     /// Where a pause strikes the client in flight.
     stall: Stall,
 }
@@ -702,7 +700,7 @@ impl SqlClient {
         in_setup_time(recipe, url, work).await
     }
 
-    /// Opens the lock session at `url` and the client's storage session.
+    /// Opens the lock session at `url`.
     pub async fn connect(
         url: &str,
         recipe: SqlRecipe,
@@ -720,7 +718,6 @@ impl SqlClient {
             grants: 0,
             session: Some(session),
             broken: false,
-            storage: Storage::connect(config).await?,
             stall: Stall::default(),
         })
     }
@@ -829,14 +826,6 @@ impl LockClient for SqlClient {
         self.settle(result).await
     }
 
-    async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {
-        self.storage.write(resource, fence, data).await
-    }
-
-    async fn read(&mut self, resource: &str) -> Outcome<(Option<u64>, Option<String>)> {
-        self.storage.read(resource).await
-    }
-
     /// Gives up the lock session (its socket closes; the server frees its
     /// session locks when it notices) and opens a new one, within the
     /// deadline; if that fails, the next operation tries again.
@@ -847,7 +836,6 @@ impl LockClient for SqlClient {
         if let Ok(Ok(session)) = timeout_at(until, Session::open(self.recipe, &self.url)).await {
             self.session = Some(session);
         }
-        self.storage.reset().await;
     }
 }
 

@@ -22,7 +22,7 @@ use tokio::time::{timeout_at, Instant};
 use tokio_postgres::{Client, NoTls, Statement};
 
 use super::{ClientConfig, RealError};
-use lockcheck_workloads::Outcome;
+use lockcheck_workloads::{Outcome, ResourceStore};
 
 /// The table of protected resources.
 const TABLE: &str = "lockcheck_resources";
@@ -269,5 +269,21 @@ impl Storage {
     /// Starts a new session: the next operation opens a new connection.
     pub async fn reset(&mut self) {
         self.session = None;
+    }
+}
+
+/// The real protected resources, fenced or not as the client's
+/// [`ClientConfig`] says.
+impl ResourceStore for Storage {
+    async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {
+        Storage::write(self, resource, fence, data).await
+    }
+
+    async fn read(&mut self, resource: &str) -> Outcome<(Option<u64>, Option<String>)> {
+        Storage::read(self, resource).await
+    }
+
+    async fn reset(&mut self) {
+        Storage::reset(self).await
     }
 }

@@ -1,7 +1,8 @@
 //! The real side of the user API (`crate::user`): [`RealRedis`], the
-//! primitives over one connection to a real Redis, and [`Storage`] as the
-//! [`ResourceStore`], so that a user's own recipe runs against real servers
-//! with the driver (`driver::drive`) exactly as lockcheck's own clients do.
+//! primitives over one connection to a real Redis, so that a user's own
+//! recipe runs against real servers with the driver (`driver::drive`)
+//! exactly as lockcheck's own clients do, beside the same storage
+//! ([`super::storage::Storage`]).
 
 use std::time::Duration;
 
@@ -9,10 +10,8 @@ use redis::Value;
 use tokio::time::Instant;
 
 use super::redis::{Command, Failure, Instance};
-use super::storage::Storage;
 use super::RealError;
-use lockcheck_workloads::user::{RedisCommands, ResourceStore, Uncertain};
-use lockcheck_workloads::Outcome;
+use lockcheck_workloads::user::{RedisCommands, Uncertain};
 
 /// One connection to a real Redis, speaking [`RedisCommands`] with a
 /// deadline per command (as lockcheck's own clients do: a quarter of the
@@ -96,17 +95,5 @@ impl RedisCommands for RealRedis {
             Value::Int(deleted) => Ok(deleted > 0),
             _ => Err(Uncertain::Unknown),
         }
-    }
-}
-
-/// The real protected resources (a PostgreSQL table, fenced or not as the
-/// storage's `ClientConfig` says).
-impl ResourceStore for Storage {
-    async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {
-        Storage::write(self, resource, fence, data).await
-    }
-
-    async fn read(&mut self, resource: &str) -> Outcome<(Option<u64>, Option<String>)> {
-        Storage::read(self, resource).await
     }
 }

@@ -17,7 +17,8 @@ use lockcheck_real::schedule::{schedule, split, FaultTargets};
 use lockcheck_real::RealError;
 use lockcheck_real::{drive, DriveOptions, StallFault};
 use lockcheck_workloads::{
-    FaultKind, Grant, LockClient, Outcome, Stall, StallPoint, Workload, WorkloadOptions,
+    FaultKind, Grant, LockClient, Outcome, ResourceStore, Stall, StallPoint, Workload,
+    WorkloadOptions,
 };
 use serde_json::Value;
 use tokio::time::Instant;
@@ -101,6 +102,16 @@ impl LockClient for FakeClient {
         Outcome::Ok(())
     }
 
+    async fn reset(&mut self) {}
+}
+
+/// The in-memory storage, fenced.
+#[derive(Debug)]
+struct FakeStore {
+    world: Rc<RefCell<World>>,
+}
+
+impl ResourceStore for FakeStore {
     /// Fenced: `UPDATE … WHERE fence <= $t`.
     async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {
         round_trip().await;
@@ -121,8 +132,6 @@ impl LockClient for FakeClient {
         let (fence, data) = world.resources.get(resource).cloned().unwrap_or_default();
         Outcome::Ok((fence, (!data.is_empty()).then_some(data)))
     }
-
-    async fn reset(&mut self) {}
 }
 
 /// Five clients on two locks for 20 s with 200 ms TTLs, stalled if asked.
@@ -166,11 +175,11 @@ fn drive_fake(options: &DriveOptions, never_refuses: bool) -> Vec<Event> {
     let connect = |logical: u32, _stall: Stall| {
         let world = world.clone();
         async move {
-            Ok::<_, RealError>(FakeClient {
-                world,
-                name: format!("client-{logical}"),
-                never_refuses,
-            })
+            let store = FakeStore { world: world.clone() };
+            Ok::<_, RealError>((
+                FakeClient { world, name: format!("client-{logical}"), never_refuses },
+                store,
+            ))
         }
     };
     runtime.block_on(drive(options, connect)).expect("every client connects")
@@ -286,7 +295,11 @@ fn a_client_that_cannot_connect_is_an_error_not_a_history() {
                     reason: "refused".to_string(),
                 });
             }
-            Ok(FakeClient { world, name: format!("client-{logical}"), never_refuses: false })
+            let store = FakeStore { world: world.clone() };
+            Ok((
+                FakeClient { world, name: format!("client-{logical}"), never_refuses: false },
+                store,
+            ))
         }
     };
     let outcome = runtime.block_on(drive(&options(false), connect));
@@ -300,11 +313,11 @@ fn on_the_wall_clock_the_history_takes_real_time() {
     let connect = |logical: u32, _stall: Stall| {
         let world = world.clone();
         async move {
-            Ok::<_, RealError>(FakeClient {
-                world,
-                name: format!("client-{logical}"),
-                never_refuses: false,
-            })
+            let store = FakeStore { world: world.clone() };
+            Ok::<_, RealError>((
+                FakeClient { world, name: format!("client-{logical}"), never_refuses: false },
+                store,
+            ))
         }
     };
     let options = DriveOptions { time_limit: Duration::from_millis(300), ..options(false) };

@@ -61,11 +61,6 @@ async fn connect(endpoints: &[String], client: u32) -> EtcdClient {
 /// the tests) can hold up for a second or more: a test that asserts what a
 /// single call returns gives it room.
 async fn connect_within(endpoints: &[String], client: u32, deadline: Duration) -> EtcdClient {
-    // A client's storage session needs the table: on a fresh database no
-    // other test may have made it yet.
-    Storage::prepare(&postgres_url(), &[])
-        .await
-        .unwrap_or_else(|error| panic!("PostgreSQL (storage) must be reachable: {error}"));
     EtcdClient::connect(endpoints, &config(client, deadline), true)
         .await
         .unwrap_or_else(|error| panic!("etcd must be reachable at {endpoints:?}: {error}"))
@@ -99,19 +94,22 @@ async fn run(
         .unwrap_or_else(|error| panic!("PostgreSQL (storage) must be reachable: {error}"));
     let mut clients = Vec::new();
     for client in 0..CLIENTS {
-        clients.push(connect(endpoints, client).await);
+        let store = Storage::connect(&config(client, Duration::from_millis(1000)))
+            .await
+            .unwrap_or_else(|error| panic!("PostgreSQL (storage) must be reachable: {error}"));
+        clients.push((connect(endpoints, client).await, store));
     }
     let recorder = Recorder::new().shared();
     let stalls: Vec<Stall> = (0..CLIENTS).map(|_| Stall::default()).collect();
     let until = tokio::time::Instant::now() + run_for;
     let local = tokio::task::LocalSet::new();
-    for (logical, mut client) in (0u32..).zip(clients) {
+    for (logical, (mut client, mut store)) in (0u32..).zip(clients) {
         let plan = ClientPlan { logical, clients: CLIENTS, until };
         let (options, recorder) = (options.clone(), recorder.clone());
         let stall = stalls[logical as usize].clone();
         local.spawn_local(async move {
             let rng = SmallRng::seed_from_u64(u64::from(logical));
-            run_client(&mut client, &plan, &options, rng, &recorder, &stall).await;
+            run_client(&mut client, &mut store, &plan, &options, rng, &recorder, &stall).await;
         });
     }
     if stall_ms > 0 {

@@ -331,14 +331,9 @@ async fn gate_run(script: &str, seed: u64, stalled: bool) -> (Vec<Event>, Analys
     let connect = |logical: u32, _stall: Stall| {
         let (program, env) = (&program, &env);
         async move {
-            ExecClient::connect(
-                program,
-                logical,
-                4,
-                env,
-                &config(logical, Duration::from_millis(125)),
-            )
-            .await
+            let config = config(logical, Duration::from_millis(125));
+            let client = ExecClient::connect(program, logical, 4, env, &config).await?;
+            Ok::<_, RealError>((client, Storage::connect(&config).await?))
         }
     };
     let events = drive(&options, connect).await.unwrap_or_else(|error| panic!("{script}: {error}"));

@@ -286,7 +286,10 @@ async fn drive_pair(
         let primary = primary.clone();
         let config = config(logical);
         async move {
-            RedisClient::connect_following(primary, RedisRecipe::Plain, true, stall, &config).await
+            let client =
+                RedisClient::connect_following(primary, RedisRecipe::Plain, true, stall, &config)
+                    .await?;
+            Ok((client, Storage::connect(&config).await?))
         }
     };
     let nemesis = |recorder: SharedRecorder, start: Instant, _: Holders| async move {

@@ -178,17 +178,20 @@ where
     let stalls: Vec<Stall> = (0..spec.clients).map(|_| Stall::default()).collect();
     let mut clients = Vec::new();
     for logical in 0..spec.clients {
-        let client = connect(spec.config(logical), stalls[logical as usize].clone()).await;
-        clients.push(client.unwrap_or_else(|error| panic!("client {logical}: {error}")));
+        let config = spec.config(logical);
+        let client = connect(config.clone(), stalls[logical as usize].clone()).await;
+        let client = client.unwrap_or_else(|error| panic!("client {logical}: {error}"));
+        let store = Storage::connect(&config).await;
+        clients.push((client, store.unwrap_or_else(|error| panic!("storage {logical}: {error}"))));
     }
     let recorder = Recorder::new().shared();
     let options = spec.options();
     let until = tokio::time::Instant::now() + spec.run_for;
-    let workers = clients.iter_mut().enumerate().map(|(logical, client)| {
+    let workers = clients.iter_mut().enumerate().map(|(logical, (client, store))| {
         let plan = ClientPlan { logical: logical as u32, clients: spec.clients, until };
         let rng = SmallRng::seed_from_u64(spec.seed * 1000 + logical as u64);
         let (options, recorder, stall) = (&options, &recorder, &stalls[logical]);
-        async move { run_client(client, &plan, options, rng, recorder, stall).await }
+        async move { run_client(client, store, &plan, options, rng, recorder, stall).await }
     });
     let nemesis = async {
         if spec.stalls {

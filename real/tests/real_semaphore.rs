@@ -160,16 +160,18 @@ async fn run(spec: &Spec) -> Checked {
     let stalls: Vec<Stall> = (0..spec.clients).map(|_| Stall::default()).collect();
     let mut clients = Vec::new();
     for logical in 0..spec.clients {
-        clients.push(client(&url, false, &spec.config(logical)).await);
+        let config = spec.config(logical);
+        let store = Storage::connect(&config).await.expect("the storage is reachable");
+        clients.push((client(&url, false, &config).await, store));
     }
     let recorder = Recorder::new().shared();
     let options = spec.options();
     let until = tokio::time::Instant::now() + spec.run_for;
-    let workers = clients.iter_mut().enumerate().map(|(logical, client)| {
+    let workers = clients.iter_mut().enumerate().map(|(logical, (client, store))| {
         let plan = ClientPlan { logical: logical as u32, clients: spec.clients, until };
         let rng = SmallRng::seed_from_u64(spec.seed * 1000 + logical as u64);
         let (options, recorder, stall) = (&options, &recorder, &stalls[logical]);
-        async move { run_client(client, &plan, options, rng, recorder, stall).await }
+        async move { run_client(client, store, &plan, options, rng, recorder, stall).await }
     });
     let nemesis = async {
         if spec.stalls {

@@ -133,19 +133,22 @@ where
     for client in 0..scenario.clients {
         let config = config(client, recipe.has_fence());
         let connected = SqlClient::connect(&url, recipe, &config).await;
-        clients.push(connected.unwrap_or_else(|error| panic!("client {client}: {error}")));
+        let connected = connected.unwrap_or_else(|error| panic!("client {client}: {error}"));
+        let store = Storage::connect(&config).await;
+        clients
+            .push((connected, store.unwrap_or_else(|error| panic!("storage {client}: {error}"))));
     }
     let recorder = Recorder::new().shared();
     let stalls: Vec<Stall> = (0..scenario.clients).map(|_| Stall::default()).collect();
     let until = tokio::time::Instant::now() + scenario.run_for;
     let local = tokio::task::LocalSet::new();
-    for (logical, mut client) in (0u32..).zip(clients) {
+    for (logical, (mut client, mut store)) in (0u32..).zip(clients) {
         let plan = ClientPlan { logical, clients: scenario.clients, until };
         let (options, recorder) = (options.clone(), recorder.clone());
         let stall = stalls[logical as usize].clone();
         local.spawn_local(async move {
             let rng = SmallRng::seed_from_u64(u64::from(logical));
-            run_client(&mut client, &plan, &options, rng, &recorder, &stall).await;
+            run_client(&mut client, &mut store, &plan, &options, rng, &recorder, &stall).await;
         });
     }
     local.spawn_local(nemesis(recorder.clone(), stalls));

@@ -1,5 +1,5 @@
 //! The user API (docs/rust-api.md): a lock recipe written by a user against
-//! `RedisCommands` + `ResourceStore`, run under the simulator with holder
+//! `RedisCommands`, run under the simulator with holder
 //! stalls and against the machine's real Redis and PostgreSQL, and checked
 //! as `lockcheck check` checks. The correct recipe must be found safe, the
 //! broken one (release by plain `DEL`) must be caught.
@@ -18,15 +18,14 @@ use lockcheck_real::ClientConfig;
 use lockcheck_real::{drive, DriveOptions};
 use lockcheck_real::{RealRedis, RedisClient, Storage};
 use lockcheck_sim::{check_run, run_user, Backend, FaultKind, SimOptions, SimRun, UserEnv};
-use lockcheck_workloads::user::{RedisCommands, ResourceStore, Uncertain};
+use lockcheck_workloads::user::{RedisCommands, Uncertain};
 use lockcheck_workloads::{Grant, LockClient, Outcome, Workload, WorkloadOptions};
 
 /// The user's lock: the single-Redis recipe of docs/guide.md#redis. `SET NX PX` with a
 /// value unique to this grant, then `INCR` for the fencing token; release
 /// by compare-and-delete, renew by compare-and-`PEXPIRE`.
-struct MyLock<R, S> {
+struct MyLock<R> {
     redis: R,
-    store: S,
     /// Makes lock values unique: the client's name and a per-process nonce.
     owner: String,
     grants: u64,
@@ -34,9 +33,9 @@ struct MyLock<R, S> {
     release_by_del: bool,
 }
 
-impl<R: RedisCommands, S: ResourceStore> MyLock<R, S> {
-    fn new(redis: R, store: S, owner: String) -> Self {
-        MyLock { redis, store, owner, grants: 0, release_by_del: false }
+impl<R: RedisCommands> MyLock<R> {
+    fn new(redis: R, owner: String) -> Self {
+        MyLock { redis, owner, grants: 0, release_by_del: false }
     }
 
     fn broken(self) -> Self {
@@ -62,7 +61,7 @@ fn held(reply: Result<bool, Uncertain>) -> Outcome<()> {
     }
 }
 
-impl<R: RedisCommands, S: ResourceStore> LockClient for MyLock<R, S> {
+impl<R: RedisCommands> LockClient for MyLock<R> {
     async fn acquire(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
         self.grants += 1;
         let value = format!("{}:{}", self.owner, self.grants);
@@ -94,14 +93,6 @@ impl<R: RedisCommands, S: ResourceStore> LockClient for MyLock<R, S> {
         held(self.redis.pexpire_if_eq(&format!("lock:{key}"), &value, ttl_ms).await)
     }
 
-    async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {
-        self.store.write(resource, fence, data).await
-    }
-
-    async fn read(&mut self, resource: &str) -> Outcome<(Option<u64>, Option<String>)> {
-        self.store.read(resource).await
-    }
-
     async fn reset(&mut self) {}
 }
 
@@ -117,11 +108,11 @@ fn sim_options(seed: u64) -> SimOptions {
     }
 }
 
-fn correct(env: UserEnv) -> MyLock<lockcheck_sim::SimRedis, lockcheck_sim::SimStore> {
-    MyLock::new(env.redis, env.store, env.name)
+fn correct(env: UserEnv) -> MyLock<lockcheck_sim::SimRedis> {
+    MyLock::new(env.redis, env.name)
 }
 
-fn broken(env: UserEnv) -> MyLock<lockcheck_sim::SimRedis, lockcheck_sim::SimStore> {
+fn broken(env: UserEnv) -> MyLock<lockcheck_sim::SimRedis> {
     correct(env).broken()
 }
 
@@ -248,7 +239,7 @@ async fn the_correct_recipe_keeps_real_fenced_storage_safe_under_holder_stalls()
             let store = Storage::connect(&config).await?;
             let redis = RealRedis::connect(&redis, deadline).await?;
             // A nonce keeps lock values unique across processes.
-            Ok(MyLock::new(redis, store, format!("{name}:{}", std::process::id())))
+            Ok((MyLock::new(redis, format!("{name}:{}", std::process::id())), store))
         }
     };
     let events = drive(&options, connect).await;

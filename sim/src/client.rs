@@ -11,7 +11,6 @@ use crate::etcd::ETCD_HOSTS;
 use crate::etcd_client::Members;
 use crate::host::{Connection, DownHosts, Failure, Primary};
 use crate::nemesis::refused_in_sim;
-use crate::protocol::{Request, Response};
 
 /// The simulated lock backends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -339,7 +338,6 @@ pub struct SimClient {
     grants: u64,
     /// The lock hosts' connections: one, or Redlock's five.
     pub(crate) instances: Vec<Connection>,
-    storage: Connection,
     /// The client's pause point, for the points inside its recipe.
     pub(crate) stall: Stall,
     /// This client's clock, ahead of simulated time by this much (a skew
@@ -389,7 +387,6 @@ impl SimClient {
                     .stalling(&stall)
                 })
                 .collect(),
-            storage: Connection::new("storage", deadline).stalling(&stall),
             stall,
         }
     }
@@ -457,23 +454,6 @@ impl LockClient for SimClient {
         }
     }
 
-    async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {
-        let request = Request::Write { key: resource.into(), fence, data: data.into() };
-        match self.storage.call(&request).await {
-            Ok(Response::StaleFence) => Outcome::Fail("stale-fence".into()),
-            Ok(_) => Outcome::Ok(()),
-            Err(failure) => unknown(failure),
-        }
-    }
-
-    async fn read(&mut self, resource: &str) -> Outcome<(Option<u64>, Option<String>)> {
-        match self.storage.call(&Request::Read { key: resource.into() }).await {
-            Ok(Response::Read { fence, data }) => Outcome::Ok((fence, data)),
-            Ok(_) => Outcome::Info("bad-reply".into()),
-            Err(failure) => unknown(failure),
-        }
-    }
-
     async fn reset(&mut self) {
         // The leases of a session given up expire by themselves, as a
         // crashed client's do.
@@ -481,6 +461,5 @@ impl LockClient for SimClient {
         for instance in &mut self.instances {
             instance.reset();
         }
-        self.storage.reset();
     }
 }

@@ -23,6 +23,7 @@ mod redis_lock;
 mod redlock;
 mod run;
 mod server;
+mod storage;
 
 pub use client::{Backend, SimClient, REDLOCK_HOSTS};
 pub use nemesis::{refused_in_sim, Action, Fault, FaultKind, Shape, Targets, DEFAULT_FAULTS};
@@ -41,4 +42,5 @@ mod shrink;
 pub use shrink::{shrink, Shrunk};
 
 pub mod user;
-pub use user::{run_user, SimRedis, SimStore, UserEnv};
+pub use storage::SimStore;
+pub use user::{run_user, SimRedis, UserEnv};

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use lockcheck_checker::{Event, EventType, Function};
 use lockcheck_workloads::{
-    check_sizes, memory, run_client, ClientPlan, HistoryFile, LockClient, Recorder, SharedRecorder,
-    Stall, StallPoint, Workload, WorkloadOptions,
+    check_sizes, memory, run_client, ClientPlan, HistoryFile, LockClient, Recorder, ResourceStore,
+    SharedRecorder, Stall, StallPoint, Workload, WorkloadOptions,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -23,6 +23,7 @@ use crate::etcd::{self, Member};
 use crate::host::{serve, serve_replicated, DownHosts, Knobs, Primary, ReplicaSet};
 use crate::nemesis::{schedule, Action, Fault, FaultKind, Rates, Shape, Targets, DEFAULT_FAULTS};
 use crate::server::ServerState;
+use crate::storage::{SimStore, STORAGE_HOST};
 
 /// Simulated time per turmoil step. Every step costs a few microseconds of
 /// wall time whatever happens in it, so the tick sets the time compression;
@@ -578,6 +579,7 @@ pub fn run_recorded(
     let (backend, fencing) = (options.backend, options.fencing);
     run_clients(options, progress, history, move |setup: ClientSetup| {
         let deadline = setup.deadline;
+        let stall = setup.stall.clone();
         let client = SimClient::new(
             backend,
             fencing,
@@ -587,16 +589,18 @@ pub fn run_recorded(
             setup.clock,
             &setup.down,
         );
-        match setup.primary {
+        let store = SimStore::new(deadline).stalling(&stall);
+        let client = match setup.primary {
             Some(primary) => client.following(primary, deadline),
             None => client,
-        }
+        };
+        (client, store)
     })
 }
 
 /// The body of every run: as [`run_with_progress`], with each logical
 /// client's lock client built by `make` (inside its simulated host).
-pub(crate) fn run_clients<C, F>(
+pub(crate) fn run_clients<C, S, F>(
     options: &SimOptions,
     progress: &mut dyn FnMut(Duration),
     history: Option<HistoryFile>,
@@ -604,7 +608,8 @@ pub(crate) fn run_clients<C, F>(
 ) -> Result<SimRun, SimError>
 where
     C: LockClient + 'static,
-    F: Fn(ClientSetup) -> C + Clone + 'static,
+    S: ResourceStore + 'static,
+    F: Fn(ClientSetup) -> (C, S) + Clone + 'static,
 {
     let wall = Instant::now();
     let mut rng = SmallRng::seed_from_u64(options.seed);
@@ -688,7 +693,7 @@ where
     let primary = replica_set.as_ref().map(|set| set.primary.clone());
     let storage_state = Rc::new(RefCell::new(ServerState::new(options.fencing)));
     let storage_knobs = Knobs::new(rng.gen(), true);
-    sim.host("storage", move || serve(storage_state.clone(), storage_knobs.clone()));
+    sim.host(STORAGE_HOST, move || serve(storage_state.clone(), storage_knobs.clone()));
 
     // Outside a host (the nemesis), events take the driver's time.
     let driver_ns = Arc::new(AtomicU64::new(0));
@@ -742,7 +747,7 @@ where
         on_host[hosts.of(logical)].push(Box::pin(async move {
             let name = format!("client-{logical}");
             let stall_hook = stall.clone();
-            let mut client = make(ClientSetup {
+            let (mut client, mut store) = make(ClientSetup {
                 logical,
                 name,
                 deadline,
@@ -753,7 +758,8 @@ where
             });
             let plan =
                 ClientPlan { logical, clients, until: tokio::time::Instant::now() + time_limit };
-            run_client(&mut client, &plan, &workload, client_rng, &recorder, &stall).await;
+            run_client(&mut client, &mut store, &plan, &workload, client_rng, &recorder, &stall)
+                .await;
         }));
     }
     for (host, mut processes) in on_host.into_iter().enumerate() {

@@ -1,29 +1,24 @@
 //! Runs a user's own lock client under the simulator: the client is written
-//! against `lockcheck_workloads::user` ([`RedisCommands`], [`ResourceStore`])
-//! and [`LockClient`], and [`run_user`] drives it through the workload with
+//! against `lockcheck_workloads::user` ([`RedisCommands`]) and
+//! [`LockClient`], and [`run_user`] drives it through the workload with
 //! the nemesis' faults, against the simulated Redis and fenced storage, as
 //! the built-in `sim-redis` recipe is driven. See `docs/rust-api.md`.
 
 use std::time::Duration;
 
-use lockcheck_workloads::user::{RedisCommands, ResourceStore, Uncertain};
-use lockcheck_workloads::{LockClient, Outcome};
+use lockcheck_workloads::user::{RedisCommands, Uncertain};
+use lockcheck_workloads::LockClient;
 
 use crate::client::Backend;
 use crate::host::{Connection, Failure};
 use crate::protocol::{Request, Response};
 use crate::run::{run_clients, ClientSetup, SimError, SimOptions, SimRun};
+use crate::storage::SimStore;
 
 /// The simulated Redis, one connection of one client: each command ends
 /// within the run's deadline; a lost connection reconnects on the next one.
 #[derive(Debug)]
 pub struct SimRedis {
-    connection: Connection,
-}
-
-/// The simulated protected resources (fenced when the run's `fencing` is on).
-#[derive(Debug)]
-pub struct SimStore {
     connection: Connection,
 }
 
@@ -36,7 +31,6 @@ pub struct UserEnv {
     /// what.
     pub name: String,
     pub redis: SimRedis,
-    pub store: SimStore,
     /// Every command's deadline (a quarter of the TTL, as for the built-in
     /// recipes).
     pub deadline: Duration,
@@ -50,13 +44,6 @@ impl SimRedis {
 
     async fn call(&mut self, request: Request) -> Result<Response, Uncertain> {
         self.connection.call(&request).await.map_err(uncertain)
-    }
-}
-
-impl SimStore {
-    /// Drops the connection (a new session): the next request reconnects.
-    pub fn reset(&mut self) {
-        self.connection.reset();
     }
 }
 
@@ -114,33 +101,6 @@ impl RedisCommands for SimRedis {
     }
 }
 
-/// As the built-in recipes map the storage's replies.
-fn storage_failure<T>(failure: Failure) -> Outcome<T> {
-    match failure {
-        Failure::NotSent => Outcome::Fail("unavailable".into()),
-        Failure::Unknown => Outcome::Info("timeout".into()),
-    }
-}
-
-impl ResourceStore for SimStore {
-    async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {
-        let request = Request::Write { key: resource.into(), fence, data: data.into() };
-        match self.connection.call(&request).await {
-            Ok(Response::StaleFence) => Outcome::Fail("stale-fence".into()),
-            Ok(_) => Outcome::Ok(()),
-            Err(failure) => storage_failure(failure),
-        }
-    }
-
-    async fn read(&mut self, resource: &str) -> Outcome<(Option<u64>, Option<String>)> {
-        match self.connection.call(&Request::Read { key: resource.into() }).await {
-            Ok(Response::Read { fence, data }) => Outcome::Ok((fence, data)),
-            Ok(_) => Outcome::Info("bad-reply".into()),
-            Err(failure) => storage_failure(failure),
-        }
-    }
-}
-
 /// Runs one simulated test of the user's client: the run `lockcheck check
 /// --backend sim-redis` would do with these options (hosts, workload,
 /// faults, seed), with each logical client's lock client built by `make`
@@ -166,12 +126,13 @@ where
             Some(primary) => Connection::to_primary(primary, setup.deadline),
             None => Connection::new(lock_host, setup.deadline).refusing_when_down(&setup.down),
         };
-        make(UserEnv {
+        let store = SimStore::new(setup.deadline);
+        let client = make(UserEnv {
             logical: setup.logical,
             name: setup.name,
             redis: SimRedis { connection: redis },
-            store: SimStore { connection: Connection::new("storage", setup.deadline) },
             deadline: setup.deadline,
-        })
+        });
+        (client, store)
     })
 }

@@ -21,7 +21,9 @@ pub enum Outcome<T> {
     Info(String),
 }
 
-/// A backend's client: one session of one logical client. Every operation
+/// A backend's client: one session of one logical client. It takes,
+/// renews and releases locks; the protected resources are a
+/// [`crate::ResourceStore`]'s. Every operation
 /// must end within the backend's deadline, as `Info` if its outcome is
 /// unknown, never hang.
 #[allow(async_fn_in_trait)]
@@ -29,10 +31,6 @@ pub trait LockClient {
     async fn acquire(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant>;
     async fn release(&mut self, key: &str, grant: &Grant) -> Outcome<()>;
     async fn renew(&mut self, key: &str, grant: &Grant, ttl_ms: u64) -> Outcome<()>;
-    /// Writes to the protected resource, sending the token when there is one.
-    async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()>;
-    /// Reads the protected resource: its token and data.
-    async fn read(&mut self, resource: &str) -> Outcome<(Option<u64>, Option<String>)>;
     /// Starts a new session after an `Info` (the old one may hold locks the
     /// backend will free by itself).
     async fn reset(&mut self);

@@ -1,5 +1,6 @@
 //! Clients, generators and workloads that drive lock backends and record
-//! histories. A backend implements [`LockClient`]; [`run_client`] drives one
+//! histories. A backend implements [`LockClient`], a storage
+//! [`ResourceStore`]; [`run_client`] drives one
 //! logical client through a workload and records every operation into a
 //! [`Recorder`] as the history format (`histories/README.md`) wants it. The
 //! simulator and the real backends share all of this, and more:
@@ -31,6 +32,7 @@ pub mod redlock;
 mod schedule;
 pub mod semaphore;
 mod stall;
+mod storage;
 pub mod user;
 mod workload;
 
@@ -42,4 +44,5 @@ pub use fault::{FaultKind, Shape};
 pub use recorder::{HistoryFile, Recorder, SharedRecorder};
 pub use schedule::{schedule, Draws, Quiet, Window};
 pub use stall::{Freezer, Hold, Stall, StallPoint, StallPoints};
+pub use storage::ResourceStore;
 pub use workload::{check_sizes, run_client, ClientPlan, Workload, WorkloadOptions};

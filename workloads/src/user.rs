@@ -1,11 +1,9 @@
 //! The primitives a user's own Redis lock recipe is written against, free of
 //! any transport: the same recipe (a [`crate::LockClient`] generic over
-//! [`RedisCommands`] and [`ResourceStore`]) then runs under the simulator
+//! [`RedisCommands`]) then runs under the simulator
 //! (`lockcheck_sim::run_user`, with its faults) and against a real Redis
 //! and PostgreSQL (`real::user`), and lockcheck checks both histories the
 //! same way. See `docs/rust-api.md`.
-
-use crate::Outcome;
 
 /// How a command failed. A recipe must tell the two apart: after `NotSent`
 /// nothing happened and it may report `Fail`; after `Unknown` the command
@@ -42,14 +40,7 @@ pub trait RedisCommands {
     async fn del(&mut self, key: &str) -> Result<bool, Uncertain>;
 }
 
-/// The protected resource (lockcheck's fenced storage), which the history
-/// records writes to and reads of: what [`crate::LockClient::write`] and
-/// [`crate::LockClient::read`] delegate to.
-#[allow(async_fn_in_trait)]
-pub trait ResourceStore {
-    /// Writes `data`, sending the token when there is one; a fenced store
-    /// refuses a token older than one it accepted (`Fail("stale-fence")`).
-    async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()>;
-    /// The resource's token and data.
-    async fn read(&mut self, resource: &str) -> Outcome<(Option<u64>, Option<String>)>;
-}
+/// The protected resource: the one storage trait both worlds implement
+/// (see [`crate::storage`]), named here too for recipes written against
+/// this module.
+pub use crate::storage::ResourceStore;

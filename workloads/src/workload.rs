@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use crate::client::{Grant, LockClient, Outcome};
 use crate::recorder::SharedRecorder;
 use crate::stall::{Stall, StallPoint};
+use crate::storage::ResourceStore;
 
 /// The workloads lockcheck drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -91,6 +92,20 @@ pub struct WorkloadOptions {
     pub keepalive_ms: Option<u64>,
 }
 
+impl WorkloadOptions {
+    /// The resources the clients write: every lock's, or for the cron
+    /// workload only the job's output, which it writes a unit at a time
+    /// (`resource-0:day-3`). A storage prepares these, with their units.
+    pub fn resources_in_use(&self) -> &[String] {
+        match self.workload {
+            Workload::Cron | Workload::CronRelease => {
+                &self.resources[..self.resources.len().min(1)]
+            }
+            Workload::Mutex | Workload::FencedWrite => &self.resources,
+        }
+    }
+}
+
 /// One logical client's identity and limits.
 #[derive(Debug, Clone)]
 pub struct ClientPlan {
@@ -153,8 +168,9 @@ const DAY_IN_TTLS: u64 = 5;
 /// The cron workload: fire once a simulated day, a little late (up to half a
 /// TTL: clock skew, a slow start), and run the job if the day's lock is ours.
 /// Only the `run` is recorded; the lock and the job's write are its insides.
-async fn run_cron<C: LockClient>(
+async fn run_cron<C: LockClient, S: ResourceStore>(
     client: &mut C,
+    store: &mut S,
     plan: &ClientPlan,
     options: &WorkloadOptions,
     mut rng: SmallRng,
@@ -190,7 +206,7 @@ async fn run_cron<C: LockClient>(
                 let fence = if options.send_fence { grant.fence } else { None };
                 // Each day's run writes that day's report.
                 let report = format!("{output}:{unit}");
-                let outcome = client.write(&report, fence, &format!("{unit} by {process}")).await;
+                let outcome = store.write(&report, fence, &format!("{unit} by {process}")).await;
                 stall.strike(StallPoint::AfterWrite).await;
                 if matches!(outcome, Outcome::Ok(())) && options.workload == Workload::CronRelease {
                     // The bug: a late replica now finds the lock free.
@@ -208,15 +224,17 @@ async fn run_cron<C: LockClient>(
             Outcome::Info(error) => {
                 record(process, EventType::Info, Value::Null, Some(&error));
                 process += i64::from(plan.clients);
-                client.reset().await;
+                reset(client, store).await;
             }
         }
     }
 }
 
-/// Runs one logical client until `plan.until`, recording every operation.
-pub async fn run_client<C: LockClient>(
+/// Runs one logical client until `plan.until`, recording every operation:
+/// its locks through `client`, its writes and reads through `store`.
+pub async fn run_client<C: LockClient, S: ResourceStore>(
     client: &mut C,
+    store: &mut S,
     plan: &ClientPlan,
     options: &WorkloadOptions,
     rng: SmallRng,
@@ -225,17 +243,25 @@ pub async fn run_client<C: LockClient>(
 ) {
     match options.workload {
         Workload::Cron | Workload::CronRelease => {
-            run_cron(client, plan, options, rng, recorder, stall).await
+            run_cron(client, store, plan, options, rng, recorder, stall).await
         }
         Workload::Mutex | Workload::FencedWrite => {
-            run_locking(client, plan, options, rng, recorder, stall).await
+            run_locking(client, store, plan, options, rng, recorder, stall).await
         }
     }
 }
 
+/// After an `Info`: the client goes on as a new process, with new sessions
+/// to the lock service and to the storage.
+async fn reset<C: LockClient, S: ResourceStore>(client: &mut C, store: &mut S) {
+    client.reset().await;
+    store.reset().await;
+}
+
 /// The mutex and fenced-write workloads.
-async fn run_locking<C: LockClient>(
+async fn run_locking<C: LockClient, S: ResourceStore>(
     client: &mut C,
+    store: &mut S,
     plan: &ClientPlan,
     options: &WorkloadOptions,
     mut rng: SmallRng,
@@ -305,7 +331,7 @@ async fn run_locking<C: LockClient>(
             }
             Outcome::Info(error) => {
                 complete(&mut process, Function::Acquire, lock, Outcome::Info(error));
-                client.reset().await;
+                reset(client, store).await;
                 continue;
             }
         };
@@ -330,7 +356,7 @@ async fn run_locking<C: LockClient>(
                         (matches!(outcome, Outcome::Fail(_)), matches!(outcome, Outcome::Info(_)));
                     complete(&mut process, Function::Renew, lock, outcome);
                     if crashed {
-                        client.reset().await;
+                        reset(client, store).await;
                         continue $ops;
                     }
                     if lost {
@@ -348,7 +374,7 @@ async fn run_locking<C: LockClient>(
                         let crashed = matches!(outcome, Outcome::Info(_));
                         complete(&mut process, Function::Release, lock, outcome);
                         if crashed {
-                            client.reset().await;
+                            reset(client, store).await;
                         }
                         continue $ops;
                     }
@@ -396,11 +422,11 @@ async fn run_locking<C: LockClient>(
                     None => json!({ "data": data }),
                 };
                 record(process, EventType::Invoke, Function::Write, resource, value, None);
-                let outcome = unit(client.write(resource, fence, &data).await);
+                let outcome = unit(store.write(resource, fence, &data).await);
                 let crashed = matches!(outcome, Outcome::Info(_));
                 complete(&mut process, Function::Write, resource, outcome);
                 if crashed {
-                    client.reset().await;
+                    reset(client, store).await;
                     continue;
                 }
                 stall.strike(StallPoint::AfterWrite).await;
@@ -416,7 +442,7 @@ async fn run_locking<C: LockClient>(
         let crashed = matches!(outcome, Outcome::Info(_));
         complete(&mut process, Function::Release, lock, outcome);
         if crashed {
-            client.reset().await;
+            reset(client, store).await;
         }
     }
 }
