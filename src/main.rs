@@ -41,11 +41,9 @@ mod matrix_real;
 mod matrix_sim;
 mod options;
 mod output;
-mod progress;
 mod real;
 mod report;
 mod serve;
-mod store;
 mod synth;
 
 use std::process::ExitCode;
