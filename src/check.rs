@@ -269,10 +269,10 @@ fn shrink_failure(
     if let (Some(dir), Some(history)) = (dir, &shrunk.history) {
         let command = format!("{}\n", replay_command(&shrunk.options));
         lockcheck_runs::write_file(&dir.join("shrunk-history.jsonl"), |out| {
-            Ok(write_events(out, history)?)
+            write_events(out, history)
         })?;
         lockcheck_runs::write_file(&dir.join("shrunk-command"), |out| {
-            Ok(out.write_all(command.as_bytes())?)
+            out.write_all(command.as_bytes())
         })?;
     }
     Ok(())
