@@ -789,4 +789,44 @@ mod tests {
         copy_redacted(long.as_bytes(), &mut out).expect("copied");
         assert_eq!(out.len(), long.len());
     }
+
+    /// What the server answers to `request`, whole.
+    fn exchange(address: SocketAddr, request: &str) -> String {
+        let mut stream = std::net::TcpStream::connect(address).expect("connected");
+        stream.write_all(request.as_bytes()).expect("sent");
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).expect("read");
+        String::from_utf8(answer).expect("utf-8")
+    }
+
+    #[test]
+    fn a_stored_file_is_served_through_hyper_masked_and_a_head_without_it() {
+        let store =
+            std::env::temp_dir().join(format!("lockcheck-serve-hyper-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&store);
+        let run = store.join("sim-redis-mutex").join("20261130T000000.000Z-seed-1");
+        fs::create_dir_all(&run).expect("made");
+        fs::write(run.join("history.jsonl"), "").expect("written");
+        let line = "lockcheck check --postgres-url postgres://u:hunter2@h/db\n";
+        fs::write(run.join("command"), line.repeat(20_000)).expect("written");
+        let server = Server::bind(&store, 0).expect("bound");
+        let address = server.address().expect("an address");
+        // It serves until the test process ends.
+        std::thread::spawn(move || server.run());
+        let target = "/runs/sim-redis-mutex/20261130T000000.000Z-seed-1/command";
+        let get = exchange(address, &format!("GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+        assert!(get.starts_with("HTTP/1.1 200 OK\r\n"), "{}", &get[..200.min(get.len())]);
+        assert!(!get.contains("hunter2"), "a password got through");
+        assert_eq!(get.matches("postgres://u:***@h/db").count(), 20_000);
+        let head = exchange(address, &format!("HEAD {target} HTTP/1.1\r\nHost: localhost\r\n\r\n"));
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+        assert!(head.ends_with("\r\n\r\n"), "a HEAD answered with a body: {head}");
+        let refused = exchange(address, "\r\n\r\n");
+        assert!(refused.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{refused}");
+        let elsewhere = exchange(address, "GET / HTTP/1.1\r\nHost: attacker.example\r\n\r\n");
+        assert!(elsewhere.starts_with("HTTP/1.1 421 Misdirected Request\r\n"), "{elsewhere}");
+        let posted = exchange(address, "POST / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+        assert!(posted.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"), "{posted}");
+        let _ = fs::remove_dir_all(&store);
+    }
 }
