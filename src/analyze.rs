@@ -148,11 +148,12 @@ fn html_report(
     if format != InputFormat::Jsonl || source == "-" {
         anyhow::bail!("HTML reports are drawn from JSON Lines files (not standard input, not imported formats)");
     }
-    let events = crate::report::read_events(Path::new(source)).map_err(anyhow::Error::msg)?;
+    let events =
+        lockcheck_runs::report::read_events(Path::new(source)).map_err(anyhow::Error::msg)?;
     std::fs::create_dir_all(dir)?;
     let stem = Path::new(source).file_stem().map(|stem| stem.to_string_lossy().to_string());
     let path = dir.join(format!("{}.html", stem.unwrap_or_else(|| "history".to_string())));
-    crate::store::write_html(&path, source, &events, analysis, None)?;
+    lockcheck_runs::write_html(&path, source, &events, analysis, None)?;
     Ok(path.display().to_string())
 }
 

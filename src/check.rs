@@ -17,8 +17,8 @@ use crate::args::{CheckArgs, Format};
 use crate::exit;
 use crate::options::{check_options, random_seed};
 use crate::output::{print, render};
-use crate::progress::Progress;
-use crate::store::{interrupted_at, last_words, stored_so_far, Stored};
+use lockcheck_runs::Progress;
+use lockcheck_runs::{interrupted_at, last_words, stored_so_far, Stored};
 
 /// `lockcheck check` on a simulated backend (`main` sends a real one to
 /// `crate::real`).
@@ -268,11 +268,11 @@ fn shrink_failure(
     });
     if let (Some(dir), Some(history)) = (dir, &shrunk.history) {
         let command = format!("{}\n", replay_command(&shrunk.options));
-        crate::store::write_file(&dir.join("shrunk-history.jsonl"), |out| {
-            Ok(write_events(out, history)?)
+        lockcheck_runs::write_file(&dir.join("shrunk-history.jsonl"), |out| {
+            write_events(out, history)
         })?;
-        crate::store::write_file(&dir.join("shrunk-command"), |out| {
-            Ok(out.write_all(command.as_bytes())?)
+        lockcheck_runs::write_file(&dir.join("shrunk-command"), |out| {
+            out.write_all(command.as_bytes())
         })?;
     }
     Ok(())
@@ -290,7 +290,7 @@ fn replay_command(options: &SimOptions) -> String {
 /// simulation records it.
 fn store_begin(args: &CheckArgs, options: &SimOptions) -> anyhow::Result<Stored> {
     let test = format!("{}-{}", options.backend.name(), options.workload.name());
-    crate::store::begin(&args.store, &test, options.seed, &replay_command(options))
+    Ok(lockcheck_runs::begin(&args.store, &test, options.seed, &replay_command(options))?)
 }
 
 fn store_finish(
@@ -300,15 +300,15 @@ fn store_finish(
     stored: &Stored,
 ) -> anyhow::Result<PathBuf> {
     let title = format!("{} seed {}", options.backend.name(), options.seed);
-    crate::store::finish(
+    Ok(lockcheck_runs::finish(
         stored,
-        &crate::store::Run {
+        &lockcheck_runs::Run {
             events: &sim.events,
             analysis,
             command: &replay_command(options),
             title: &title,
         },
-    )
+    )?)
 }
 
 /// `at seed 17 (16 seeds checked before it: 14 valid, 2 invalid, 0 unknown)`.

@@ -7,6 +7,7 @@ use std::fs;
 use std::path::Path;
 use std::process::ExitCode;
 
+use lockcheck_bench::expected_verdicts;
 use lockcheck_checker::import::{import, Imported, InputFormat, ModelChoice};
 use lockcheck_checker::linear::models::CasRegister;
 use lockcheck_checker::linear::{check_parts, PartOutcome, SearchLimits};
@@ -18,30 +19,6 @@ use crate::exit;
 /// The folder of each corpus part under DIR, and its input format.
 const PARTS: [(&str, InputFormat); 2] =
     [("jepsen", InputFormat::JepsenLog), ("kv", InputFormat::PorcupineKv)];
-
-/// A `VERDICTS.txt`: `name verdict` lines, verdict `linearizable` or
-/// `not-linearizable`; blank lines are skipped.
-pub fn expected_verdicts(dir: &Path) -> Result<Vec<(String, Verdict)>, String> {
-    let path = dir.join("VERDICTS.txt");
-    let text = fs::read_to_string(&path)
-        .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
-    let mut verdicts = Vec::new();
-    for (number, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let bad = |why: &str| format!("{}:{}: {why}: {line:?}", path.display(), number + 1);
-        let (name, verdict) =
-            line.split_once(char::is_whitespace).ok_or_else(|| bad("expected `file verdict`"))?;
-        let verdict = match verdict.trim() {
-            "linearizable" => Verdict::Valid,
-            "not-linearizable" => Verdict::Invalid,
-            _ => return Err(bad("the verdict must be linearizable or not-linearizable")),
-        };
-        verdicts.push((name.to_string(), verdict));
-    }
-    Ok(verdicts)
-}
 
 /// The models each file is checked with, as porcupine's tests do: a CAS
 /// register for the etcd logs; key-value files per key, and the 1- and

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use lockcheck_workloads::{Catalogue, Cell};
 
 use crate::exit;
-use crate::progress::Progress;
+use lockcheck_runs::Progress;
 
 /// Width of the expected and found columns, in both tables.
 const VERDICT_WIDTH: usize = 44;

@@ -13,7 +13,7 @@ use lockcheck_real::{RealBackend, RealRun};
 use crate::args::MatrixArgs;
 use crate::matrix::{Layout, Ran, World};
 use crate::options::check_options;
-use crate::progress::Progress;
+use lockcheck_runs::Progress;
 
 /// The real world of the matrix: its cells' runs on private servers, as
 /// `effort` asks.
@@ -50,7 +50,7 @@ impl World for Real {
 
     fn run(&self, cell: &RealCell, first_seed: u64, progress: &Progress) -> anyhow::Result<Ran> {
         let shown = |label: &str, time_limit, run: lockcheck_real::matrix::Run<'_>| {
-            progress.watch(label, time_limit, || run(&crate::progress::recording))
+            progress.watch(label, time_limit, || run(&lockcheck_runs::progress::recording))
         };
         let effort = Effort { first_seed, ..self.effort.clone() };
         Ok(match run_cell(cell, &effort, &shown) {

@@ -11,7 +11,7 @@ use lockcheck_sim::{cells, run_cell_with_progress, sweep_cell, Cell, Effort, Exp
 use crate::args::{BenchArgs, MatrixArgs};
 use crate::exit;
 use crate::matrix::{Layout, Ran, World};
-use crate::progress::Progress;
+use lockcheck_runs::Progress;
 
 /// The faults column: the cell's faults and whatever else it sets that a
 /// default run does not (`pause --no-fencing`, `partition (client)`).

@@ -87,23 +87,23 @@ pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
         true => None,
         false => {
             let test = format!("{}-{}", backend.name(), args.workload);
-            Some(crate::store::begin(&args.store, &test, seed, &rerun)?)
+            Some(lockcheck_runs::begin(&args.store, &test, seed, &rerun)?)
         }
     };
-    crate::store::last_words(seed, stored.as_ref());
+    lockcheck_runs::last_words(seed, stored.as_ref());
     let history = stored.as_ref().map(|stored| stored.history.clone());
-    let progress = crate::progress::Progress::timed(args.time_limit);
+    let progress = lockcheck_runs::Progress::timed(args.time_limit);
     let label =
         format!("{} --nemesis {}", backend.name(), args.nemesis.as_deref().unwrap_or("pause"));
     let outcome = progress.watch(&label, args.time_limit, || {
-        execute_recorded(&test, backend, seed, true, history, &crate::progress::recording)
+        execute_recorded(&test, backend, seed, true, history, &lockcheck_runs::progress::recording)
     });
     drop(progress);
     let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(failure) => {
             if let Some(signal) = interrupt::signal() {
-                return Ok(crate::store::interrupted(signal, seed, stored.as_ref()));
+                return Ok(lockcheck_runs::interrupted(signal, seed, stored.as_ref()));
             }
             let code = failure_exit(&failure);
             match &stored {
@@ -118,7 +118,7 @@ pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
         }
     };
     if let Some(signal) = interrupt::signal() {
-        return Ok(crate::store::interrupted(signal, seed, stored.as_ref()));
+        return Ok(lockcheck_runs::interrupted(signal, seed, stored.as_ref()));
     }
     let RealRun { events, analysis, wall_s, faults, .. } = &outcome;
     interrupt::hold_before("store");
@@ -241,16 +241,16 @@ fn rerun_command(args: &CheckArgs, backend: RealBackend, seed: u64) -> String {
 fn finish_store(
     backend: RealBackend,
     seed: u64,
-    stored: &crate::store::Stored,
+    stored: &lockcheck_runs::Stored,
     events: &[Event],
     analysis: &Analysis,
     rerun: &str,
 ) -> anyhow::Result<std::path::PathBuf> {
     let title = format!("{} seed {seed}", backend.name());
-    crate::store::finish(
+    Ok(lockcheck_runs::finish(
         stored,
-        &crate::store::Run { events, analysis, command: rerun, title: &title },
-    )
+        &lockcheck_runs::Run { events, analysis, command: rerun, title: &title },
+    )?)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The layout's rules, checked on the source tree: dependencies point one
-//! way, with no import cycle between the files of a crate, and only the
-//! real-world crate depends on database and etcd drivers.
+//! way, with no import cycle between the files of a crate; only the
+//! real-world crate depends on database and etcd drivers (and only it and
+//! the benchmarks on the real-world crate); no library depends on clap.
 
 mod common;
 
@@ -10,10 +11,22 @@ use std::path::Path;
 use common::files_under;
 
 /// The crates' source folders, by crate.
-const CRATES: [&str; 6] =
-    ["src", "checker/src", "workloads/src", "sim/src", "real/src", "reports/src"];
+const CRATES: [&str; 8] = [
+    "src",
+    "checker/src",
+    "workloads/src",
+    "sim/src",
+    "real/src",
+    "reports/src",
+    "runs/src",
+    "bench/src",
+];
 
-/// Crates that talk to real servers; only `real/` may depend on them.
+/// The library crates, by folder.
+const LIBRARIES: [&str; 7] = ["checker", "workloads", "sim", "real", "reports", "runs", "bench"];
+
+/// Crates that talk to real servers; only `real/` may depend on them (and
+/// `bench/` on `lockcheck-real`, see below).
 const DRIVERS: [&str; 5] =
     ["tokio-postgres", "redis", "mysql_async", "etcd-client", "lockcheck-real"];
 
@@ -174,7 +187,7 @@ fn dependencies(manifest: &str) -> Vec<String> {
 
 #[test]
 fn only_the_real_world_crate_depends_on_drivers() {
-    for crate_dir in ["checker", "workloads", "sim", "reports"] {
+    for crate_dir in ["checker", "workloads", "sim", "reports", "runs"] {
         let manifest = std::fs::read_to_string(root().join(crate_dir).join("Cargo.toml")).unwrap();
         let found: Vec<String> = dependencies(&manifest)
             .into_iter()
@@ -182,10 +195,30 @@ fn only_the_real_world_crate_depends_on_drivers() {
             .collect();
         assert!(found.is_empty(), "{crate_dir}/Cargo.toml depends on {found:?}");
     }
+    // The benchmarks measure real servers too (`bench --only real`), by
+    // `lockcheck_real::bench`: `bench/` is the one other crate that may
+    // depend on the real world's crate, and, like every crate but `real/`,
+    // on no driver itself.
+    let bench = std::fs::read_to_string(root().join("bench/Cargo.toml")).unwrap();
+    let found: Vec<String> = dependencies(&bench)
+        .into_iter()
+        .filter(|name| DRIVERS[..4].contains(&name.as_str()))
+        .collect();
+    assert!(found.is_empty(), "bench/Cargo.toml depends on {found:?}");
     let real = std::fs::read_to_string(root().join("real/Cargo.toml")).unwrap();
     let real = dependencies(&real);
     for driver in &DRIVERS[..4] {
         assert!(real.iter().any(|name| name == driver), "real/ lost {driver}: {real:?}");
+    }
+}
+
+#[test]
+fn no_library_depends_on_clap() {
+    // Libraries never see clap: the binary turns words into their options.
+    for crate_dir in LIBRARIES {
+        let manifest = std::fs::read_to_string(root().join(crate_dir).join("Cargo.toml")).unwrap();
+        let found = dependencies(&manifest);
+        assert!(!found.iter().any(|name| name == "clap"), "{crate_dir}/Cargo.toml depends on clap");
     }
 }
 

@@ -1,17 +1,15 @@
-//! `lockcheck bench --only memory`: what a simulated run costs in memory per
+//! `bench --only memory`: what a simulated run costs in memory per
 //! client and per simulated second, against the estimate that `check`
 //! refuses a run by. Each size runs `lockcheck check --stats` in a child
 //! process, so that each peak is that run's own.
 
 use std::process::{Command, Stdio};
 
-use anyhow::{bail, Context};
 use lockcheck_sim::{SimOptions, BASE_BYTES, BYTES_PER_CLIENT, BYTES_PER_CLIENT_SECOND};
 use lockcheck_workloads::memory::format_size;
 
-use crate::args::BenchArgs;
-use crate::bench_child::stats_field;
-use crate::exit;
+use crate::child::stats_field;
+use crate::{BenchError, BenchOptions, Outcome};
 
 /// The sizes measured: clients and simulated seconds. The first, tiny,
 /// gives the base the others are measured above.
@@ -26,18 +24,18 @@ struct Measured {
     peak_rss: u64,
 }
 
-pub fn memory(args: &BenchArgs) -> anyhow::Result<u8> {
-    let mut code = exit::VALID;
+pub fn memory(args: &BenchOptions) -> Result<Outcome, BenchError> {
+    let mut outcome = Outcome::Valid;
     for backend in &args.sim_backends {
-        code = code.max(memory_backend(args, backend)?);
+        outcome = outcome.max(memory_backend(args, backend)?);
     }
-    Ok(code)
+    Ok(outcome)
 }
 
-fn memory_backend(args: &BenchArgs, backend: &str) -> anyhow::Result<u8> {
+fn memory_backend(args: &BenchOptions, backend: &str) -> Result<Outcome, BenchError> {
     let Some(parsed) = lockcheck_sim::Backend::parse(backend) else {
         eprintln!("lockcheck: unknown simulated backend {backend:?}");
-        return Ok(exit::USAGE);
+        return Ok(Outcome::Refused);
     };
     println!(
         "simulator memory: {backend}, default workload and faults, seed {}; the estimate is \
@@ -60,9 +58,9 @@ fn memory_backend(args: &BenchArgs, backend: &str) -> anyhow::Result<u8> {
         "fits"
     );
     let mut base = None;
-    let mut code = exit::VALID;
+    let mut outcome = Outcome::Valid;
     for (clients, seconds) in SIZES {
-        let measured = child(backend, clients, seconds, args.seed)?;
+        let measured = child(args, backend, clients, seconds)?;
         let base_rss = *base.get_or_insert(measured.peak_rss);
         let client_seconds = f64::from(clients) * seconds as f64;
         let per_client_second = measured.peak_rss.saturating_sub(base_rss) as f64 / client_seconds;
@@ -75,7 +73,7 @@ fn memory_backend(args: &BenchArgs, backend: &str) -> anyhow::Result<u8> {
         let estimate = options.memory_estimate();
         let fits = measured.peak_rss <= estimate;
         if !fits {
-            code = exit::INVALID;
+            outcome = Outcome::Invalid;
         }
         println!(
             "{clients:>7} {seconds:>7} {:>10} {:>8.2} {:>12} {:>12} {:>14} {:>12} {:>6}",
@@ -88,28 +86,36 @@ fn memory_backend(args: &BenchArgs, backend: &str) -> anyhow::Result<u8> {
             if fits { "yes" } else { "NO" }
         );
     }
-    Ok(code)
+    Ok(outcome)
 }
 
 /// `lockcheck check --stats` of one size, in a child process.
-fn child(backend: &str, clients: u32, seconds: u64, seed: u64) -> anyhow::Result<Measured> {
-    let exe = std::env::current_exe().context("cannot find the lockcheck executable")?;
-    let output = Command::new(exe)
+fn child(
+    args: &BenchOptions,
+    backend: &str,
+    clients: u32,
+    seconds: u64,
+) -> Result<Measured, BenchError> {
+    let seed = args.seed;
+    let output = Command::new(&args.program)
         .args(["check", "--backend", backend, "--no-store", "--no-shrink", "--stats"])
         .args(["--clients", &clients.to_string(), "--time-limit", &format!("{seconds}s")])
         .args(["--seed", &seed.to_string()])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .output()
-        .context("cannot run lockcheck check")?;
+        .map_err(|source| BenchError::Spawn { command: "check", source })?;
     let stderr = String::from_utf8_lossy(&output.stderr);
     if !matches!(output.status.code(), Some(0..=2)) {
-        bail!("check of {clients} clients for {seconds} s failed ({}): {stderr}", output.status);
+        return Err(BenchError::Failed(format!(
+            "check of {clients} clients for {seconds} s failed ({}): {stderr}",
+            output.status
+        )));
     }
     let line = stderr
         .lines()
         .find(|line| line.starts_with("stats: "))
-        .with_context(|| format!("check printed no stats: {stderr}"))?;
+        .ok_or_else(|| BenchError::Failed(format!("check printed no stats: {stderr}")))?;
     let field = |name: &str| stats_field(line, name);
     Ok(Measured {
         events: field("events")? as u64,

@@ -1,11 +1,10 @@
-//! `lockcheck bench --only real`: prints `lockcheck_real::bench`'s figures.
+//! `bench --only real`: prints `lockcheck_real::bench`'s figures.
 
 use lockcheck_real::bench::{throughput, Throughput, CLIENTS, SECONDS};
 
-use crate::args::BenchArgs;
-use crate::exit;
+use crate::{BenchError, BenchOptions, Outcome};
 
-pub fn real(args: &BenchArgs) -> anyhow::Result<u8> {
+pub fn real(args: &BenchOptions) -> Result<Outcome, BenchError> {
     println!(
         "real servers: {CLIENTS} clients back to back for {SECONDS} s, against private servers started for the run"
     );
@@ -24,6 +23,6 @@ pub fn real(args: &BenchArgs) -> anyhow::Result<u8> {
             row.ceiling_tool
         )
     })
-    .map_err(anyhow::Error::msg)?;
-    Ok(exit::VALID)
+    .map_err(BenchError::Failed)?;
+    Ok(Outcome::Valid)
 }

@@ -1,4 +1,4 @@
-//! `lockcheck bench --only one-lock,hard`: long histories of a single lock,
+//! `bench --only one-lock,hard`: long histories of a single lock,
 //! sequential and contended, and hard mutex histories with crashed
 //! operations (`info`). Each history is written to a file and checked by a
 //! child `lockcheck analyze`, so that its peak memory is its own; with
@@ -11,13 +11,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use anyhow::Context;
 use lockcheck_checker::synth_hard::{generate, HardOptions};
-use lockcheck_checker::write_events;
+use lockcheck_checker::{write_events, Verdict};
 
-use crate::args::BenchArgs;
-use crate::bench_child::analyze_child;
-use crate::exit;
+use crate::child::analyze_child;
+use crate::{BenchError, BenchOptions, Outcome};
 
 /// The rows of the hard table: operations, clients, percent crashed.
 const HARD_ROWS: [(usize, u32, f64); 8] = [
@@ -31,24 +29,24 @@ const HARD_ROWS: [(usize, u32, f64); 8] = [
     (100_000, 10, 5.0),
 ];
 
-fn folder(args: &BenchArgs) -> anyhow::Result<PathBuf> {
+fn folder(args: &BenchOptions) -> Result<PathBuf, BenchError> {
     let dir = match &args.dir {
         Some(dir) => dir.clone(),
         None => std::env::temp_dir().join(format!("lockcheck-bench-hard-{}", std::process::id())),
     };
-    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    fs::create_dir_all(&dir).map_err(BenchError::file("create", &dir))?;
     Ok(dir)
 }
 
-fn write(dir: &Path, options: &HardOptions) -> anyhow::Result<PathBuf> {
+fn write(dir: &Path, options: &HardOptions) -> Result<PathBuf, BenchError> {
     let path = dir.join(format!(
         "mutex-{}-c{}-info{}-s{}.jsonl",
         options.ops, options.clients, options.info_percent, options.seed
     ));
     let events = generate(options);
-    let file = File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+    let file = File::create(&path).map_err(BenchError::file("create", &path))?;
     write_events(BufWriter::with_capacity(1 << 20, file), &events)
-        .with_context(|| format!("cannot write {}", path.display()))?;
+        .map_err(BenchError::file("write", &path))?;
     Ok(path)
 }
 
@@ -74,14 +72,19 @@ fn compare(command: &str, path: &Path) -> String {
     }
 }
 
-fn row(args: &BenchArgs, dir: &Path, options: &HardOptions, label: &str) -> anyhow::Result<bool> {
+fn row(
+    args: &BenchOptions,
+    dir: &Path,
+    options: &HardOptions,
+    label: &str,
+) -> Result<bool, BenchError> {
     let path = write(dir, options)?;
     let bound = format!("--linearizability-timeout={}ms", args.hard_timeout.as_millis());
-    let (code, checked) = analyze_child(&path, &[bound])?;
-    let verdict = match code {
-        exit::VALID => "valid",
-        exit::INVALID => "INVALID",
-        _ => "unknown",
+    let (found, checked) = analyze_child(args, &path, &[bound])?;
+    let verdict = match found {
+        Verdict::Valid => "valid",
+        Verdict::Invalid => "INVALID",
+        Verdict::Unknown => "unknown",
     };
     let mut line = format!(
         "{:>10} ops {:>3} clients {:>4}% info {label:<10}: {:<7} read {:.2} s, check {:.2} s, peak {:.0} MB",
@@ -100,24 +103,24 @@ fn row(args: &BenchArgs, dir: &Path, options: &HardOptions, label: &str) -> anyh
     if args.dir.is_none() {
         let _ = fs::remove_file(&path);
     }
-    Ok(code == exit::VALID)
+    Ok(found == Verdict::Valid)
 }
 
-fn finish(args: &BenchArgs, dir: &Path, all_valid: bool) -> u8 {
+fn finish(args: &BenchOptions, dir: &Path, all_valid: bool) -> Outcome {
     if args.dir.is_none() {
         let _ = fs::remove_dir(dir);
     } else {
         println!("the histories are in {}", dir.display());
     }
     if all_valid {
-        exit::VALID
+        Outcome::Valid
     } else {
-        exit::UNKNOWN
+        Outcome::Unknown
     }
 }
 
 /// Long histories of one lock: one client (sequential) and 8 (contended).
-pub fn one_lock(args: &BenchArgs) -> anyhow::Result<u8> {
+pub fn one_lock(args: &BenchOptions) -> Result<Outcome, BenchError> {
     let dir = folder(args)?;
     println!(
         "one lock, long histories (every one linearizable), bound {} s",
@@ -134,7 +137,7 @@ pub fn one_lock(args: &BenchArgs) -> anyhow::Result<u8> {
 }
 
 /// Hard mutex histories: many clients, effects at random instants, crashes.
-pub fn hard(args: &BenchArgs) -> anyhow::Result<u8> {
+pub fn hard(args: &BenchOptions) -> Result<Outcome, BenchError> {
     let dir = folder(args)?;
     println!(
         "hard mutex histories of one lock (every one linearizable), bound {} s",

@@ -15,10 +15,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::Context;
 use lockcheck_checker::{redact, write_events, Analysis, Event};
 use lockcheck_reports::{render_html, render_json, Analyzed, HtmlInput};
 use lockcheck_workloads::{interrupt, HistoryFile};
+
+use crate::StoreError;
 
 /// One run to store, checked.
 #[derive(Debug, Clone, Copy)]
@@ -55,9 +56,9 @@ impl Stored {
 /// `<test>/<UTC time>-seed-<seed>` (`-2`, `-3`, … appended when a run of the
 /// same seed took it in the same millisecond), with `command` and an empty
 /// `history.jsonl` for the run to write as it goes.
-pub fn begin(root: &Path, test: &str, seed: u64, command: &str) -> anyhow::Result<Stored> {
+pub fn begin(root: &Path, test: &str, seed: u64, command: &str) -> Result<Stored, StoreError> {
     let parent = root.join(test);
-    fs::create_dir_all(&parent).with_context(|| format!("cannot create {}", parent.display()))?;
+    fs::create_dir_all(&parent).map_err(StoreError::file("create", &parent))?;
     let name = format!("{}-seed-{seed}", utc_stamp(SystemTime::now()));
     let mut dir = parent.join(&name);
     for suffix in 2.. {
@@ -66,35 +67,32 @@ pub fn begin(root: &Path, test: &str, seed: u64, command: &str) -> anyhow::Resul
             Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
                 dir = parent.join(format!("{name}-{suffix}"));
             }
-            Err(error) => {
-                return Err(error).with_context(|| format!("cannot create {}", dir.display()))
-            }
+            Err(error) => return Err(StoreError::file("create", &dir)(error)),
         }
     }
     let path = dir.join("history.jsonl");
-    let history =
-        HistoryFile::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
-    write_file(&dir.join("command"), |out| Ok(writeln!(out, "{command}")?))?;
+    let history = HistoryFile::create(&path).map_err(StoreError::file("create", &path))?;
+    write_file(&dir.join("command"), |out| writeln!(out, "{command}"))?;
     Ok(Stored { dir, history, root: root.to_path_buf() })
 }
 
 /// Completes a run's folder once it is checked: its history is already
 /// written; `results.json`, `report.html` and `command`, and `latest`
 /// pointed at it.
-pub fn finish(stored: &Stored, run: &Run<'_>) -> anyhow::Result<PathBuf> {
+pub fn finish(stored: &Stored, run: &Run<'_>) -> Result<PathBuf, StoreError> {
     let dir = &stored.dir;
     let path = stored.history.path();
-    stored.history.result().with_context(|| format!("cannot write {}", path.display()))?;
+    stored.history.result().map_err(StoreError::file("write", path))?;
     if stored.history.events() != run.events.len() as u64 {
         // Not written as recorded (a recorder without the file): whole now.
-        write_file(path, |out| Ok(write_events(out, run.events)?))?;
+        write_file(path, |out| write_events(out, run.events))?;
     }
     let source = path.display().to_string();
     let analyzed = Analyzed { source: &source, analysis: run.analysis };
     let json = render_json(run.analysis.verdict, &[analyzed], &[]);
-    write_file(&dir.join("results.json"), |out| Ok(out.write_all(json.as_bytes())?))?;
+    write_file(&dir.join("results.json"), |out| out.write_all(json.as_bytes()))?;
     write_html(&dir.join("report.html"), run.title, run.events, run.analysis, Some(run.command))?;
-    write_file(&dir.join("command"), |out| Ok(writeln!(out, "{}", run.command)?))?;
+    write_file(&dir.join("command"), |out| writeln!(out, "{}", run.command))?;
     point_latest(&stored.root, dir);
     Ok(dir.clone())
 }
@@ -123,7 +121,7 @@ fn unique_suffix() -> u64 {
 /// Writes `run` of `test` with `seed`, recorded already, into a new
 /// folder under `root` and points `latest` at it.
 #[cfg(test)]
-fn store(root: &Path, test: &str, seed: u64, run: &Run<'_>) -> anyhow::Result<PathBuf> {
+fn store(root: &Path, test: &str, seed: u64, run: &Run<'_>) -> Result<PathBuf, StoreError> {
     let stored = begin(root, test, seed, run.command)?;
     for event in run.events {
         stored.history.append(event);
@@ -138,9 +136,9 @@ pub fn write_html(
     events: &[Event],
     analysis: &Analysis,
     command: Option<&str>,
-) -> anyhow::Result<()> {
+) -> Result<(), StoreError> {
     let html = render_html(&HtmlInput { title, events, analysis, command });
-    write_file(path, |out| Ok(out.write_all(html.as_bytes())?))
+    write_file(path, |out| out.write_all(html.as_bytes()))
 }
 
 /// Writes `path` through `fill`, into a temporary file renamed over it, so
@@ -150,25 +148,25 @@ pub fn write_html(
 /// (mode 0600): a stored file may hold a command line.
 pub fn write_file(
     path: &Path,
-    fill: impl FnOnce(&mut Vec<u8>) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
+    fill: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>,
+) -> Result<(), StoreError> {
     let name = path.file_name().map(|name| name.to_string_lossy()).unwrap_or_default();
     let aside = path.with_file_name(format!(".{name}.partial"));
     let mut content = Vec::new();
-    fill(&mut content).with_context(|| format!("cannot write {}", aside.display()))?;
+    fill(&mut content).map_err(StoreError::file("write", &aside))?;
     let content = match String::from_utf8(content) {
         Ok(text) => redact(&text).into_bytes(),
         Err(error) => error.into_bytes(),
     };
     let _ = fs::remove_file(&aside);
     let mut file = private_file(&aside)?;
-    file.write_all(&content).with_context(|| format!("cannot write {}", aside.display()))?;
+    file.write_all(&content).map_err(StoreError::file("write", &aside))?;
     drop(file);
-    fs::rename(&aside, path).with_context(|| format!("cannot write {}", path.display()))
+    fs::rename(&aside, path).map_err(StoreError::file("write", path))
 }
 
 /// Creates `path` anew, readable and writable by its owner only.
-fn private_file(path: &Path) -> anyhow::Result<fs::File> {
+fn private_file(path: &Path) -> Result<fs::File, StoreError> {
     use std::os::unix::fs::OpenOptionsExt;
     fs::OpenOptions::new()
         .write(true)
@@ -176,7 +174,7 @@ fn private_file(path: &Path) -> anyhow::Result<fs::File> {
         .truncate(true)
         .mode(0o600)
         .open(path)
-        .with_context(|| format!("cannot create {}", path.display()))
+        .map_err(StoreError::file("create", path))
 }
 
 /// Where the history so far of an interrupted run is.

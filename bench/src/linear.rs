@@ -1,11 +1,10 @@
-//! `lockcheck bench --only porcupine,lease`: the linearizability checker on
+//! `bench --only porcupine,lease`: the linearizability checker on
 //! porcupine's own test histories, and on a large fenced-lease history.
 
 use std::fs;
 use std::path::Path;
 use std::time::Instant;
 
-use anyhow::Context;
 use lockcheck_checker::import::{import, Imported, InputFormat, ModelChoice};
 use lockcheck_checker::synth::{generate, SynthOptions};
 use lockcheck_checker::{
@@ -13,8 +12,7 @@ use lockcheck_checker::{
     Linearizability, Verdict,
 };
 
-use crate::args::BenchArgs;
-use crate::exit;
+use crate::{BenchError, BenchOptions, Outcome};
 
 /// The best of `runs` timings of `work`, in seconds, and its last result.
 fn best_of<T>(runs: u32, mut work: impl FnMut() -> T) -> (f64, T) {
@@ -29,8 +27,28 @@ fn best_of<T>(runs: u32, mut work: impl FnMut() -> T) -> (f64, T) {
     (best, result.expect("at least one run"))
 }
 
-fn expected_verdicts(dir: &Path) -> anyhow::Result<Vec<(String, Verdict)>> {
-    crate::conformance::expected_verdicts(dir).map_err(anyhow::Error::msg)
+/// A `VERDICTS.txt` of porcupine's test data: `name verdict` lines,
+/// verdict `linearizable` or `not-linearizable`; blank lines are skipped.
+pub fn expected_verdicts(dir: &Path) -> Result<Vec<(String, Verdict)>, String> {
+    let path = dir.join("VERDICTS.txt");
+    let text = fs::read_to_string(&path)
+        .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+    let mut verdicts = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bad = |why: &str| format!("{}:{}: {why}: {line:?}", path.display(), number + 1);
+        let (name, verdict) =
+            line.split_once(char::is_whitespace).ok_or_else(|| bad("expected `file verdict`"))?;
+        let verdict = match verdict.trim() {
+            "linearizable" => Verdict::Valid,
+            "not-linearizable" => Verdict::Invalid,
+            _ => return Err(bad("the verdict must be linearizable or not-linearizable")),
+        };
+        verdicts.push((name.to_string(), verdict));
+    }
+    Ok(verdicts)
 }
 
 /// Totals over a set of files: parse+check seconds, check-only seconds, and
@@ -51,14 +69,13 @@ fn measure(
     expected: Verdict,
     runs: u32,
     totals: &mut Totals,
-) -> anyhow::Result<(usize, f64, f64, Verdict)> {
-    let text =
-        fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+) -> Result<(usize, f64, f64, Verdict), BenchError> {
+    let text = fs::read_to_string(path).map_err(BenchError::file("read", path))?;
     let source = path.display().to_string();
     let options = CheckOptions { linearizability_time_limit: None, ..CheckOptions::default() };
     let checkers = default_checkers();
     let parse = || import(format, &text, &source, model);
-    let imported = parse().map_err(|error| anyhow::anyhow!("{error}"))?;
+    let imported = parse().map_err(|error| BenchError::Failed(error.to_string()))?;
     let ops = match &imported {
         Imported::Register { operations, .. } => operations.len(),
         Imported::Kv { operations, .. } => operations.len(),
@@ -80,12 +97,12 @@ fn measure(
     Ok((ops, total_s, check_s, verdict))
 }
 
-pub fn porcupine(args: &BenchArgs) -> anyhow::Result<u8> {
+pub fn porcupine(args: &BenchOptions) -> Result<Outcome, BenchError> {
     let Some(corpus) = &args.porcupine else {
         println!(
             "porcupine: skipped (give --porcupine DIR, a copy of porcupine's test data: see docs/analyze.md)"
         );
-        return Ok(exit::VALID);
+        return Ok(Outcome::Valid);
     };
     let runs = args.runs.max(5);
     println!(
@@ -98,7 +115,7 @@ pub fn porcupine(args: &BenchArgs) -> anyhow::Result<u8> {
     );
     let mut etcd = Totals::default();
     let etcd_dir = corpus.join("jepsen");
-    for (name, expected) in expected_verdicts(&etcd_dir)? {
+    for (name, expected) in expected_verdicts(&etcd_dir).map_err(BenchError::Failed)? {
         let (ops, total_s, check_s, verdict) = measure(
             &etcd_dir.join(&name),
             InputFormat::JepsenLog,
@@ -120,7 +137,7 @@ pub fn porcupine(args: &BenchArgs) -> anyhow::Result<u8> {
     println!("(files under 1 ms not listed)");
     let mut kv = Totals::default();
     let kv_dir = corpus.join("kv");
-    for (name, expected) in expected_verdicts(&kv_dir)? {
+    for (name, expected) in expected_verdicts(&kv_dir).map_err(BenchError::Failed)? {
         // As porcupine's tests: every file per key, the 1- and 10-client files whole too.
         let mut models = vec![ModelChoice::Kv];
         if !name.starts_with("c50") {
@@ -158,7 +175,7 @@ pub fn porcupine(args: &BenchArgs) -> anyhow::Result<u8> {
             println!("  wrong: {wrong}");
         }
     }
-    Ok(if etcd.wrong.is_empty() && kv.wrong.is_empty() { exit::VALID } else { exit::INVALID })
+    Ok(if etcd.wrong.is_empty() && kv.wrong.is_empty() { Outcome::Valid } else { Outcome::Invalid })
 }
 
 fn verdict_name(verdict: Verdict) -> &'static str {
@@ -169,7 +186,7 @@ fn verdict_name(verdict: Verdict) -> &'static str {
     }
 }
 
-pub fn lease(args: &BenchArgs) -> anyhow::Result<u8> {
+pub fn lease(args: &BenchOptions) -> Result<Outcome, BenchError> {
     let options = SynthOptions {
         ops: args.lease_ops,
         clients: args.clients,
@@ -184,7 +201,9 @@ pub fn lease(args: &BenchArgs) -> anyhow::Result<u8> {
     let events = generate(&options);
     let mut builder = HistoryBuilder::with_capacity(events.len());
     for event in &events {
-        builder.push(event).map_err(|error| anyhow::anyhow!("synthetic history: {error}"))?;
+        builder
+            .push(event)
+            .map_err(|error| BenchError::Failed(format!("synthetic history: {error}")))?;
     }
     drop(events);
     let history = builder.finish();
@@ -201,5 +220,5 @@ pub fn lease(args: &BenchArgs) -> anyhow::Result<u8> {
         all_s,
         analysis.verdict.as_str()
     );
-    Ok(if analysis.verdict == Verdict::Valid { exit::VALID } else { exit::INVALID })
+    Ok(if analysis.verdict == Verdict::Valid { Outcome::Valid } else { Outcome::Invalid })
 }
