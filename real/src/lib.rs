@@ -25,8 +25,8 @@
 //!   a [`ClientConfig`]; a backend's `prepare` clears a previous run's
 //!   keys or makes its tables.
 //! - Servers and faults: [`ManagedServer`] (the private servers lockcheck
-//!   starts, libfaketime clocks; `servers.rs`, and `leftovers.rs` for the
-//!   folders of killed runs), [`Proxy`] (the fault-injecting TCP proxy; `proxy.rs`),
+//!   starts, libfaketime clocks; `servers/`: one file a [`ServerKind`], and
+//!   `leftovers.rs` for the folders of killed runs), [`Proxy`] (the fault-injecting TCP proxy; `proxy.rs`),
 //!   [`schedule`] (a run's faults, every kind from one seeded schedule,
 //!   split among the executors), [`nemesis`] (server faults), [`netfault`] (partitions, slow links),
 //!   [`failover`], [`drive`] (clients and client stalls; `driver.rs`), [`Storage`]
@@ -38,7 +38,6 @@ mod catalogue;
 mod driver;
 mod etcd;
 mod exec;
-mod leftovers;
 mod plan;
 mod provision;
 mod proxy;
@@ -61,7 +60,7 @@ pub use redis::{RedisClient, RedisRecipe};
 pub use redlock::RedlockClient;
 pub use run::{execute, execute_recorded, RealFailure, RealRun};
 pub use semaphore::RedisSemaphoreClient;
-pub use servers::{stop_all, ManagedServer, ServerKind, ServerOptions};
+pub use servers::{stop_all, ManagedServer, ServerKind, ServerOptions, UnknownServer};
 pub use sql::{advisory_key, mysql_lock_name, SqlClient, SqlRecipe};
 pub use storage::Storage;
 pub use user::RealRedis;

@@ -237,20 +237,10 @@ pub(crate) fn exec_servers(test: &RealOptions) -> Result<Vec<(ServerKind, usize)
             },
             None => (word, 1),
         };
-        let kind = match name {
-            "redis" => ServerKind::Redis,
-            "postgres" if count == 1 => ServerKind::Postgres,
-            "mysql" | "mariadb" if count == 1 => ServerKind::Mariadb,
-            "etcd" if count == 1 => ServerKind::Etcd,
-            "postgres" | "mysql" | "mariadb" | "etcd" => {
-                return Err(format!("--servers {word}: one {name} at most"))
-            }
-            other => {
-                return Err(format!(
-                    "--servers: unknown server {other:?}: use redis (redis*5 for five), postgres, mysql or etcd"
-                ))
-            }
-        };
+        let kind = ServerKind::parse(name).map_err(|unknown| format!("--servers: {unknown}"))?;
+        if count > 1 && !kind.allows_several() {
+            return Err(format!("--servers {word}: one {name} at most"));
+        }
         if servers.iter().any(|(seen, _)| *seen == kind) {
             return Err(format!("--servers names {name} twice"));
         }

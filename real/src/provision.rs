@@ -17,6 +17,10 @@ use crate::proxy::Proxy;
 use crate::servers::{ManagedServer, ServerKind, ServerOptions};
 use crate::RealError;
 
+/// The storage's server. The exec backend's `postgres` is the storage
+/// itself, not a second one.
+const STORAGE: ServerKind = ServerKind::Postgres;
+
 /// The servers a run uses: URLs given, or private servers started for it.
 /// Dropping it stops and deletes the private ones.
 #[derive(Debug, Default)]
@@ -41,9 +45,9 @@ pub(crate) struct Servers {
     /// A Redis primary and its replica, for the failover fault: clients
     /// follow the primary wherever it is (directly, not through the proxy).
     pub(crate) pair: Option<RedisPair>,
-    /// The exec backend's servers, each with its kind's node name
-    /// (`redis`, `postgres`, `mariadb`, `etcd`), in `--servers` order.
-    pub(crate) exec: Vec<(&'static str, String)>,
+    /// The exec backend's servers, each with its kind, in `--servers`
+    /// order.
+    pub(crate) exec: Vec<(ServerKind, String)>,
 }
 
 impl Servers {
@@ -100,7 +104,7 @@ impl Servers {
             Some(url) => url.clone(),
             None => {
                 let options = if postgres_locks { &options } else { &storage_options };
-                servers.start(ServerKind::Postgres, 1, postgres_locks, options)?.remove(0)
+                servers.start(STORAGE, 1, postgres_locks, options)?.remove(0)
             }
         };
         match service {
@@ -174,11 +178,12 @@ impl Servers {
                     what: "the exec backend's servers",
                     reason,
                 })? {
-                    let urls = match kind {
-                        ServerKind::Postgres => vec![servers.storage.clone()],
-                        kind => servers.start(kind, count, true, &options)?,
+                    let urls = if kind == STORAGE {
+                        vec![servers.storage.clone()]
+                    } else {
+                        servers.start(kind, count, true, &options)?
                     };
-                    servers.exec.extend(urls.into_iter().map(|url| (kind.name(), url)));
+                    servers.exec.extend(urls.into_iter().map(|url| (kind, url)));
                 }
             }
         }
@@ -207,9 +212,9 @@ impl Servers {
                 .exec
                 .iter()
                 .map(|(kind, _)| {
-                    let at = seen.entry(kind).or_default();
+                    let at = seen.entry(kind.name()).or_default();
                     *at += 1;
-                    format!("{kind}-{}", *at - 1)
+                    format!("{}-{}", kind.name(), *at - 1)
                 })
                 .collect();
         };
@@ -221,9 +226,9 @@ impl Servers {
     /// backends.
     pub(crate) fn storage_node(&self, backend: RealBackend) -> String {
         match backend.service() {
-            LockService::Postgres => "postgres-0".to_string(),
-            LockService::Exec if self.exec.iter().any(|(kind, _)| *kind == "postgres") => {
-                "postgres-0".to_string()
+            LockService::Postgres => format!("{}-0", STORAGE.name()),
+            LockService::Exec if self.exec.iter().any(|(kind, _)| *kind == STORAGE) => {
+                format!("{}-0", STORAGE.name())
             }
             _ => "storage".to_string(),
         }
@@ -234,32 +239,16 @@ impl Servers {
     /// names them.
     pub(crate) fn exec_env(&self, logical: u32) -> Vec<(String, String)> {
         let urls = &self.routes[logical as usize].0;
-        let of = |wanted: &str| -> Vec<String> {
+        let of = |wanted: &ServerKind| -> Vec<String> {
             self.exec
                 .iter()
                 .zip(urls)
-                .filter(|((kind, _), _)| *kind == wanted)
+                .filter(|((kind, _), _)| kind == wanted)
                 .map(|(_, url)| url.clone())
                 .collect()
         };
-        let mut env = Vec::new();
-        let redis = of("redis");
-        if let Some(first) = redis.first() {
-            env.push(("LOCKCHECK_REDIS_URL".to_string(), first.clone()));
-            env.push(("LOCKCHECK_REDIS_URLS".to_string(), redis.join(",")));
-        }
-        for (kind, name) in
-            [("postgres", "LOCKCHECK_POSTGRES_URL"), ("mariadb", "LOCKCHECK_MYSQL_URL")]
-        {
-            if let Some(url) = of(kind).first() {
-                env.push((name.to_string(), url.clone()));
-            }
-        }
-        let etcd = of("etcd");
-        if !etcd.is_empty() {
-            env.push(("LOCKCHECK_ETCD_ENDPOINTS".to_string(), etcd.join(",")));
-        }
-        env
+        // Kind by kind, in their order, whatever the order of `--servers`.
+        ServerKind::ALL.iter().flat_map(|kind| kind.exec_env(&of(kind))).collect()
     }
 
     /// Each client's URLs: through the proxy, on links of its own, when

@@ -1,6 +1,12 @@
-//! Servers the tool manages itself: private instances of Redis, PostgreSQL,
-//! MariaDB and etcd, started from the binaries installed on this machine, on
+//! Servers the tool manages itself: private instances of each
+//! [`ServerKind`], started from the binaries installed on this machine, on
 //! free loopback ports, each in its own temporary directory.
+//!
+//! A kind is one value, in its own file of this folder (`redis.rs`,
+//! `postgres.rs`, `mariadb.rs`, `etcd.rs`), listed once in [`KINDS`]: its
+//! binaries, its arguments, how its folder is prepared, its readiness probe,
+//! its ports, its stop signal and whether libfaketime works on it. The
+//! machinery here asks the value and never names a kind.
 //!
 //! The promise is that no server outlives the tool, however it ends:
 //! * a normal return or an error return drops the [`ManagedServer`], which
@@ -20,10 +26,11 @@
 //! the processes it forks (PostgreSQL's backends), and a Ctrl-C typed at the
 //! terminal reaches the tool, which then stops the servers in order.
 //!
-//! PostgreSQL refuses to run as root (and CI runs as root): then `initdb`
-//! and `postgres` run as the `postgres` user (`setpriv --reuid=postgres`,
-//! which, unlike `runuser`, execs instead of forking, so the parent-death
-//! signal reaches the server itself), in a directory owned by that user.
+//! A kind that refuses to run as root (PostgreSQL, and CI runs as root)
+//! names the user it runs as then: its setup tool and server run as that
+//! user (`setpriv --reuid`, which, unlike `runuser`, execs instead of
+//! forking, so the parent-death signal reaches the server itself), in a
+//! directory owned by that user.
 //!
 //! A server started with [`ServerOptions::faketime`] reads its wall clock
 //! through Debian's libfaketime, preloaded into the server only (never into
@@ -32,9 +39,11 @@
 //! Redis expires keys by its wall clock, so a forward jump frees locks early
 //! (docs/guide.md#redis). See [`ManagedServer::set_clock`] for how.
 
+use std::cmp::Ordering as Order;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
+use std::hash::{Hash, Hasher};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -44,83 +53,220 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
-use std::{env, thread};
+use std::{env, fmt, thread};
 
-use super::leftovers;
-use super::proxy::Proxy;
 use super::RealError;
 
-/// The servers the tool can start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ServerKind {
-    Redis,
-    Postgres,
-    Mariadb,
-    Etcd,
+mod etcd;
+mod leftovers;
+mod mariadb;
+mod postgres;
+mod redis;
+
+/// Every kind of server the tool can start, in the order kinds are listed
+/// (in messages, and in the exec backend's environment). A new kind is a
+/// file of this folder with its value, and one line here.
+const KINDS: &[ServerKind] =
+    &[ServerKind::Redis, ServerKind::Postgres, ServerKind::Mariadb, ServerKind::Etcd];
+
+/// A kind of server the tool can start: what sets it apart from the
+/// others, as data, and as functions where behaviour differs (its
+/// arguments, its folder's preparation, its readiness probe, its URL).
+/// One value a kind ([`ServerKind::Redis`], …), all in [`ServerKind::ALL`].
+/// Two kinds are the same when their names are.
+#[derive(Clone, Copy)]
+pub struct ServerKind {
+    /// Its name: in messages, folder names and node names (`redis-0`).
+    name: &'static str,
+    /// Other names `--servers` takes for it; the first is the one the list
+    /// of kinds suggests (MariaDB's `mysql`, like `--mysql-url`).
+    aliases: &'static [&'static str],
+    /// The binaries it needs: the server first, then its setup tool, if any.
+    binaries: &'static [&'static str],
+    /// The Debian package that installs them.
+    package: &'static str,
+    /// The directory that holds all its binaries, when they are not looked
+    /// for one by one on PATH (PostgreSQL's, which is versioned).
+    bin_dir: Option<fn() -> Option<PathBuf>>,
+    /// The user it runs as, in a directory owned by that user, when the
+    /// tool runs as root (PostgreSQL refuses root).
+    root_user: Option<&'static str>,
+    /// The signal that shuts it down cleanly (`TERM`, `INT`, …).
+    stop_signal: &'static str,
+    /// Why libfaketime cannot fake its wall clock, if it cannot.
+    ignores_faketime: Option<&'static str>,
+    /// The loopback ports it listens on, the client port first.
+    ports: usize,
+    /// Its data remembers its ports (etcd's member id is bound to its peer
+    /// URL): a start retried on new ports begins with no data.
+    data_knows_ports: bool,
+    /// Several may serve one run (`--servers redis*5`: Redlock's five).
+    several: bool,
+    /// Where clients connect, given its client port.
+    url: fn(u16) -> String,
+    /// Prepares a new server's directory (its data directory, files it
+    /// reads at start); the arguments of its setup tool, if one must run.
+    prepare: fn(&Site) -> io::Result<Option<Vec<OsString>>>,
+    /// The server's arguments to run alone on its ports.
+    args: fn(&Site) -> Vec<OsString>,
+    /// Asks the server on its client port, connected, whether it serves
+    /// requests: each speaks just enough of its protocol to know it does,
+    /// not merely that its port is open.
+    probe: fn(&mut TcpStream, u16) -> Result<(), String>,
+    /// The variables that tell the exec backend's program where servers of
+    /// this kind are (docs/exec-protocol.md), in order.
+    exec_env: &'static [(&'static str, EnvUrls)],
+}
+
+/// Which URLs of a kind's servers an exec variable holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EnvUrls {
+    /// The first server's.
+    First,
+    /// Every server's, comma-separated.
+    Joined,
+}
+
+/// A server name `--servers` does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown server {name:?}: use {}", ServerKind::choices())]
+pub struct UnknownServer {
+    pub name: String,
 }
 
 impl ServerKind {
-    pub const ALL: [ServerKind; 4] =
-        [ServerKind::Redis, ServerKind::Postgres, ServerKind::Mariadb, ServerKind::Etcd];
+    /// Every kind.
+    pub const ALL: &'static [ServerKind] = KINDS;
 
-    pub fn name(self) -> &'static str {
-        match self {
-            ServerKind::Redis => "redis",
-            ServerKind::Postgres => "postgres",
-            ServerKind::Mariadb => "mariadb",
-            ServerKind::Etcd => "etcd",
+    /// The kind named `name` (or one of its other names: `mysql`).
+    pub fn parse(name: &str) -> Result<ServerKind, UnknownServer> {
+        KINDS
+            .iter()
+            .find(|kind| kind.name == name || kind.aliases.contains(&name))
+            .copied()
+            .ok_or_else(|| UnknownServer { name: name.to_string() })
+    }
+
+    /// The kinds as `--servers` takes them: `redis (redis*5 for five),
+    /// postgres, mysql or etcd`.
+    fn choices() -> String {
+        let words: Vec<String> = KINDS
+            .iter()
+            .map(|kind| {
+                let word = kind.aliases.first().unwrap_or(&kind.name);
+                match kind.several {
+                    true => format!("{word} ({word}*5 for five)"),
+                    false => word.to_string(),
+                }
+            })
+            .collect();
+        match words.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
         }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
     }
 
     /// The binaries it needs: the server first, then its setup tool.
-    pub fn binaries(self) -> &'static [&'static str] {
-        match self {
-            ServerKind::Redis => &["redis-server"],
-            ServerKind::Postgres => &["postgres", "initdb"],
-            ServerKind::Mariadb => &["mariadbd", "mariadb-install-db"],
-            ServerKind::Etcd => &["etcd"],
-        }
+    pub fn binaries(&self) -> &'static [&'static str] {
+        self.binaries
     }
 
     /// The Debian package that installs the binaries.
-    pub fn package(self) -> &'static str {
-        match self {
-            ServerKind::Redis => "redis-server",
-            ServerKind::Postgres => "postgresql",
-            ServerKind::Mariadb => "mariadb-server",
-            ServerKind::Etcd => "etcd-server",
-        }
-    }
-
-    /// The signal that shuts it down cleanly. PostgreSQL's SIGTERM is a
-    /// "smart" shutdown that waits for every client to leave; SIGINT is its
-    /// fast one.
-    fn stop_signal(self) -> &'static str {
-        match self {
-            ServerKind::Postgres => "INT",
-            ServerKind::Redis | ServerKind::Mariadb | ServerKind::Etcd => "TERM",
-        }
+    pub fn package(&self) -> &'static str {
+        self.package
     }
 
     /// Whether libfaketime can fake this server's wall clock
-    /// ([`ServerOptions::faketime`]). Not etcd's: etcd is a statically
-    /// linked Go program, which reads the clock through the vDSO or raw
-    /// system calls, never through libc, so `LD_PRELOAD` has no effect on
-    /// it and a faked clock would silently stay real. Starting etcd with
-    /// `faketime` is therefore an error.
-    pub fn clock_is_fakeable(self) -> bool {
-        match self {
-            ServerKind::Redis | ServerKind::Postgres | ServerKind::Mariadb => true,
-            ServerKind::Etcd => false,
-        }
+    /// ([`ServerOptions::faketime`]). Not etcd's: a static Go binary reads
+    /// the clock without libc, so a faked clock would silently stay real.
+    /// Starting such a kind with `faketime` is therefore an error.
+    pub fn clock_is_fakeable(&self) -> bool {
+        self.ignores_faketime.is_none()
     }
 
-    /// Loopback ports a server listens on: etcd has a peer port too.
-    fn port_count(self) -> usize {
-        match self {
-            ServerKind::Etcd => 2,
-            ServerKind::Redis | ServerKind::Postgres | ServerKind::Mariadb => 1,
-        }
+    /// Whether several may serve one run (`--servers redis*5`).
+    pub(crate) fn allows_several(&self) -> bool {
+        self.several
+    }
+
+    /// The exec backend's variables for servers of this kind at `urls`
+    /// (none when there is none).
+    pub(crate) fn exec_env(&self, urls: &[String]) -> Vec<(String, String)> {
+        let Some(first) = urls.first() else { return Vec::new() };
+        let value = |which: EnvUrls| match which {
+            EnvUrls::First => first.clone(),
+            EnvUrls::Joined => urls.join(","),
+        };
+        self.exec_env.iter().map(|&(name, which)| (name.to_string(), value(which))).collect()
+    }
+
+    /// Its place in [`KINDS`].
+    fn rank(&self) -> usize {
+        KINDS.iter().position(|kind| kind.name == self.name).unwrap_or(KINDS.len())
+    }
+}
+
+impl fmt::Debug for ServerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ServerKind").field(&self.name).finish()
+    }
+}
+
+impl PartialEq for ServerKind {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for ServerKind {}
+
+impl Hash for ServerKind {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+/// In the order of [`KINDS`].
+impl Ord for ServerKind {
+    fn cmp(&self, other: &Self) -> Order {
+        (self.rank(), self.name).cmp(&(other.rank(), other.name))
+    }
+}
+
+impl PartialOrd for ServerKind {
+    fn partial_cmp(&self, other: &Self) -> Option<Order> {
+        Some(self.cmp(other))
+    }
+}
+
+/// What a kind's functions are told of one server of theirs.
+#[derive(Debug)]
+struct Site<'a> {
+    /// Its temporary directory.
+    dir: &'a Path,
+    /// Its ports, the client port first.
+    ports: &'a [u16],
+    options: &'a ServerOptions,
+    /// The tool runs as root.
+    root: bool,
+    /// Its key in the registry of live servers: unique in this process.
+    id: u64,
+}
+
+impl Site<'_> {
+    /// Its data directory, in its temporary directory.
+    fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    /// Its client port.
+    fn port(&self) -> u16 {
+        self.ports.first().copied().unwrap_or(0)
     }
 }
 
@@ -174,7 +320,7 @@ pub struct ManagedServer {
     /// Its key in the registry of live servers.
     id: u64,
     dir: PathBuf,
-    /// The client port, then etcd's peer port.
+    /// The client port first (etcd's peer port next).
     ports: Vec<u16>,
     programs: Programs,
     launch: Launch,
@@ -197,7 +343,7 @@ impl ManagedServer {
         let mut server = ManagedServer::create(kind, options)?;
         let deadline = Instant::now() + options.ready_timeout;
         for attempt in 1..=PORT_ATTEMPTS {
-            server.ports = reserve_ports(kind.port_count()).map_err(|error| server.error(error))?;
+            server.ports = reserve_ports(kind.ports).map_err(|error| server.error(error))?;
             server.launch = server.single_launch();
             server.spawn()?;
             match server.wait_ready(deadline) {
@@ -205,8 +351,8 @@ impl ManagedServer {
                 Err(failure) if failure.port_taken && attempt < PORT_ATTEMPTS => {
                     server.kill_process();
                     release_ports(&std::mem::take(&mut server.ports));
-                    if kind == ServerKind::Etcd {
-                        // Its member id is bound to the old peer URL.
+                    if kind.data_knows_ports {
+                        // Its data is bound to the old ports.
                         let _ = fs::remove_dir_all(server.data_dir());
                     }
                 }
@@ -235,160 +381,13 @@ impl ManagedServer {
         results.into_iter().collect()
     }
 
-    /// Starts an etcd cluster of `members` (3 for a partition test): every
-    /// member is one server, its URL its client URL.
-    pub fn start_etcd_cluster(
-        members: usize,
-        options: &ServerOptions,
-    ) -> Result<Vec<ManagedServer>, RealError> {
-        ManagedServer::start_etcd_members(members, options, None)
-    }
-
-    /// Starts an etcd cluster of `members` whose peer traffic goes through
-    /// `proxy`, so a test can partition the members: member `i` is the node
-    /// `etcd-i` of the proxy (its etcd `--name` stays `member-i`). Each
-    /// member advertises a [`Proxy::route_peers`] listener as its peer URL
-    /// and listens on its real port; once the cluster runs, each member's id
-    /// is aliased to its node name, so the peer connections are attributed
-    /// to their links. Clients reach the members through the proxy by the
-    /// URLs a route per client gives (a listener per client and
-    /// member), or directly at [`ManagedServer::url`].
-    pub fn start_etcd_cluster_behind(
-        members: usize,
-        options: &ServerOptions,
-        proxy: &Proxy,
-    ) -> Result<Vec<ManagedServer>, RealError> {
-        ManagedServer::start_etcd_members(members, options, Some(proxy))
-    }
-
-    /// An etcd cluster whose members dial each other directly, or through
-    /// `proxy`'s peer listeners. Started again on new ports when a member
-    /// could not bind its own (another process took it after we chose it).
-    fn start_etcd_members(
-        members: usize,
-        options: &ServerOptions,
-        proxy: Option<&Proxy>,
-    ) -> Result<Vec<ManagedServer>, RealError> {
-        let mut servers = Vec::with_capacity(members);
-        if members == 0 {
-            return Ok(servers);
-        }
-        for _ in 0..members {
-            servers.push(ManagedServer::create(ServerKind::Etcd, options)?);
-        }
-        let deadline = Instant::now() + options.ready_timeout;
-        for attempt in 1..=PORT_ATTEMPTS {
-            if ManagedServer::launch_etcd_members(&mut servers, proxy, deadline)? {
-                break;
-            }
-            if attempt == PORT_ATTEMPTS {
-                return Err(servers[0].error("no free port"));
-            }
-            for server in &mut servers {
-                server.kill_process();
-                release_ports(&std::mem::take(&mut server.ports));
-                // Its member id is bound to the old peer URLs.
-                let _ = fs::remove_dir_all(server.data_dir());
-            }
-        }
-        if let Some(proxy) = proxy {
-            for (name, id) in servers[0].etcd_member_ids()? {
-                // etcd's rafthttp sends its id as lowercase hex, unpadded.
-                let at = name.strip_prefix("member-").unwrap_or(&name);
-                proxy.alias(&format!("{id:x}"), &format!("etcd-{at}"));
-            }
-        }
-        Ok(servers)
-    }
-
-    /// Gives the members new ports, runs them and waits until every one is
-    /// ready; `false` when one could not bind its port.
-    fn launch_etcd_members(
-        servers: &mut [ManagedServer],
-        proxy: Option<&Proxy>,
-        deadline: Instant,
-    ) -> Result<bool, RealError> {
-        let mut cluster = Vec::with_capacity(servers.len());
-        for (at, server) in servers.iter_mut().enumerate() {
-            server.ports = reserve_ports(2).map_err(|error| server.error(error))?;
-            let peer = SocketAddr::from((Ipv4Addr::LOCALHOST, server.ports[1]));
-            // A retry leaves the earlier attempt's listener unused.
-            let advertised = match proxy {
-                Some(proxy) => proxy.route_peers(&format!("etcd-{at}"), peer)?,
-                None => peer,
-            };
-            cluster.push(format!("member-{at}=http://{advertised}"));
-        }
-        let cluster = cluster.join(",");
-        let token = format!("lockcheck-{}-{}", std::process::id(), servers[0].id);
-        for (at, server) in servers.iter_mut().enumerate() {
-            server.launch = server.etcd_launch(&format!("member-{at}"), &cluster, &token);
-            server.spawn()?;
-        }
-        // No member is healthy before a majority has started and elected.
-        for server in servers.iter_mut() {
-            match server.wait_ready(deadline) {
-                Ok(()) => {}
-                Err(failure) if failure.port_taken => return Ok(false),
-                Err(failure) => return Err(server.error(failure.reason)),
-            }
-        }
-        Ok(true)
-    }
-
-    /// The cluster's members as etcd lists them: each one's `--name` and
-    /// id. Asked of etcd's JSON gateway (3.4 serves `/v3/`), which spells
-    /// the 64-bit ids as decimal strings.
-    fn etcd_member_ids(&self) -> Result<Vec<(String, u64)>, RealError> {
-        let failed = |reason: String| self.error(format!("cannot list the members: {reason}"));
-        let port = self.port();
-        let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, port))
-            .map_err(|error| failed(format!("connect: {error}")))?;
-        let timeouts = stream
-            .set_read_timeout(Some(STOP_GRACE))
-            .and_then(|()| stream.set_write_timeout(Some(STOP_GRACE)));
-        timeouts.map_err(|error| failed(error.to_string()))?;
-        let request = format!(
-            "POST /v3/cluster/member/list HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
-        );
-        stream.write_all(request.as_bytes()).map_err(|error| failed(format!("write: {error}")))?;
-        let reply = read_reply(&mut stream, 1024 * 1024, false).map_err(failed)?;
-        let reply = String::from_utf8_lossy(&reply);
-        // The JSON document, whether or not the body came in one chunk.
-        let json = match (reply.find('{'), reply.rfind('}')) {
-            (Some(start), Some(end)) if start < end => &reply[start..=end],
-            _ => return Err(failed(format!("answered {reply:?}"))),
-        };
-        let list: serde_json::Value =
-            serde_json::from_str(json).map_err(|error| failed(format!("{error} in {json}")))?;
-        let members = list["members"].as_array().cloned().unwrap_or_default();
-        let ids: Vec<(String, u64)> = members
-            .iter()
-            .filter_map(|member| {
-                let id = &member["ID"];
-                let id = id.as_u64().or_else(|| id.as_str()?.parse().ok())?;
-                Some((member["name"].as_str()?.to_string(), id))
-            })
-            .collect();
-        match ids.is_empty() {
-            true => Err(failed(format!("no member in {json}"))),
-            false => Ok(ids),
-        }
-    }
-
     pub fn kind(&self) -> ServerKind {
         self.kind
     }
 
     /// Where clients connect.
     pub fn url(&self) -> String {
-        let port = self.port();
-        match self.kind {
-            ServerKind::Redis => format!("redis://127.0.0.1:{port}"),
-            ServerKind::Postgres => format!("postgres://postgres@127.0.0.1:{port}/postgres"),
-            ServerKind::Mariadb => format!("mysql://root@127.0.0.1:{port}/test"),
-            ServerKind::Etcd => format!("http://127.0.0.1:{port}"),
-        }
+        (self.kind.url)(self.port())
     }
 
     /// The client port.
@@ -477,12 +476,12 @@ impl ManagedServer {
     /// A registered, empty server of `kind`: its binaries found, its
     /// directory made and prepared (the database initialised), no process.
     fn create(kind: ServerKind, options: &ServerOptions) -> Result<ManagedServer, RealError> {
-        let programs = Programs::locate(kind)?;
+        let programs = Programs::locate(&kind)?;
         let library = match options.faketime {
-            true => Some(FakeClock::library(kind)?),
+            true => Some(FakeClock::library(&kind)?),
             false => None,
         };
-        let (id, dir) = new_dir(kind)?;
+        let (id, dir) = new_dir(&kind)?;
         let mut server = ManagedServer {
             kind,
             id,
@@ -511,37 +510,26 @@ impl ManagedServer {
     }
 
     fn error(&self, reason: impl std::fmt::Display) -> RealError {
-        RealError::Server { what: self.kind.name(), reason: reason.to_string() }
+        RealError::Server { what: self.kind.name, reason: reason.to_string() }
     }
 
-    /// Makes the data directory, as the server's setup tool does.
+    /// What a kind's functions are told of this server.
+    fn site(&self) -> Site<'_> {
+        Site {
+            dir: &self.dir,
+            ports: &self.ports,
+            options: &self.options,
+            root: self.programs.root,
+            id: self.id,
+        }
+    }
+
+    /// Prepares the directory as the kind says, then runs its setup tool
+    /// (which makes the data directory), if it has one.
     fn prepare(&self) -> Result<(), RealError> {
-        let data = self.data_dir();
-        match self.kind {
-            ServerKind::Redis => fs::create_dir(&data).map_err(|error| self.error(error)),
-            ServerKind::Etcd => Ok(()),
-            ServerKind::Postgres => {
-                let mut args: Vec<OsString> = vec!["-D".into(), data.into()];
-                args.extend(
-                    ["-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"]
-                        .map(OsString::from),
-                );
-                self.run_setup(&self.programs.setup, args)
-            }
-            ServerKind::Mariadb => {
-                let mut args = vec![
-                    OsString::from("--no-defaults"),
-                    flag("--datadir=", &data),
-                    "--auth-root-authentication-method=normal".into(),
-                    "--skip-name-resolve".into(),
-                ];
-                if self.programs.root {
-                    args.push("--user=root".into());
-                }
-                fs::write(self.dir.join("init.sql"), "CREATE DATABASE IF NOT EXISTS test;\n")
-                    .map_err(|error| self.error(error))?;
-                self.run_setup(&self.programs.setup, args)
-            }
+        match (self.kind.prepare)(&self.site()).map_err(|error| self.error(error))? {
+            Some(args) => self.run_setup(&self.programs.setup, args),
+            None => Ok(()),
         }
     }
 
@@ -573,95 +561,18 @@ impl ManagedServer {
 
     /// How to run this server alone on its ports.
     fn single_launch(&self) -> Launch {
-        let (data, port) = (self.data_dir(), self.port().to_string());
-        let args: Vec<OsString> = match self.kind {
-            ServerKind::Redis => {
-                let mut args: Vec<OsString> =
-                    ["--port", port.as_str(), "--bind", "127.0.0.1", "--save", ""]
-                        .map(OsString::from)
-                        .into();
-                let persistence: &[&str] = if self.options.persistent {
-                    &["--appendonly", "yes", "--appendfsync", "always"]
-                } else {
-                    &["--appendonly", "no"]
-                };
-                args.extend(persistence.iter().map(OsString::from));
-                args.extend(["--dir".into(), data.into_os_string()]);
-                args
-            }
-            ServerKind::Postgres => {
-                let mut args: Vec<OsString> = vec!["-D".into(), data.into(), "-p".into()];
-                args.push(port.into());
-                args.extend(["-k".into(), self.dir.clone().into_os_string()]);
-                // fsync off: a killed server loses nothing the kernel has,
-                // and a test never survives the machine.
-                for setting in ["listen_addresses=127.0.0.1", "fsync=off", "max_connections=200"] {
-                    args.extend(["-c".into(), setting.into()]);
-                }
-                args
-            }
-            ServerKind::Mariadb => {
-                let mut args = vec![
-                    OsString::from("--no-defaults"),
-                    flag("--datadir=", &data),
-                    format!("--port={port}").into(),
-                    "--bind-address=127.0.0.1".into(),
-                    flag("--socket=", &self.dir.join("mysql.sock")),
-                    flag("--pid-file=", &self.dir.join("mariadbd.pid")),
-                    flag("--init-file=", &self.dir.join("init.sql")),
-                    "--skip-name-resolve".into(),
-                    // Readiness probes leave before authenticating, which
-                    // MariaDB would otherwise count towards blocking us.
-                    "--max-connect-errors=1000000".into(),
-                ];
-                if self.programs.root {
-                    args.push("--user=root".into());
-                }
-                args
-            }
-            ServerKind::Etcd => {
-                let cluster = format!("default=http://127.0.0.1:{}", self.ports[1]);
-                let token = format!("lockcheck-{}-{}", std::process::id(), self.id);
-                return self.etcd_launch("default", &cluster, &token);
-            }
-        };
-        Launch { program: self.programs.server.clone(), args }
-    }
-
-    /// How to run one etcd member `name` of `cluster` (`name=peer-url,…`).
-    fn etcd_launch(&self, name: &str, cluster: &str, token: &str) -> Launch {
-        let client = format!("http://127.0.0.1:{}", self.ports[0]);
-        let peer = format!("http://127.0.0.1:{}", self.ports[1]);
-        // The URL the cluster knows this member by: a proxy's listener when
-        // its peers talk through one, else the port it listens on.
-        let advertised = cluster
-            .split(',')
-            .find_map(|member| member.strip_prefix(name)?.strip_prefix('='))
-            .unwrap_or(&peer);
-        let mut args: Vec<OsString> = vec!["--name".into(), name.into()];
-        args.extend(["--data-dir".into(), self.data_dir().into_os_string()]);
-        for (option, value) in [
-            ("--listen-client-urls", client.as_str()),
-            ("--advertise-client-urls", &client),
-            ("--listen-peer-urls", &peer),
-            ("--initial-advertise-peer-urls", advertised),
-            ("--initial-cluster", cluster),
-            ("--initial-cluster-state", "new"),
-            ("--initial-cluster-token", token),
-        ] {
-            args.extend([option.into(), value.into()]);
-        }
-        Launch { program: self.programs.server.clone(), args }
+        Launch { program: self.programs.server.clone(), args: (self.kind.args)(&self.site()) }
     }
 
     /// `launch` wrapped so the kernel kills it with its parent, run as the
-    /// `postgres` user where PostgreSQL needs it, in its own process group,
+    /// kind's user where it refuses root, in its own process group,
     /// logging to `log_path` (appended: a restart keeps the earlier lines).
     fn command(&self, launch: &Launch, log_path: &Path) -> io::Result<Command> {
         let log = OpenOptions::new().create(true).append(true).open(log_path)?;
         let mut command = Command::new(&self.programs.setpriv);
-        if self.kind == ServerKind::Postgres && self.programs.root {
-            command.args(["--reuid=postgres", "--regid=postgres", "--init-groups"]);
+        if let (Some(user), true) = (self.kind.root_user, self.programs.root) {
+            command.args([format!("--reuid={user}"), format!("--regid={user}")]);
+            command.arg("--init-groups");
         }
         command.args(["--pdeathsig", "KILL", "--"]).arg(&launch.program).args(&launch.args);
         command.current_dir(&self.dir).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
@@ -699,7 +610,7 @@ impl ManagedServer {
                 let reason = format!("it {exited}; {}", self.tail_note(&tail));
                 return Err(NotReady { reason, port_taken });
             }
-            let last = match probe(self.kind, self.port()) {
+            let last = match probe(&self.kind, self.port()) {
                 Ok(()) => return Ok(()),
                 Err(reason) => reason,
             };
@@ -737,7 +648,7 @@ impl ManagedServer {
     /// kills its leftover children.
     fn shut_down(&mut self) {
         if let Some(mut child) = self.child.take() {
-            send_signal(self.kind.stop_signal(), &child.id().to_string());
+            send_signal(self.kind.stop_signal, &child.id().to_string());
             if !matches!(wait_timeout(&mut child, STOP_GRACE), Ok(Some(_))) {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -779,23 +690,26 @@ struct Programs {
 }
 
 impl Programs {
-    fn locate(kind: ServerKind) -> Result<Programs, RealError> {
+    /// The kind's binaries: all in its bin directory if it has one, else
+    /// each on PATH.
+    fn locate(kind: &ServerKind) -> Result<Programs, RealError> {
         let setpriv = find_on_path("setpriv")
             .ok_or(RealError::MissingBinary { binary: "setpriv", package: "util-linux" })?;
-        let missing = |binary| RealError::MissingBinary { binary, package: kind.package() };
-        let (server, setup) = match kind {
-            ServerKind::Postgres => {
-                let bin = postgres_bin_dir().ok_or(missing("postgres"))?;
-                (bin.join("postgres"), bin.join("initdb"))
+        let missing = |binary| RealError::MissingBinary { binary, package: kind.package };
+        let server_binary = kind.binaries.first().copied().unwrap_or(kind.name);
+        let setup_binary = kind.binaries.get(1).copied();
+        let (server, setup) = match kind.bin_dir {
+            Some(bin_dir) => {
+                let bin = bin_dir().ok_or(missing(server_binary))?;
+                (bin.join(server_binary), bin.join(setup_binary.unwrap_or(server_binary)))
             }
-            ServerKind::Mariadb => (
-                find_on_path("mariadbd").ok_or(missing("mariadbd"))?,
-                find_on_path("mariadb-install-db").ok_or(missing("mariadb-install-db"))?,
-            ),
-            ServerKind::Redis | ServerKind::Etcd => {
-                let binary = kind.binaries()[0];
-                let server = find_on_path(binary).ok_or(missing(binary))?;
-                (server.clone(), server)
+            None => {
+                let server = find_on_path(server_binary).ok_or(missing(server_binary))?;
+                let setup = match setup_binary {
+                    Some(binary) => find_on_path(binary).ok_or(missing(binary))?,
+                    None => server.clone(),
+                };
+                (server, setup)
             }
         };
         Ok(Programs { server, setup, setpriv, root: running_as_root() })
@@ -818,14 +732,14 @@ struct FakeClock {
 impl FakeClock {
     /// libfaketime, for a server of `kind`: an error if that kind ignores
     /// it, or if it is not installed (Debian's multiarch directory first).
-    fn library(kind: ServerKind) -> Result<PathBuf, RealError> {
-        if !kind.clock_is_fakeable() {
+    fn library(kind: &ServerKind) -> Result<PathBuf, RealError> {
+        if let Some(why) = kind.ignores_faketime {
             return Err(RealError::Server {
-                what: kind.name(),
+                what: kind.name,
                 reason: format!(
-                    "{} ignores libfaketime (a static Go binary reads the clock without libc), \
-                     so its clock cannot be faked: start it without the faketime option",
-                    kind.name()
+                    "{} ignores libfaketime ({why}), so its clock cannot be faked: start it \
+                     without the faketime option",
+                    kind.name
                 ),
             });
         }
@@ -929,31 +843,6 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
         .chain(sbin)
         .map(|dir| dir.join(name))
         .find(|candidate| is_executable(candidate))
-}
-
-/// PostgreSQL's bin directory: the one `postgres` on PATH really lives in
-/// (symlinks resolved, so `initdb` is of the same version), else Debian's
-/// newest `/usr/lib/postgresql/<major>/bin`, which is not on PATH.
-fn postgres_bin_dir() -> Option<PathBuf> {
-    let complete =
-        |bin: &Path| is_executable(&bin.join("postgres")) && is_executable(&bin.join("initdb"));
-    let on_path = find_on_path("postgres")
-        .and_then(|postgres| fs::canonicalize(postgres).ok())
-        .and_then(|postgres| postgres.parent().map(Path::to_path_buf));
-    if let Some(bin) = on_path.filter(|bin| complete(bin)) {
-        return Some(bin);
-    }
-    let mut installed: Vec<(u32, PathBuf)> = fs::read_dir("/usr/lib/postgresql")
-        .ok()?
-        .flatten()
-        .filter_map(|entry| {
-            let major = entry.file_name().to_str()?.parse::<u32>().ok()?;
-            let bin = entry.path().join("bin");
-            complete(&bin).then_some((major, bin))
-        })
-        .collect();
-    installed.sort();
-    installed.pop().map(|(_, bin)| bin)
 }
 
 /// `/proc/self` belongs to the process's effective user.
@@ -1104,10 +993,10 @@ fn set_leader(id: u64, leader: Option<u32>) {
 
 /// Registers a new server and makes its directory,
 /// `<temp>/lockcheck-<kind>-<pid>-<start>-<n>` (its owner's pid and start
-/// time: [`leftovers`]), owned by `postgres` where PostgreSQL will run as
-/// that user. The first one removes the folders of runs that are gone.
-fn new_dir(kind: ServerKind) -> Result<(u64, PathBuf), RealError> {
-    let error = |reason: String| RealError::Server { what: kind.name(), reason };
+/// time: [`leftovers`]), owned by the kind's user where it will run as that
+/// user. The first one removes the folders of runs that are gone.
+fn new_dir(kind: &ServerKind) -> Result<(u64, PathBuf), RealError> {
+    let error = |reason: String| RealError::Server { what: kind.name, reason };
     lockcheck_workloads::interrupt::install()
         .map_err(|reason| error(format!("cannot catch signals: {reason}")))?;
     static STOP_AT_EXIT: std::sync::Once = std::sync::Once::new();
@@ -1120,14 +1009,14 @@ fn new_dir(kind: ServerKind) -> Result<(u64, PathBuf), RealError> {
     }
     leftovers::sweep_once();
     let id = NEXT_SERVER.fetch_add(1, Ordering::Relaxed);
-    let name = leftovers::folder_name(kind.name(), leftovers::this_process(), id);
+    let name = leftovers::folder_name(kind.name, leftovers::this_process(), id);
     let dir = env::temp_dir().join(name);
     {
         let mut registry = registry();
         if registry.closing {
             return Err(error("the tool is exiting".to_string()));
         }
-        let live = Live { dir: dir.clone(), leader: None, stop_signal: kind.stop_signal() };
+        let live = Live { dir: dir.clone(), leader: None, stop_signal: kind.stop_signal };
         registry.live.insert(id, live);
     }
     let made = || -> io::Result<()> {
@@ -1137,11 +1026,12 @@ fn new_dir(kind: ServerKind) -> Result<(u64, PathBuf), RealError> {
             fs::remove_dir_all(&dir)?;
         }
         fs::create_dir(&dir)?;
-        if kind == ServerKind::Postgres && running_as_root() {
-            let status = Command::new("chown").arg("postgres:postgres").arg(&dir).status()?;
+        if let (Some(user), true) = (kind.root_user, running_as_root()) {
+            let owner = format!("{user}:{user}");
+            let status = Command::new("chown").arg(&owner).arg(&dir).status()?;
             if !status.success() {
                 return Err(io::Error::other(format!(
-                    "chown postgres:postgres {} {status} (does the postgres user exist?)",
+                    "chown {owner} {} {status} (does the {user} user exist?)",
                     dir.display()
                 )));
             }
@@ -1228,10 +1118,10 @@ pub fn stop_all() {
 }
 
 // ---------------------------------------------------------------------------
-// Readiness probes: each speaks just enough of the server's protocol to
-// know it serves requests, not merely that its port is open.
+// Readiness probes: each kind's speaks just enough of its protocol to know
+// it serves requests, not merely that its port is open.
 
-fn probe(kind: ServerKind, port: u16) -> Result<(), String> {
+fn probe(kind: &ServerKind, port: u16) -> Result<(), String> {
     let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let mut stream = TcpStream::connect_timeout(&address, PROBE_TIMEOUT)
         .map_err(|error| format!("connect: {error}"))?;
@@ -1239,12 +1129,7 @@ fn probe(kind: ServerKind, port: u16) -> Result<(), String> {
         .set_read_timeout(Some(PROBE_TIMEOUT))
         .and_then(|()| stream.set_write_timeout(Some(PROBE_TIMEOUT)));
     timeouts.map_err(|error| error.to_string())?;
-    match kind {
-        ServerKind::Redis => probe_redis(&mut stream),
-        ServerKind::Postgres => probe_postgres(&mut stream),
-        ServerKind::Mariadb => probe_mariadb(&mut stream),
-        ServerKind::Etcd => probe_etcd(&mut stream, port),
-    }
+    (kind.probe)(&mut stream, port)
 }
 
 /// Reads what the server sends until `limit` bytes, a newline (when
@@ -1263,70 +1148,174 @@ fn read_reply(stream: &mut TcpStream, limit: usize, line: bool) -> Result<Vec<u8
     Ok(reply)
 }
 
-/// `PING` answers `+PONG`, or `-LOADING` while the AOF is read back.
-fn probe_redis(stream: &mut TcpStream) -> Result<(), String> {
-    stream.write_all(b"PING\r\n").map_err(|error| format!("write: {error}"))?;
-    let reply = read_reply(stream, 256, true)?;
-    match reply.starts_with(b"+PONG") {
-        true => Ok(()),
-        false => Err(format!("PING answered {:?}", String::from_utf8_lossy(&reply).trim())),
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// A startup message as user `postgres`: `R` (authentication: trust says
-/// ok) once it accepts sessions, `E` while it starts up.
-fn probe_postgres(stream: &mut TcpStream) -> Result<(), String> {
-    let mut body = 196_608u32.to_be_bytes().to_vec(); // protocol 3.0
-    for part in ["user", "postgres", "database", "postgres", ""] {
-        body.extend_from_slice(part.as_bytes());
-        body.push(0);
+    fn words(args: &[OsString]) -> Vec<&str> {
+        args.iter().map(|arg| arg.to_str().unwrap()).collect()
     }
-    let mut message = u32::try_from(body.len() + 4).unwrap_or(u32::MAX).to_be_bytes().to_vec();
-    message.extend(body);
-    stream.write_all(&message).map_err(|error| format!("write: {error}"))?;
-    let reply = read_reply(stream, 1024, false)?;
-    match reply.first() {
-        Some(b'R') => {
-            let _ = stream.write_all(b"X\0\0\0\x04"); // Terminate
-            Ok(())
-        }
-        Some(b'E') => {
-            // Fields: a type byte, then a zero-terminated string; M = message.
-            let fields = reply.get(5..).unwrap_or_default();
-            let message = fields
-                .split(|&byte| byte == 0)
-                .find_map(|field| field.strip_prefix(b"M"))
-                .map(|text| String::from_utf8_lossy(text).into_owned())
-                .unwrap_or_default();
-            Err(format!("refused the session: {message}"))
-        }
-        _ => Err(format!("answered {:?}", String::from_utf8_lossy(&reply))),
-    }
-}
 
-/// The server greets first: a handshake packet (protocol 10) once it
-/// serves, an error packet (0xff) otherwise.
-fn probe_mariadb(stream: &mut TcpStream) -> Result<(), String> {
-    let reply = read_reply(stream, 5, false)?;
-    match reply.get(4) {
-        Some(10) => Ok(()),
-        Some(0xff) => {
-            let rest = read_reply(stream, 512, false).unwrap_or_default();
-            Err(format!("error packet: {}", String::from_utf8_lossy(&rest)))
-        }
-        _ => Err(format!("greeted with {reply:?}")),
+    fn site<'a>(dir: &'a Path, ports: &'a [u16], options: &'a ServerOptions) -> Site<'a> {
+        Site { dir, ports, options, root: true, id: 7 }
     }
-}
 
-/// `GET /health` says `"health":"true"` once the member has a leader.
-fn probe_etcd(stream: &mut TcpStream, port: u16) -> Result<(), String> {
-    let request =
-        format!("GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).map_err(|error| format!("write: {error}"))?;
-    let reply = read_reply(stream, 64 * 1024, false)?;
-    let reply = String::from_utf8_lossy(&reply);
-    match reply.contains("\"health\":\"true\"") {
-        true => Ok(()),
-        false => Err(format!("/health answered {:?}", reply.lines().last().unwrap_or_default())),
+    #[test]
+    fn every_kind_is_found_by_its_names_and_only_by_them() {
+        let names: Vec<&str> = ServerKind::ALL.iter().map(ServerKind::name).collect();
+        assert_eq!(names, ["redis", "postgres", "mariadb", "etcd"]);
+        for kind in ServerKind::ALL {
+            assert_eq!(ServerKind::parse(kind.name()), Ok(*kind));
+        }
+        assert_eq!(ServerKind::parse("mysql"), Ok(ServerKind::Mariadb));
+        let unknown = ServerKind::parse("oracle").unwrap_err();
+        assert_eq!(
+            unknown.to_string(),
+            "unknown server \"oracle\": use redis (redis*5 for five), postgres, mysql or etcd"
+        );
+        assert!(ServerKind::parse("Redis").is_err() && ServerKind::parse("").is_err());
+    }
+
+    #[test]
+    fn kinds_compare_by_name_and_sort_in_their_list_order() {
+        assert_eq!(ServerKind::Redis, ServerKind::parse("redis").unwrap());
+        assert_ne!(ServerKind::Redis, ServerKind::Etcd);
+        let mut kinds = vec![ServerKind::Etcd, ServerKind::Mariadb, ServerKind::Redis];
+        kinds.push(ServerKind::Postgres);
+        kinds.sort();
+        assert_eq!(kinds, ServerKind::ALL);
+        assert_eq!(format!("{:?}", ServerKind::Etcd), "ServerKind(\"etcd\")");
+    }
+
+    #[test]
+    fn each_kind_says_what_it_needs_and_where_clients_connect() {
+        let url = |kind: ServerKind| (kind.url)(6000);
+        assert_eq!(url(ServerKind::Redis), "redis://127.0.0.1:6000");
+        assert_eq!(url(ServerKind::Postgres), "postgres://postgres@127.0.0.1:6000/postgres");
+        assert_eq!(url(ServerKind::Mariadb), "mysql://root@127.0.0.1:6000/test");
+        assert_eq!(url(ServerKind::Etcd), "http://127.0.0.1:6000");
+        assert_eq!(ServerKind::Postgres.binaries(), ["postgres", "initdb"]);
+        assert_eq!(ServerKind::Mariadb.package(), "mariadb-server");
+        let signals: Vec<&str> = ServerKind::ALL.iter().map(|kind| kind.stop_signal).collect();
+        assert_eq!(signals, ["TERM", "INT", "TERM", "TERM"]);
+        let ports: Vec<usize> = ServerKind::ALL.iter().map(|kind| kind.ports).collect();
+        assert_eq!(ports, [1, 1, 1, 2]);
+        let fakeable: Vec<bool> =
+            ServerKind::ALL.iter().map(|kind| kind.clock_is_fakeable()).collect();
+        assert_eq!(fakeable, [true, true, true, false]);
+        let several: Vec<bool> = ServerKind::ALL.iter().map(|kind| kind.allows_several()).collect();
+        assert_eq!(several, [true, false, false, false]);
+    }
+
+    #[test]
+    fn each_kind_launches_with_its_own_command_line() {
+        let dir = Path::new("/tmp/lockcheck-x");
+        let plain = ServerOptions::default();
+        let persistent = ServerOptions { persistent: true, ..ServerOptions::default() };
+        let args = |kind: ServerKind, ports: &[u16], options: &ServerOptions| {
+            words(&(kind.args)(&site(dir, ports, options))).join(" ")
+        };
+        assert_eq!(
+            args(ServerKind::Redis, &[6000], &plain),
+            "--port 6000 --bind 127.0.0.1 --save  --appendonly no --dir /tmp/lockcheck-x/data"
+        );
+        assert_eq!(
+            args(ServerKind::Redis, &[6000], &persistent),
+            "--port 6000 --bind 127.0.0.1 --save  --appendonly yes --appendfsync always \
+             --dir /tmp/lockcheck-x/data"
+        );
+        assert_eq!(
+            args(ServerKind::Postgres, &[6000], &plain),
+            "-D /tmp/lockcheck-x/data -p 6000 -k /tmp/lockcheck-x -c listen_addresses=127.0.0.1 \
+             -c fsync=off -c max_connections=200"
+        );
+        assert_eq!(
+            args(ServerKind::Mariadb, &[6000], &plain),
+            "--no-defaults --datadir=/tmp/lockcheck-x/data --port=6000 --bind-address=127.0.0.1 \
+             --socket=/tmp/lockcheck-x/mysql.sock --pid-file=/tmp/lockcheck-x/mariadbd.pid \
+             --init-file=/tmp/lockcheck-x/init.sql --skip-name-resolve \
+             --max-connect-errors=1000000 --user=root"
+        );
+        assert_eq!(
+            args(ServerKind::Etcd, &[6000, 6001], &plain),
+            format!(
+                "--name default --data-dir /tmp/lockcheck-x/data \
+                 --listen-client-urls http://127.0.0.1:6000 \
+                 --advertise-client-urls http://127.0.0.1:6000 \
+                 --listen-peer-urls http://127.0.0.1:6001 \
+                 --initial-advertise-peer-urls http://127.0.0.1:6001 \
+                 --initial-cluster default=http://127.0.0.1:6001 --initial-cluster-state new \
+                 --initial-cluster-token lockcheck-{}-7",
+                std::process::id()
+            )
+        );
+    }
+
+    #[test]
+    fn each_kind_prepares_its_folder_and_names_its_setup() {
+        let dir = env::temp_dir().join(format!("lockcheck-prepare-test-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let options = ServerOptions::default();
+        let prepare = |kind: ServerKind| {
+            (kind.prepare)(&site(&dir, &[6000], &options))
+                .unwrap()
+                .map(|args| words(&args).join(" ").replace(dir.to_str().unwrap(), "DIR"))
+        };
+        assert_eq!(prepare(ServerKind::Redis), None);
+        assert!(dir.join("data").is_dir());
+        assert_eq!(prepare(ServerKind::Etcd), None);
+        assert_eq!(
+            prepare(ServerKind::Postgres).as_deref(),
+            Some("-D DIR/data -U postgres -A trust -E UTF8 --locale=C --no-sync")
+        );
+        assert_eq!(
+            prepare(ServerKind::Mariadb).as_deref(),
+            Some(
+                "--no-defaults --datadir=DIR/data --auth-root-authentication-method=normal \
+                 --skip-name-resolve --user=root"
+            )
+        );
+        let init = fs::read_to_string(dir.join("init.sql")).unwrap();
+        assert_eq!(init, "CREATE DATABASE IF NOT EXISTS test;\n");
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_exec_variables_of_each_kind() {
+        let urls = |urls: &[&str]| urls.iter().map(|url| url.to_string()).collect::<Vec<_>>();
+        let env = |kind: ServerKind, given: &[&str]| {
+            kind.exec_env(&urls(given))
+                .into_iter()
+                .map(|(name, value)| format!("{name}={value}"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            env(ServerKind::Redis, &["redis://a", "redis://b"]),
+            ["LOCKCHECK_REDIS_URL=redis://a", "LOCKCHECK_REDIS_URLS=redis://a,redis://b"]
+        );
+        assert_eq!(
+            env(ServerKind::Postgres, &["postgres://p"]),
+            ["LOCKCHECK_POSTGRES_URL=postgres://p"]
+        );
+        assert_eq!(env(ServerKind::Mariadb, &["mysql://m"]), ["LOCKCHECK_MYSQL_URL=mysql://m"]);
+        assert_eq!(
+            env(ServerKind::Etcd, &["http://a", "http://b"]),
+            ["LOCKCHECK_ETCD_ENDPOINTS=http://a,http://b"]
+        );
+        for kind in ServerKind::ALL {
+            assert!(env(*kind, &[]).is_empty(), "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn etcd_alone_refuses_a_faked_clock_and_says_why() {
+        let error = FakeClock::library(&ServerKind::Etcd).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the etcd server did not start: etcd ignores libfaketime (a static Go binary reads \
+             the clock without libc), so its clock cannot be faked: start it without the \
+             faketime option"
+        );
     }
 }

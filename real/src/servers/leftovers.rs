@@ -12,9 +12,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
-/// The kinds of server a folder may be of ([`super::servers::ServerKind`]'s
-/// names).
-const KINDS: [&str; 4] = ["redis", "postgres", "mariadb", "etcd"];
+use super::ServerKind;
 
 /// The owner a server folder's name gives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,7 +32,8 @@ pub fn folder_name(kind: &str, owner: Owner, n: u64) -> String {
 pub fn parse_folder_name(name: &str) -> Option<Owner> {
     let rest = name.strip_prefix("lockcheck-")?;
     let (kind, rest) = rest.split_once('-')?;
-    if !KINDS.contains(&kind) {
+    // Only a kind's own name (never an alias), as `folder_name` is given.
+    if !ServerKind::ALL.iter().any(|known| known.name() == kind) {
         return None;
     }
     let numbers: Vec<&str> = rest.split('-').collect();
