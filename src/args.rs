@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lockcheck_checker::import::{InputFormat, ModelChoice};
 use lockcheck_sim::{Backend, FaultKind, Shape, SimOptions};
-use lockcheck_workloads::{StallPoint, Workload};
+use lockcheck_workloads::{StallPoint, Workload, World};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -460,8 +460,9 @@ impl CheckArgs {
 
     /// The simulator's options, or what is wrong with the arguments.
     pub fn sim_options(&self) -> Result<SimOptions, String> {
-        let backend = Backend::parse(&self.backend).ok_or_else(|| {
-            let names: Vec<&str> = Backend::ALL.iter().map(|backend| backend.name()).collect();
+        let backend = Backend::parse_in(World::Simulated, &self.backend).ok_or_else(|| {
+            let names: Vec<&str> =
+                Backend::all_in(World::Simulated).map(|backend| backend.sim_name()).collect();
             format!(
                 "unknown backend {:?}: the simulated ones are {}",
                 self.backend,

@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use lockcheck_real::RealBackend;
-use lockcheck_sim::{Backend, FaultKind};
+use lockcheck_real::RealWorld;
+use lockcheck_sim::{Backend, FaultKind, Simulator};
 use lockcheck_workloads::Catalogue;
 
 use crate::args::BackendsArgs;
@@ -22,18 +22,18 @@ struct Entry {
     faults: Vec<FaultKind>,
 }
 
-fn entries_of<B: Catalogue>() -> impl Iterator<Item = Entry> {
-    B::all().iter().map(|&backend| Entry {
-        name: backend.name(),
-        world: B::WORLD,
+fn entries_of<W: Catalogue>() -> impl Iterator<Item = Entry> {
+    Backend::all_in(W::WORLD).map(|backend| Entry {
+        name: backend.name_in(W::WORLD),
+        world: W::WORLD.name(),
         help: backend.help(),
-        refuses: Box::new(move |fault| backend.refuses(fault)),
-        faults: backend.faults(),
+        refuses: Box::new(move |fault| W::refuses(backend, fault)),
+        faults: W::faults(backend),
     })
 }
 
 fn entries() -> Vec<Entry> {
-    entries_of::<Backend>().chain(entries_of::<RealBackend>()).collect()
+    entries_of::<Simulator>().chain(entries_of::<RealWorld>()).collect()
 }
 
 fn faults(entry: &Entry) -> String {

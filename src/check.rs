@@ -106,7 +106,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         interrupt::set_last_words(None);
         progress.suspend(|| report(args, &options, &sim, &analysis, dir.as_deref()))?;
         if matches!(args.format, Format::Junit | Format::Markdown) {
-            let source = format!("{} seed {seed}", options.backend.name());
+            let source = format!("{} seed {seed}", options.backend.sim_name());
             collected.push((source, analysis.clone()));
         }
         let first_failure = analysis.verdict == Verdict::Invalid && worst != Verdict::Invalid;
@@ -289,7 +289,7 @@ fn replay_command(options: &SimOptions) -> String {
 /// Makes the seed's store folder, for its history to be written as the
 /// simulation records it.
 fn store_begin(args: &CheckArgs, options: &SimOptions) -> anyhow::Result<Stored> {
-    let test = format!("{}-{}", options.backend.name(), options.workload.name());
+    let test = format!("{}-{}", options.backend.sim_name(), options.workload.name());
     Ok(lockcheck_runs::begin(&args.store, &test, options.seed, &replay_command(options))?)
 }
 
@@ -299,7 +299,7 @@ fn store_finish(
     analysis: &Analysis,
     stored: &Stored,
 ) -> anyhow::Result<PathBuf> {
-    let title = format!("{} seed {}", options.backend.name(), options.seed);
+    let title = format!("{} seed {}", options.backend.sim_name(), options.seed);
     Ok(lockcheck_runs::finish(
         stored,
         &lockcheck_runs::Run {
@@ -338,7 +338,7 @@ fn report(
     if matches!(args.format, Format::Junit | Format::Markdown) {
         return Ok(());
     }
-    let source = format!("{} seed {}", options.backend.name(), options.seed);
+    let source = format!("{} seed {}", options.backend.sim_name(), options.seed);
     let analyzed = Analyzed { source: &source, analysis };
     let html = dir.map(|dir| dir.join("report.html").display().to_string());
     let mut text =

@@ -9,7 +9,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use lockcheck_workloads::{Catalogue, Cell};
+use lockcheck_workloads::Cell;
 
 use crate::exit;
 use lockcheck_runs::Progress;
@@ -39,8 +39,10 @@ pub enum Ran {
 
 /// What one world's matrix prints and how it runs a cell.
 pub trait World {
-    /// The world's catalogue: `--backends` selects cells by its names.
-    type Backend: Catalogue;
+    /// The world's backends: `--backends` selects cells by their names.
+    type Backend: Copy;
+    /// A backend's name in this world.
+    fn backend_name(backend: Self::Backend) -> &'static str;
     const LAYOUT: Layout;
     /// How the usage error calls the cells (`cell`, `real cell`).
     const CELLS: &'static str;
@@ -65,11 +67,12 @@ pub trait World {
 }
 
 /// The cells of `backends` (all: none named), or the usage error.
-fn selected<B: Catalogue>(cells: Vec<Cell<B>>, backends: &[String]) -> Vec<Cell<B>> {
+fn selected<W: World>(cells: Vec<Cell<W::Backend>>, backends: &[String]) -> Vec<Cell<W::Backend>> {
     cells
         .into_iter()
         .filter(|cell| {
-            backends.is_empty() || backends.iter().any(|name| name == cell.backend.name())
+            let name = W::backend_name(cell.backend);
+            backends.is_empty() || backends.iter().any(|wanted| wanted == name)
         })
         .collect()
 }
@@ -82,7 +85,7 @@ pub fn run<W: World>(
     cells: Vec<Cell<W::Backend>>,
     backends: &[String],
 ) -> anyhow::Result<ExitCode> {
-    let cells = selected(cells, backends);
+    let cells = selected::<W>(cells, backends);
     if cells.is_empty() {
         eprintln!("lockcheck: no {} has the backends {backends:?}", W::CELLS);
         return Ok(exit::USAGE.into());
@@ -131,7 +134,7 @@ pub fn runs_needed<W: World>(
     backends: &[String],
     samples: u64,
 ) -> anyhow::Result<ExitCode> {
-    let cells: Vec<Cell<W::Backend>> = selected(cells, backends)
+    let cells: Vec<Cell<W::Backend>> = selected::<W>(cells, backends)
         .into_iter()
         .filter(|cell| cell.expect.seeks_violation())
         .collect();

@@ -23,6 +23,10 @@ struct Real {
 
 impl World for Real {
     type Backend = RealBackend;
+
+    fn backend_name(backend: Self::Backend) -> &'static str {
+        backend.name()
+    }
     const LAYOUT: Layout = Layout { labels: &[("check", 64)], timed: true };
     const CELLS: &'static str = "real cell";
 

@@ -32,6 +32,9 @@ fn setup(cell: &Cell) -> String {
     if cell.persistent {
         setup.push_str(" --persistent");
     }
+    if let Some(ttl) = cell.ttl {
+        setup.push_str(&format!(" --ttl {}ms", ttl.as_millis()));
+    }
     if cell.faults.contains(&lockcheck_sim::FaultKind::Partition)
         && cell.shapes != lockcheck_sim::Shape::ALL
     {
@@ -49,6 +52,10 @@ struct Simulated {
 
 impl World for Simulated {
     type Backend = lockcheck_sim::Backend;
+
+    fn backend_name(backend: Self::Backend) -> &'static str {
+        backend.sim_name()
+    }
     const LAYOUT: Layout = Layout { labels: &[("backend", 30), ("faults", 26)], timed: false };
     const CELLS: &'static str = "cell";
 
@@ -62,11 +69,11 @@ impl World for Simulated {
     }
 
     fn labels(cell: &Cell) -> Vec<String> {
-        vec![cell.backend.name().to_string(), setup(cell)]
+        vec![cell.backend.sim_name().to_string(), setup(cell)]
     }
 
     fn name(cell: &Cell) -> String {
-        cell.backend.name().to_string()
+        cell.backend.sim_name().to_string()
     }
 
     fn budget(&self, _: &Cell) -> u64 {
@@ -75,7 +82,7 @@ impl World for Simulated {
 
     fn run(&self, cell: &Cell, first_seed: u64, progress: &Progress) -> anyhow::Result<Ran> {
         let effort = &Effort { first_seed, ..self.effort };
-        let what = format!("{} {}", cell.backend.name(), setup(cell));
+        let what = format!("{} {}", cell.backend.sim_name(), setup(cell));
         let seeds =
             if cell.expect.seeks_violation() { effort.violated_within } else { effort.safe_seeds };
         progress.message(format!("{what}: seed 1 of up to {seeds}"));
@@ -127,7 +134,7 @@ pub fn sweep(args: &BenchArgs) -> anyhow::Result<u8> {
         .filter(|cell| cell.expect == Expect::Safe)
         .filter(|cell| {
             args.sweep_backends.is_empty()
-                || args.sweep_backends.iter().any(|name| name == cell.backend.name())
+                || args.sweep_backends.iter().any(|name| name == cell.backend.sim_name())
         })
         .collect();
     if cells.is_empty() {
@@ -151,7 +158,7 @@ pub fn sweep(args: &BenchArgs) -> anyhow::Result<u8> {
         let found = sweep_cell(cell, &effort, 0..args.sweep_seeds, threads)?;
         println!(
             "{:<30} {:<36} {:>7} {:>12} {:>8.1}",
-            cell.backend.name(),
+            cell.backend.sim_name(),
             setup(cell),
             args.sweep_seeds,
             found.len(),
@@ -160,7 +167,7 @@ pub fn sweep(args: &BenchArgs) -> anyhow::Result<u8> {
         alarms.extend(found.into_iter().map(|alarm| {
             format!(
                 "  {} seed {}: {}; replay: lockcheck {}",
-                cell.backend.name(),
+                cell.backend.sim_name(),
                 alarm.seed,
                 alarm.found,
                 alarm.options.check_arguments()

@@ -33,7 +33,9 @@ pub fn memory(args: &BenchOptions) -> Result<Outcome, BenchError> {
 }
 
 fn memory_backend(args: &BenchOptions, backend: &str) -> Result<Outcome, BenchError> {
-    let Some(parsed) = lockcheck_sim::Backend::parse(backend) else {
+    let Some(parsed) =
+        lockcheck_sim::Backend::parse_in(lockcheck_workloads::World::Simulated, backend)
+    else {
         eprintln!("lockcheck: unknown simulated backend {backend:?}");
         return Ok(Outcome::Refused);
     };

@@ -7,12 +7,13 @@ use std::time::{Duration, Instant};
 
 use lockcheck_checker::CheckOptions;
 use lockcheck_sim::{check_run, Backend, SimOptions};
+use lockcheck_workloads::World;
 
 use crate::{BenchError, BenchOptions, Outcome};
 
 pub fn sim(options: &BenchOptions) -> Result<Outcome, BenchError> {
     for name in &options.sim_backends {
-        let Some(backend) = Backend::parse(name) else {
+        let Some(backend) = Backend::parse_in(World::Simulated, name) else {
             eprintln!("lockcheck: unknown simulated backend {name:?}");
             return Ok(Outcome::Refused);
         };
@@ -26,7 +27,7 @@ fn sim_backend(options: &BenchOptions, backend: Backend) -> Result<(), BenchErro
     let base = SimOptions { backend, ..SimOptions::default() };
     println!(
         "simulator: the default check on {} ({}, faults {}), {} simulated s, seeds 0..{}",
-        base.backend.name(),
+        base.backend.sim_name(),
         base.workload.name(),
         base.faults.iter().map(|kind| kind.name()).collect::<Vec<_>>().join(","),
         base.time_limit.as_secs(),

@@ -161,6 +161,9 @@ pub struct ValueFields {
     pub ttl_ms: Option<u64>,
     /// acquire of a semaphore: how many may hold it at once.
     pub permits: Option<u32>,
+    /// acquire: how long the service keeps a lock whose holder's session
+    /// ended from being taken again (Consul's lock-delay).
+    pub lock_delay_ms: Option<u64>,
     pub data: Option<String>,
     pub fault: Option<String>,
     pub targets: Option<Vec<String>>,
@@ -320,6 +323,7 @@ impl<'de> Visitor<'de> for ValueFieldsVisitor {
                 "fence" => fields.fence = map.next_value().map_err(error)?,
                 "ttl_ms" => fields.ttl_ms = map.next_value().map_err(error)?,
                 "permits" => fields.permits = map.next_value().map_err(error)?,
+                "lock_delay_ms" => fields.lock_delay_ms = map.next_value().map_err(error)?,
                 "data" => fields.data = map.next_value().map_err(error)?,
                 "fault" => fields.fault = map.next_value().map_err(error)?,
                 "targets" => fields.targets = map.next_value().map_err(error)?,

@@ -101,6 +101,8 @@ pub struct History {
     last: Option<Moment>,
     event_count: u64,
     warnings: Vec<String>,
+    /// The longest lock-delay an acquire asked for (0: none).
+    lock_delay_ms: u64,
 }
 
 impl History {
@@ -118,6 +120,12 @@ impl History {
 
     pub fn key_count(&self) -> usize {
         self.keys.len()
+    }
+
+    /// The longest lock-delay an acquire asked for: how long the service
+    /// keeps a lock whose holder's session ended from being taken (0: none).
+    pub fn lock_delay_ms(&self) -> u64 {
+        self.lock_delay_ms
     }
 
     pub fn nemesis_events(&self) -> &[NemesisEvent] {
@@ -358,6 +366,9 @@ impl HistoryBuilder {
             return Err(HistoryError::TooManyOps { max: COMPLETION_BIT - 1 });
         }
         let id = id as OpId;
+        if let Some(lock_delay_ms) = fields.lock_delay_ms {
+            self.history.lock_delay_ms = self.history.lock_delay_ms.max(lock_delay_ms);
+        }
         let (fence, data) = match event.f {
             Function::Release | Function::Write | Function::Run => {
                 (fields.fence, fields.data.take())

@@ -28,7 +28,10 @@ use crate::{format_seconds, format_time, is_refusal};
 ///   even when no nemesis is recorded (a leader change, a restart by hand).
 ///
 /// The bound of 3 TTLs then leaves two TTLs for the elections a fault sets
-/// off, after its end, before the restarted lease runs out.
+/// off, after its end, before the restarted lease runs out. A service that
+/// keeps a lock from being taken for a while after its holder's session
+/// ended (Consul's lock-delay, recorded as an acquire's `lock_delay_ms`)
+/// adds that while to the bound: the wait is the service's design.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Liveness;
 
@@ -50,7 +53,10 @@ impl Checker for Liveness {
             .max();
         let bound_ns = match (options.liveness_bound_ns, largest_ttl_ms) {
             (Some(bound_ns), _) => bound_ns,
-            (None, Some(ttl_ms)) => ttl_ms.saturating_mul(3_000_000),
+            (None, Some(ttl_ms)) => ttl_ms
+                .saturating_mul(3)
+                .saturating_add(history.lock_delay_ms())
+                .saturating_mul(1_000_000),
             (None, None) => {
                 return CheckResult::not_applicable(
                     self.name(),

@@ -47,6 +47,7 @@ fn options(seed: u64) -> DriveOptions {
             send_fence: true,
             permits: None,
             keepalive_ms: None,
+            lock_delay_ms: None,
         },
         clients: CLIENTS,
         time_limit: Duration::from_secs(SECONDS),

@@ -1,14 +1,19 @@
-//! The real backends' catalogue: each backend's name, help line, lock
-//! service, the faults it refuses and why, and how its runs are tuned; and
-//! the sizes every real run shares. The rest of the real world
-//! asks the catalogue, never the backend's name.
+//! The real world's view of the one catalogue
+//! ([`lockcheck_workloads::Backend`]): which of its backends run against
+//! real servers, the servers each service needs ([`LockService`]), the
+//! faults the real world cannot carry out at all, the tuning that only real
+//! servers need (etcd's whole-second leases), and how each recipe's
+//! clients are built. The rest of the real world asks this view, never the
+//! backend's name.
 
 use std::future::Future;
 use std::pin::Pin;
 
 use lockcheck_checker::Event;
+use lockcheck_workloads::redis_lock::Variant;
 use lockcheck_workloads::{
-    Catalogue, FaultKind, HistoryFile, Holders, LockClient, SharedRecorder, Stall,
+    Backend, Catalogue, FaultKind, HistoryFile, Holders, LockClient, Recipe, Service,
+    SharedRecorder, Stall, World, PERMITS,
 };
 use tokio::time::Instant;
 
@@ -24,27 +29,10 @@ use crate::sql::{SqlClient, SqlRecipe};
 use crate::storage::Storage;
 use crate::{ClientConfig, RealError};
 
-/// A real lock backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RealBackend {
-    Redis(RedisRecipe),
-    /// The sorted-set semaphore of docs/guide.md#semaphore, by the server's `TIME`, or
-    /// (broken) by the caller's clock.
-    Semaphore {
-        client_clock: bool,
-    },
-    Redlock,
-    Etcd,
-    Sql(SqlRecipe),
-    /// The user's program speaking the exec protocol (docs/exec-protocol.md).
-    Exec,
-}
-
-/// A semaphore's permits, as the simulator's.
-pub(crate) const PERMITS: u32 = 2;
-
-/// Redlock's instances.
-pub(crate) const REDLOCK_INSTANCES: usize = 5;
+/// A backend that runs against real servers: a backend of the one
+/// catalogue, seen from the real world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RealBackend(Backend);
 
 /// The etcd cluster a partition among members splits.
 pub(crate) const ETCD_MEMBERS: usize = 3;
@@ -88,30 +76,30 @@ impl LockService {
     }
 }
 
-/// Everything the real world knows of one backend, but how its clients are
-/// built: its catalogue entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RealEntry {
-    /// One line on what it is.
-    pub help: &'static str,
-    /// Where it keeps its locks: the servers lockcheck starts for it.
-    pub service: LockService,
-    /// A semaphore's permits (none: a mutex).
-    pub permits: Option<u32>,
-    /// Holders keep a session's lease alive (etcd): leases of whole seconds,
-    /// at least the server's minimum, a keepalive every third of the TTL,
-    /// and a long job under it.
-    pub session_lease: bool,
-    /// Independent instances, each holding its copy of the lock (Redlock):
-    /// a kill takes a majority at once, a killed instance stays down 1.5
-    /// TTLs (the delayed restart), and a hold lasts a third of a TTL.
-    pub independent: bool,
-    /// One Redis, which the failover fault gives an async replica.
-    pub fails_over: bool,
-    /// SQL sessions hold the locks, which conn-kill ends.
-    pub sql_sessions: bool,
-    /// The user's program, which client-kill kills.
-    pub program: bool,
+/// The client recipe of a single-Redis backend.
+fn redis_recipe(recipe: Recipe) -> RedisRecipe {
+    match recipe {
+        Recipe::RedisFenced => RedisRecipe::Fenced,
+        Recipe::Redis(Variant::Plain) => RedisRecipe::Plain,
+        Recipe::Redis(Variant::DelRelease) => RedisRecipe::DelRelease,
+        Recipe::Redis(Variant::SetnxExpire) => RedisRecipe::SetnxExpire,
+        Recipe::Redis(Variant::LostReply) => RedisRecipe::LostReply,
+        Recipe::Redis(Variant::GetDelRelease) => RedisRecipe::GetDelRelease,
+        Recipe::Redis(Variant::BlindRenew) => RedisRecipe::BlindRenew,
+        recipe => unreachable!("{recipe:?} is not a single-Redis recipe"),
+    }
+}
+
+/// The client recipe of a SQL backend: its recipe on its database.
+fn sql_recipe(service: Service, recipe: Recipe) -> SqlRecipe {
+    match (service, recipe) {
+        (Service::Postgres, Recipe::PostgresAdvisory) => SqlRecipe::PostgresAdvisory,
+        (Service::Postgres, Recipe::PostgresAdvisoryXact) => SqlRecipe::PostgresAdvisoryXact,
+        (Service::Postgres, Recipe::LeaseTable { .. }) => SqlRecipe::PostgresLease,
+        (Service::Mariadb, Recipe::MysqlGetLock) => SqlRecipe::MysqlGetLock,
+        (Service::Mariadb, Recipe::LeaseTable { .. }) => SqlRecipe::MysqlLease,
+        pair => unreachable!("{pair:?} is not a SQL recipe"),
+    }
 }
 
 /// What a backend's client-building gets from the run: the driver's options,
@@ -150,156 +138,50 @@ pub(crate) type Nemesis<'a> = Box<
 >;
 
 impl RealBackend {
-    /// Every real backend, in the order `lockcheck backends` lists them.
-    pub const ALL: [RealBackend; 17] = [
-        RealBackend::Redis(RedisRecipe::Plain),
-        RealBackend::Redis(RedisRecipe::Fenced),
-        RealBackend::Redis(RedisRecipe::DelRelease),
-        RealBackend::Redis(RedisRecipe::SetnxExpire),
-        RealBackend::Redis(RedisRecipe::LostReply),
-        RealBackend::Redis(RedisRecipe::GetDelRelease),
-        RealBackend::Redis(RedisRecipe::BlindRenew),
-        RealBackend::Redlock,
-        RealBackend::Semaphore { client_clock: false },
-        RealBackend::Semaphore { client_clock: true },
-        RealBackend::Etcd,
-        RealBackend::Sql(SqlRecipe::PostgresAdvisory),
-        RealBackend::Sql(SqlRecipe::PostgresAdvisoryXact),
-        RealBackend::Sql(SqlRecipe::PostgresLease),
-        RealBackend::Sql(SqlRecipe::MysqlGetLock),
-        RealBackend::Sql(SqlRecipe::MysqlLease),
-        RealBackend::Exec,
-    ];
+    /// The catalogue's `backend`, if it runs against real servers.
+    pub fn new(backend: Backend) -> Option<RealBackend> {
+        backend.runs_in(World::Real).then_some(RealBackend(backend))
+    }
 
-    /// The catalogue: all the real world knows of a backend but how its
-    /// clients are built (`RealBackend::drive`), one entry a backend.
-    pub fn entry(self) -> RealEntry {
-        const REDIS: RealEntry = RealEntry {
-            help: "",
-            service: LockService::Redis { instances: 1 },
-            permits: None,
-            session_lease: false,
-            independent: false,
-            fails_over: true,
-            sql_sessions: false,
-            program: false,
-        };
-        const SEMAPHORE: RealEntry =
-            RealEntry { permits: Some(PERMITS), fails_over: false, ..REDIS };
-        const SQL: RealEntry = RealEntry {
-            service: LockService::Postgres,
-            fails_over: false,
-            sql_sessions: true,
-            ..REDIS
-        };
-        const MYSQL: RealEntry = RealEntry { service: LockService::Mariadb, ..SQL };
-        match self {
-            RealBackend::Redis(RedisRecipe::Plain) => RealEntry {
-                help: "SET NX PX, Lua release and renew; with fencing, INCR after the grant",
-                ..REDIS
-            },
-            RealBackend::Redis(RedisRecipe::Fenced) => RealEntry {
-                help: "SET NX PX and the fence's INCR in one script: the token is atomic with the grant",
-                ..REDIS
-            },
-            RealBackend::Redis(RedisRecipe::DelRelease) => RealEntry {
-                help: "broken: release by plain DEL deletes the next holder's lock",
-                ..REDIS
-            },
-            RealBackend::Redis(RedisRecipe::SetnxExpire) => RealEntry {
-                help: "broken: SETNX then PEXPIRE, two commands: a crash between them leaves a lock without TTL",
-                ..REDIS
-            },
-            RealBackend::Redis(RedisRecipe::LostReply) => RealEntry {
-                help: "broken: a lost SET reply is taken for busy (an orphan lock until its TTL)",
-                ..REDIS
-            },
-            RealBackend::Redis(RedisRecipe::GetDelRelease) => RealEntry {
-                help: "broken: release by GET, compare, then DEL: a pause between deletes the next holder's lock",
-                ..REDIS
-            },
-            RealBackend::Redis(RedisRecipe::BlindRenew) => RealEntry {
-                help: "broken: renew by plain PEXPIRE: a late watchdog extends the next holder's lock",
-                ..REDIS
-            },
-            RealBackend::Redlock => RealEntry {
-                help: "Redlock over five independent Redis: a majority, validity minus drift, delayed restart",
-                service: LockService::Redis { instances: REDLOCK_INSTANCES },
-                independent: true,
-                fails_over: false,
-                ..REDIS
-            },
-            RealBackend::Semaphore { client_clock: false } => RealEntry {
-                help: "a two-permit semaphore: a sorted set per key, by the server's TIME",
-                ..SEMAPHORE
-            },
-            RealBackend::Semaphore { client_clock: true } => {
-                RealEntry { help: "broken: the semaphore by the caller's clock", ..SEMAPHORE }
-            }
-            RealBackend::Etcd => RealEntry {
-                help: "etcd lease + lock: a session's lease, the lock key's create revision as the token",
-                service: LockService::Etcd,
-                session_lease: true,
-                fails_over: false,
-                ..REDIS
-            },
-            RealBackend::Sql(SqlRecipe::PostgresAdvisory) => RealEntry {
-                help: "pg_try_advisory_lock: held by a session, freed when the session ends",
-                ..SQL
-            },
-            RealBackend::Sql(SqlRecipe::PostgresAdvisoryXact) => RealEntry {
-                help: "pg_try_advisory_xact_lock: held by an open transaction",
-                ..SQL
-            },
-            RealBackend::Sql(SqlRecipe::PostgresLease) => RealEntry {
-                help: "a PostgreSQL lease table: the database's clock, a fence column",
-                ..SQL
-            },
-            RealBackend::Sql(SqlRecipe::MysqlGetLock) => RealEntry {
-                help: "MariaDB/MySQL GET_LOCK: held by a session, freed when the session ends",
-                ..MYSQL
-            },
-            RealBackend::Sql(SqlRecipe::MysqlLease) => RealEntry {
-                help: "a MariaDB/MySQL lease table: the database's clock, a fence column",
-                ..MYSQL
-            },
-            RealBackend::Exec => RealEntry {
-                help: "your own lock program after --, speaking the exec protocol",
-                service: LockService::Exec,
-                fails_over: false,
-                program: true,
-                ..REDIS
-            },
-        }
+    /// Every real backend, in the order `lockcheck backends` lists them.
+    pub fn all() -> impl Iterator<Item = RealBackend> {
+        Backend::all_in(World::Real).map(RealBackend)
+    }
+
+    /// The backend of the one catalogue.
+    pub fn backend(self) -> Backend {
+        self.0
+    }
+
+    pub fn parse(name: &str) -> Option<RealBackend> {
+        Backend::parse_in(World::Real, name).map(RealBackend)
+    }
+
+    pub fn name(self) -> &'static str {
+        self.0.real_name()
     }
 
     /// One line on what it is.
     pub fn help(self) -> &'static str {
-        self.entry().help
+        self.0.help()
     }
 
-    /// Where it keeps its locks.
+    /// Where it keeps its locks: the servers lockcheck starts for it.
     pub fn service(self) -> LockService {
-        self.entry().service
+        match self.0.service() {
+            Service::Redis { instances } => LockService::Redis { instances: instances as usize },
+            Service::Etcd { .. } => LockService::Etcd,
+            Service::Postgres => LockService::Postgres,
+            Service::Mariadb => LockService::Mariadb,
+            Service::Exec => LockService::Exec,
+            Service::Consul => unreachable!("{} runs in the simulator only", self.0.sim_name()),
+        }
     }
 
-    /// Why `fault` cannot strike it, if it cannot.
+    /// Why `fault` cannot strike it, if it cannot: its own reasons, and the
+    /// faults the real world has no executor for.
     pub fn refuses(self, fault: FaultKind) -> Option<String> {
-        let (name, entry) = (self.name(), self.entry());
         match fault {
-            FaultKind::ConnKill if !entry.sql_sessions => Some(format!(
-                "conn-kill ends SQL sessions: it applies to the postgres-* and mysql-* backends, not {name}"
-            )),
-            FaultKind::Clock if entry.service == LockService::Etcd => Some(
-                "clock: etcd is written in Go and reads the time without libc, so libfaketime cannot move its clock (its leases run on the leader's monotonic clock anyway); the simulated sim-etcd has clock faults"
-                    .to_string(),
-            ),
-            FaultKind::Failover if !entry.fails_over => Some(format!(
-                "failover promotes a Redis replica: it applies to the single-Redis backends (redis, redis-fenced, redis-del-release, …), not {name}"
-            )),
-            FaultKind::ClientKill if !entry.program => Some(format!(
-                "client-kill kills your lock program: it applies to --backend exec, not {name}"
-            )),
             FaultKind::Loss => Some(
                 "loss is simulated only: against real servers, slow-net delays a client's links and partition cuts them"
                     .to_string(),
@@ -308,14 +190,14 @@ impl RealBackend {
                 "skew moves a simulated client's clock: real clients read the machine's clock, and clock moves a lock server's"
                     .to_string(),
             ),
-            _ => None,
+            fault => self.0.refuses(World::Real, fault),
         }
     }
 
     /// The lease a run asks for, given `ttl_ms`: a session's lease (etcd's)
     /// is whole seconds, and the server raises a short TTL to its minimum.
     pub fn granted_ttl_ms(self, ttl_ms: u64) -> u64 {
-        match self.entry().session_lease {
+        match self.0.is_consensus() {
             true => ttl_ms.div_ceil(1000).max(ETCD_MIN_TTL_S) * 1000,
             false => ttl_ms,
         }
@@ -331,41 +213,37 @@ impl RealBackend {
     /// independent instances (a crash and restart of some of them must fall
     /// inside a hold); else a tenth of the TTL.
     pub fn hold_ms(self, ttl_ms: u64, fault_hold_ms: u64, faults_on: bool) -> (u64, u64) {
-        let entry = self.entry();
-        if entry.session_lease {
+        if self.0.is_consensus() {
             let own = if faults_on { ttl_ms * 2 } else { ttl_ms };
             return (0, fault_hold_ms.max(own));
         }
-        let own = if entry.independent { ttl_ms / 3 } else { (ttl_ms / 10).max(1) };
+        let own = if self.0.is_independent() { ttl_ms / 3 } else { (ttl_ms / 10).max(1) };
         (0, fault_hold_ms.max(own))
     }
 
     /// A semaphore's permits (none: a mutex).
     pub fn permits(self) -> Option<u32> {
-        self.entry().permits
+        self.0.semaphore_permits()
     }
 
     /// The session keepalive's period, for a backend whose holders keep
     /// their lease alive.
     pub fn keepalive_ms(self, ttl_ms: u64) -> Option<u64> {
-        self.entry().session_lease.then_some(ttl_ms / 3)
+        self.0.keepalive_ms(ttl_ms)
     }
 
     /// How long a killed lock server stays down at least, unless told:
     /// independent instances' delayed restart outlives any lease they may
     /// have granted.
     pub fn min_down_ms(self, ttl_ms: u64) -> u64 {
-        match self.entry().independent {
-            true => ttl_ms * 3 / 2,
-            false => 0,
-        }
+        self.0.min_down_ms(ttl_ms)
     }
 
     /// Whether a kill takes a majority of its lock servers at once: a
     /// Redlock lock is held on a majority, often on all five, and only a
     /// majority killed at once can free it.
     pub fn kills_a_majority(self) -> bool {
-        self.entry().independent
+        self.0.is_independent()
     }
 
     /// Sets up the backend's lock servers, connects a client per logical
@@ -375,8 +253,9 @@ impl RealBackend {
         let Drive { options, history, nemesis, config, routes, lock_urls, pair, .. } = run;
         let urls = |logical: u32| routes[logical as usize].0.as_slice();
         let locks = &options.workload.locks;
-        match self {
-            RealBackend::Redis(recipe) => {
+        match self.0.recipe() {
+            recipe @ (Recipe::Redis(_) | Recipe::RedisFenced) => {
+                let recipe = redis_recipe(recipe);
                 RedisClient::prepare(&lock_urls[0], locks).await?;
                 let fencing = run.fencing;
                 drive_stored(
@@ -416,7 +295,7 @@ impl RealBackend {
                 )
                 .await
             }
-            RealBackend::Semaphore { client_clock } => {
+            Recipe::Semaphore { client_clock } => {
                 RedisSemaphoreClient::prepare(&lock_urls[0], locks).await?;
                 drive_stored(
                     options,
@@ -433,7 +312,7 @@ impl RealBackend {
                 )
                 .await
             }
-            RealBackend::Redlock => {
+            Recipe::Redlock { .. } => {
                 for url in lock_urls {
                     RedisClient::prepare(url, locks).await?;
                 }
@@ -452,7 +331,7 @@ impl RealBackend {
                 )
                 .await
             }
-            RealBackend::Etcd => {
+            Recipe::Etcd { .. } => {
                 let fencing = run.fencing;
                 drive_stored(
                     options,
@@ -471,7 +350,7 @@ impl RealBackend {
                 )
                 .await
             }
-            RealBackend::Exec => {
+            Recipe::Exec => {
                 let program =
                     ExecProgram::from_words(run.program).ok_or_else(|| RealError::Setup {
                         what: "the exec backend",
@@ -497,7 +376,11 @@ impl RealBackend {
                 )
                 .await
             }
-            RealBackend::Sql(recipe) => {
+            recipe @ (Recipe::LeaseTable { .. }
+            | Recipe::PostgresAdvisory
+            | Recipe::PostgresAdvisoryXact
+            | Recipe::MysqlGetLock) => {
+                let recipe = sql_recipe(self.0.service(), recipe);
                 SqlClient::prepare(&lock_urls[0], recipe).await?;
                 drive_stored(
                     options,
@@ -514,22 +397,9 @@ impl RealBackend {
                 )
                 .await
             }
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<RealBackend> {
-        <RealBackend as Catalogue>::parse(name)
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            RealBackend::Redis(recipe) => recipe.name(),
-            RealBackend::Semaphore { client_clock: false } => "redis-semaphore",
-            RealBackend::Semaphore { client_clock: true } => "redis-semaphore-client-clock",
-            RealBackend::Redlock => "redlock",
-            RealBackend::Etcd => "etcd",
-            RealBackend::Sql(recipe) => recipe.name(),
-            RealBackend::Exec => "exec",
+            Recipe::Consul { .. } => {
+                unreachable!("{} runs in the simulator only", self.0.sim_name())
+            }
         }
     }
 }
@@ -558,22 +428,14 @@ where
     drive_recorded(options, history, connect, nemesis).await
 }
 
-impl Catalogue for RealBackend {
-    const WORLD: &'static str = "real";
+/// The real world's view of the one catalogue, for listings and matrices.
+#[derive(Debug, Clone, Copy)]
+pub struct RealWorld;
 
-    fn all() -> &'static [RealBackend] {
-        &RealBackend::ALL
-    }
+impl Catalogue for RealWorld {
+    const WORLD: World = World::Real;
 
-    fn name(self) -> &'static str {
-        RealBackend::name(self)
-    }
-
-    fn help(self) -> &'static str {
-        RealBackend::help(self)
-    }
-
-    fn refuses(self, fault: FaultKind) -> Option<String> {
-        RealBackend::refuses(self, fault)
+    fn refuses(backend: Backend, fault: FaultKind) -> Option<String> {
+        RealBackend::new(backend).and_then(|backend| backend.refuses(fault))
     }
 }

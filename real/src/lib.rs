@@ -50,7 +50,7 @@ mod sql;
 mod storage;
 mod user;
 
-pub use catalogue::{LockService, RealBackend, RealEntry};
+pub use catalogue::{LockService, RealBackend, RealWorld};
 pub use driver::{drive, drive_recorded, drive_with, DriveOptions, StallFault};
 pub use etcd::EtcdClient;
 pub use exec::{ExecClient, ExecProgram};

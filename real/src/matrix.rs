@@ -10,19 +10,19 @@ use lockcheck_checker::names::LINEARIZABILITY as LINEAR;
 use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
 use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
 use lockcheck_checker::{CheckOptions, Event, Expect, Function, Judgement, Process};
-use lockcheck_workloads::SharedRecorder;
+use lockcheck_workloads::{Backend, SharedRecorder};
 
 use crate::catalogue::RealBackend;
 use crate::netfault::Shape;
 use crate::plan::RealOptions;
-use crate::redis::RedisRecipe;
 use crate::run::{execute_recorded, RealFailure, RealRun};
-use crate::sql::SqlRecipe;
 use lockcheck_workloads::{Cell, FaultKind, StallPoint};
 
 /// `backend` under `faults` with a lease of `ttl_ms`: a cell still to be
 /// given its time, expectation and note by [`cell`].
-fn on(backend: RealBackend, faults: &'static [FaultKind], ttl_ms: u64) -> RealCell {
+fn on(backend: Backend, faults: &'static [FaultKind], ttl_ms: u64) -> RealCell {
+    let backend =
+        RealBackend::new(backend).expect("a cell of the real matrix runs against real servers");
     Cell::new(backend, faults, SAFE, "").with_ttl_ms(ttl_ms)
 }
 
@@ -295,18 +295,18 @@ pub fn run_cell(
 
 /// The real cells, in docs/truth-table.md's order.
 pub fn cells() -> Vec<RealCell> {
+    use lockcheck_workloads::Backend as B;
     use FaultKind as F;
-    use RealBackend as B;
     vec![
-        cell(on(B::Redis(RedisRecipe::Plain), &[], 500), 5, SAFE, "no fault"),
+        cell(on(B::Redis, &[], 500), 5, SAFE, "no fault"),
         cell(
-            on(B::Redis(RedisRecipe::Plain), &[F::Pause], 500),
+            on(B::Redis, &[F::Pause], 500),
             8,
             fenced(&[MUTEX]),
             "holder stall > TTL: two holders; the fenced storage rejects the stale write",
         ),
         cell(
-            on(B::Redis(RedisRecipe::Plain), &[F::Pause], 500)
+            on(B::Redis, &[F::Pause], 500)
                 .without_fencing()
                 .with_pause_at(&[StallPoint::AfterGrant]),
             8,
@@ -314,19 +314,19 @@ pub fn cells() -> Vec<RealCell> {
             "holder stall > TTL between its grant and its write, without fencing: the stale write lands",
         ),
         cell(
-            on(B::Redis(RedisRecipe::Plain), &[F::Kill], 500),
+            on(B::Redis, &[F::Kill], 500),
             8,
             violated(&[MUTEX, FENCE, LINEAR]),
             "restart without persistence: the lock and the fence counter are forgotten",
         ),
         cell(
-            on(B::Redis(RedisRecipe::Plain), &[F::Kill], 500).with_persistence(),
+            on(B::Redis, &[F::Kill], 500).with_persistence(),
             8,
             SAFE,
             "restart with an fsynced append-only file: nothing is forgotten",
         ),
         cell(
-            on(B::Redis(RedisRecipe::Plain), &[F::Failover], 500),
+            on(B::Redis, &[F::Failover], 500),
             8,
             violated(&[MUTEX, FENCE, LINEAR]),
             "failover to an async replica that never got the grant: two holders",
@@ -335,19 +335,19 @@ pub fn cells() -> Vec<RealCell> {
         // and clock runs hold up to two thirds of a TTL, so that a drift
         // can expire a fresh lease before its holder's work is done.
         cell(
-            on(B::Redis(RedisRecipe::Plain), &[F::Clock], 500),
+            on(B::Redis, &[F::Clock], 500),
             8,
             fenced(&[MUTEX]),
             "a forward jump of the server's clock expires locks early",
         ),
         cell(
-            on(B::Redis(RedisRecipe::Plain), &[F::SlowNet], 500),
+            on(B::Redis, &[F::SlowNet], 500),
             8,
             SAFE,
             "replies after the deadline give up the lock; fenced storage rejects late writes",
         ),
         cell(
-            on(B::Redis(RedisRecipe::DelRelease), &[F::Pause], 500),
+            on(B::RedisDelRelease, &[F::Pause], 500),
             8,
             violated(&[MUTEX]),
             "release by DEL deletes the next holder's lock",
@@ -421,47 +421,47 @@ pub fn cells() -> Vec<RealCell> {
             Expect::Keeps { valid: &[LINEAR, FENCE, RESOURCE] },
             "partitions among five members, a majority ring too: the minority side never grants",
         ),
-        cell(on(B::Sql(SqlRecipe::PostgresAdvisory), &[], 500), 5, SAFE, "no fault"),
+        cell(on(B::PostgresAdvisory, &[], 500), 5, SAFE, "no fault"),
         // The violation needs another client to reconnect and be granted
         // within what is left of the victim's hold; on a loaded machine a
         // reconnection is slow, and 3 runs once showed none.
         RealCell {
             runs: Some(6),
             ..cell(
-                on(B::Sql(SqlRecipe::PostgresAdvisory), &[F::ConnKill], 500),
+                on(B::PostgresAdvisory, &[F::ConnKill], 500),
                 8,
                 violated(&[MUTEX]),
                 "the session is killed: the server frees the lock, the client still believes",
             )
         },
-        cell(on(B::Sql(SqlRecipe::PostgresLease), &[], 500), 5, SAFE, "no fault"),
+        cell(on(B::PostgresLease, &[], 500), 5, SAFE, "no fault"),
         cell(
-            on(B::Sql(SqlRecipe::PostgresLease), &[F::Pause], 500),
+            on(B::PostgresLease, &[F::Pause], 500),
             8,
             fenced(&[MUTEX]),
             "holder stall > TTL: fenced storage rejects the stale write",
         ),
         cell(
-            on(B::Sql(SqlRecipe::PostgresLease), &[F::ConnKill], 500),
+            on(B::PostgresLease, &[F::ConnKill], 500),
             8,
             SAFE,
             "a lease row outlives its session",
         ),
-        cell(on(B::Sql(SqlRecipe::MysqlGetLock), &[], 500), 5, SAFE, "no fault"),
+        cell(on(B::MysqlGetLock, &[], 500), 5, SAFE, "no fault"),
         // The violation needs another client to reconnect and be granted
         // within what is left of the victim's hold; on a loaded machine a
         // reconnection is slow, and 3 runs once showed none.
         RealCell {
             runs: Some(6),
             ..cell(
-                on(B::Sql(SqlRecipe::MysqlGetLock), &[F::ConnKill], 500),
+                on(B::MysqlGetLock, &[F::ConnKill], 500),
                 8,
                 violated(&[MUTEX]),
                 "the session is killed: GET_LOCK is freed while the client believes",
             )
         },
         cell(
-            on(B::Sql(SqlRecipe::MysqlLease), &[F::Pause], 500),
+            on(B::MysqlLease, &[F::Pause], 500),
             8,
             fenced(&[MUTEX]),
             "holder stall > TTL: fenced storage rejects the stale write",

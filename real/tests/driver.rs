@@ -150,6 +150,7 @@ fn options(stalled: bool) -> DriveOptions {
             send_fence: true,
             permits: None,
             keepalive_ms: None,
+            lock_delay_ms: None,
         },
         clients,
         time_limit,

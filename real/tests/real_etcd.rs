@@ -77,6 +77,7 @@ fn options(tag: &str, ttl_ms: u64) -> WorkloadOptions {
         send_fence: true,
         permits: None,
         keepalive_ms: None,
+        lock_delay_ms: None,
     }
 }
 

@@ -316,6 +316,7 @@ async fn gate_run(script: &str, seed: u64, stalled: bool) -> (Vec<Event>, Analys
             send_fence: true,
             permits: None,
             keepalive_ms: None,
+            lock_delay_ms: None,
         },
         clients: 4,
         time_limit,

@@ -266,6 +266,7 @@ fn options(name: &str, seed: u64) -> DriveOptions {
             send_fence: true,
             permits: None,
             keepalive_ms: None,
+            lock_delay_ms: None,
         },
         clients: 4,
         time_limit: Duration::from_secs(5),

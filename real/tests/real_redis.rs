@@ -103,6 +103,7 @@ impl Spec {
             send_fence: self.fencing,
             permits: None,
             keepalive_ms: None,
+            lock_delay_ms: None,
         }
     }
 

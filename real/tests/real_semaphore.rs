@@ -88,6 +88,7 @@ impl Spec {
             send_fence: false,
             permits: Some(PERMITS),
             keepalive_ms: None,
+            lock_delay_ms: None,
         }
     }
 

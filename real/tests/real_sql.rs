@@ -97,6 +97,7 @@ impl Scenario {
             send_fence: self.recipe.has_fence(),
             permits: None,
             keepalive_ms: None,
+            lock_delay_ms: None,
         }
     }
 }

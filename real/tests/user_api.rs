@@ -220,6 +220,7 @@ async fn the_correct_recipe_keeps_real_fenced_storage_safe_under_holder_stalls()
             send_fence: true,
             permits: None,
             keepalive_ms: None,
+            lock_delay_ms: None,
         },
         clients: 4,
         time_limit,

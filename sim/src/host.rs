@@ -5,9 +5,11 @@ use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::time::Duration;
 
-use lockcheck_workloads::{Stall, StallPoint};
+use lockcheck_workloads::{Outcome, Stall, StallPoint};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use turmoil::net::{TcpListener, TcpStream};
 
@@ -54,6 +56,11 @@ impl Knobs {
 
     pub(crate) fn chance(&self, probability: f64) -> bool {
         probability > 0.0 && self.rng.borrow_mut().gen_bool(probability.min(1.0))
+    }
+
+    /// A uniform draw from `low..=high`, from the host's own randomness.
+    pub(crate) fn uniform(&self, low: u64, high: u64) -> u64 {
+        self.rng.borrow_mut().gen_range(low..=high.max(low))
     }
 
     pub(crate) fn delay(&self) -> Duration {
@@ -190,10 +197,12 @@ pub async fn serve_replicated(
 /// around it: a pause holds the request, loss drops it or its reply, delay
 /// holds the reply. Every service's connections share this loop, so the
 /// knobs draw their randomness in the same order everywhere.
-pub(crate) async fn serve_requests<F, Fut>(stream: TcpStream, knobs: &Knobs, mut handle: F)
+pub(crate) async fn serve_requests<Q, A, F, Fut>(stream: TcpStream, knobs: &Knobs, mut handle: F)
 where
-    F: FnMut(Request) -> Fut,
-    Fut: std::future::Future<Output = Option<Response>>,
+    Q: DeserializeOwned,
+    A: Serialize,
+    F: FnMut(Q) -> Fut,
+    Fut: std::future::Future<Output = Option<A>>,
 {
     let (reader, mut writer) = stream.into_split();
     let mut reader = BufReader::new(reader);
@@ -207,7 +216,7 @@ where
         while knobs.paused.get() {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        let Ok(request) = serde_json::from_str::<Request>(&line) else {
+        let Ok(request) = serde_json::from_str::<Q>(&line) else {
             return;
         };
         if knobs.chance(knobs.loss.get() / 2.0) {
@@ -263,6 +272,17 @@ pub enum Failure {
     NotSent,
     /// Sent, and then no reply in time or the connection broke: unknown.
     Unknown,
+}
+
+impl Failure {
+    /// As an operation's outcome: a request not sent failed (`unavailable`),
+    /// one without its reply is unknown (`timeout`).
+    pub fn outcome<T>(self) -> Outcome<T> {
+        match self {
+            Failure::NotSent => Outcome::Fail("unavailable".into()),
+            Failure::Unknown => Outcome::Info("timeout".into()),
+        }
+    }
 }
 
 /// The servers that are crashed right now, as the kill nemesis leaves them.
@@ -365,6 +385,15 @@ impl Connection {
 
     /// Sends one request and waits for its reply, within the deadline.
     pub async fn call(&mut self, request: &Request) -> Result<Response, Failure> {
+        self.call_as(request).await
+    }
+
+    /// As [`Connection::call`], for a service that speaks requests and
+    /// replies of its own.
+    pub async fn call_as<Q: Serialize, A: DeserializeOwned>(
+        &mut self,
+        request: &Q,
+    ) -> Result<A, Failure> {
         if self.stream.is_none() {
             if let Some(primary) = &self.follow {
                 self.host = primary.host();
@@ -421,10 +450,10 @@ impl Connection {
     }
 
     /// The response in `reply`, read within the deadline or not.
-    fn answer(
+    fn answer<A: DeserializeOwned>(
         &mut self,
         reply: Result<std::io::Result<String>, tokio::time::error::Elapsed>,
-    ) -> Result<Response, Failure> {
+    ) -> Result<A, Failure> {
         match reply {
             Ok(Ok(reply)) => match serde_json::from_str(&reply) {
                 Ok(response) => Ok(response),

@@ -13,6 +13,7 @@
 //! table; `shrink.rs` the search for a smaller failing run.
 
 mod client;
+mod consul;
 mod etcd;
 mod etcd_client;
 mod host;
@@ -25,7 +26,7 @@ mod run;
 mod server;
 mod storage;
 
-pub use client::{Backend, SimClient, REDLOCK_HOSTS};
+pub use client::{Backend, SimClient, Simulator, REDLOCK_HOSTS};
 pub use nemesis::{refused_in_sim, Action, Fault, FaultKind, Shape, Targets, DEFAULT_FAULTS};
 pub use run::{
     run, run_recorded, run_with_progress, SimError, SimOptions, SimRun, SimStats, BASE_BYTES,

@@ -170,6 +170,29 @@ pub fn cells() -> Vec<Cell> {
                 "a leader that commits without a majority goes on granting in the minority",
             )
         },
+        // Consul: its lock-delay against a holder's stall (1.5 to 3 TTLs).
+        cell(
+            B::ConsulNoDelay,
+            &[F::Pause],
+            Expect::Violated { any_of: &[MUTEX], stays_valid: &[RESOURCE] },
+            "lock-delay 0: a stalled holder's reaped session frees its key at once; LockIndex fences the stale write",
+        ),
+        cell(
+            B::Consul,
+            &[F::Pause],
+            SAFE,
+            "lock-delay 15 s outlasts a stall of 1.5 to 3 s: no overlap (liveness allows the delay)",
+        ),
+        Cell {
+            time_limit: Some(Duration::from_secs(300)),
+            ..cell(
+                B::Consul,
+                &[F::Pause],
+                Expect::Violated { any_of: &[MUTEX], stays_valid: &[RESOURCE] },
+                "TTL 10 s: a stall of 15 to 30 s outlasts reaping and the 15 s lock-delay; LockIndex fences",
+            )
+            .with_ttl_ms(10_000)
+        },
         // The pause at one point of a client's life at a time: a recipe
         // that breaks in that window, and a correct one keeping its promise
         // there.

@@ -10,15 +10,16 @@ use std::time::{Duration, Instant};
 
 use lockcheck_checker::{Event, EventType, Function};
 use lockcheck_workloads::{
-    check_sizes, memory, run_client, ClientPlan, HistoryFile, LockClient, Recorder, ResourceStore,
-    SharedRecorder, Stall, StallPoint, Workload, WorkloadOptions,
+    check_sizes, memory, run_client, Catalogue, ClientPlan, HistoryFile, LockClient, Recorder,
+    ResourceStore, Service, SharedRecorder, Stall, StallPoint, Workload, WorkloadOptions, World,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use thiserror::Error;
 
-use crate::client::{Backend, SimClient, REPLICATED_HOSTS};
+use crate::client::{Backend, SimClient, Simulator, REPLICATED_HOSTS};
+use crate::consul::{self, Consul};
 use crate::etcd::{self, Member};
 use crate::host::{serve, serve_replicated, DownHosts, Knobs, Primary, ReplicaSet};
 use crate::nemesis::{schedule, Action, Fault, FaultKind, Rates, Shape, Targets, DEFAULT_FAULTS};
@@ -159,13 +160,26 @@ impl Default for SimOptions {
     }
 }
 
+/// The simulated backends' names, for an error.
+fn simulated_names() -> String {
+    let names: Vec<&str> = Backend::all_in(World::Simulated).map(Backend::sim_name).collect();
+    names.join(", ")
+}
+
 impl SimOptions {
     /// What is wrong with these options, if anything: a fault that cannot
     /// strike the backend, partition shapes that split nothing in it, or
     /// sizes out of range.
     pub fn check(&self) -> Result<(), String> {
         let backend = self.backend;
-        if let Some(why) = self.faults.iter().find_map(|&kind| backend.refuses(kind)) {
+        if !backend.runs_in(World::Simulated) {
+            return Err(format!(
+                "{} runs against real servers only: the simulated backends are {}",
+                backend.real_name(),
+                simulated_names()
+            ));
+        }
+        if let Some(why) = self.faults.iter().find_map(|&kind| Simulator::refuses(backend, kind)) {
             return Err(why);
         }
         if self.partition_shapes.is_empty() {
@@ -174,14 +188,14 @@ impl SimOptions {
         if self.pause_at.is_empty() {
             return Err("--pause-at needs at least one point".to_string());
         }
-        let servers = backend.lock_hosts().len() as u32;
+        let servers = Simulator::lock_hosts(backend).len() as u32;
         if self.faults.contains(&FaultKind::Partition)
             && !self
                 .partition_shapes
                 .iter()
-                .any(|shape| shape.applies(servers, backend.is_cluster()))
+                .any(|shape| shape.applies(servers, backend.is_consensus()))
         {
-            let why = if backend.is_cluster() {
+            let why = if backend.is_consensus() {
                 "ring needs five members (sim-etcd-5)"
             } else {
                 "its lock hosts do not talk to each other; use client"
@@ -191,7 +205,7 @@ impl SimOptions {
             return Err(format!(
                 "none of the partition shapes {:?} splits anything in {}: {why}",
                 shapes.join(","),
-                backend.name(),
+                backend.sim_name(),
             ));
         }
         if self.clients > MAX_CLIENTS {
@@ -220,7 +234,7 @@ impl SimOptions {
         let faults: Vec<&str> = self.faults.iter().map(|kind| kind.name()).collect();
         let mut arguments = format!(
             "check --backend {} --workload {} --nemesis {} --time-limit {}s --clients {} --locks {} --ttl {}ms --seed {}",
-            self.backend.name(),
+            self.backend.sim_name(),
             self.workload.name(),
             if faults.is_empty() { "none".to_string() } else { faults.join(",") },
             self.time_limit.as_secs_f64(),
@@ -379,7 +393,7 @@ fn plan_faults(options: &SimOptions, rng: &mut SmallRng) -> (Vec<FaultKind>, Rat
     // Only the faults the backend takes: a single Redis has a replica to
     // fail over to; the faults of real processes and sessions have no
     // simulated executor.
-    kinds.retain(|&kind| options.backend.refuses(kind).is_none());
+    kinds.retain(|&kind| Simulator::refuses(options.backend, kind).is_none());
     let mut rates = Rates {
         gap_ms: (500, 3000),
         quiet_start: Duration::from_secs(1).min(options.time_limit / 10),
@@ -614,19 +628,19 @@ where
     let wall = Instant::now();
     let mut rng = SmallRng::seed_from_u64(options.seed);
     let (kinds, rates) = plan_faults(options, &mut rng);
-    let lock_hosts = options.backend.lock_hosts();
+    let lock_hosts = Simulator::lock_hosts(options.backend);
     let targets = Targets {
         clients: options.clients,
         servers: lock_hosts.len() as u32,
         ttl_ms: options.ttl_ms,
         // Redlock's delayed restart: down longer than any lease it granted.
         // (A consensus member's restart keeps its disk: any length will do.)
-        min_down_ms: match options.backend.entry() {
-            entry if entry.delayed_restart => options.ttl_ms * 3 / 2,
-            entry if entry.cluster => 1,
+        min_down_ms: match options.backend {
+            backend if backend.delays_restart() => backend.min_down_ms(options.ttl_ms),
+            backend if backend.is_consensus() => 1,
             _ => 0,
         },
-        cluster: options.backend.is_cluster(),
+        cluster: options.backend.is_consensus(),
     };
     let mut pause_at = options.pause_at.clone();
     pause_at.sort();
@@ -652,7 +666,7 @@ where
 
     // A database keeps its tables across a restart; Redis keeps its keys only
     // with persistence configured.
-    let persistent = options.persistent || options.backend.entry().durable;
+    let persistent = options.persistent || options.backend.is_durable();
     let mut knobs = Vec::with_capacity(lock_hosts.len());
     // With the failover fault, a single Redis gets an async replica; the
     // hosts of every other run stay as they were (and so do their histories).
@@ -669,14 +683,23 @@ where
             }
             &REPLICATED_HOSTS
         }
-        None if options.backend.is_cluster() => {
+        None if options.backend.is_consensus() => {
             for (me, &host) in lock_hosts.iter().enumerate() {
-                let quorum = options.backend.entry().commits_alone.then_some(1);
+                let quorum = options.backend.commits_alone().then_some(1);
                 let member =
                     Rc::new(RefCell::new(Member::new(me, lock_hosts.len(), quorum, rng.gen())));
                 let host_knobs = Knobs::new(rng.gen(), true);
                 knobs.push(host_knobs.clone());
                 sim.host(host, move || etcd::serve(member.clone(), lock_hosts, host_knobs.clone()));
+            }
+            lock_hosts
+        }
+        None if options.backend.service() == Service::Consul => {
+            for &host in lock_hosts {
+                let state = Rc::new(RefCell::new(Consul::default()));
+                let host_knobs = Knobs::new(rng.gen(), true);
+                knobs.push(host_knobs.clone());
+                sim.host(host, move || consul::serve(state.clone(), host_knobs.clone()));
             }
             lock_hosts
         }
@@ -716,18 +739,19 @@ where
         // Redlock's holds last long enough for a crash and restart of its
         // instances to fall inside one (the failure it is known for), and so
         // do a replicated Redis' for a failover.
-        hold_ms: if options.backend.is_cluster() {
+        hold_ms: if options.backend.is_consensus() {
             // An etcd session's holder works a long job under its keepalive.
             (0, options.ttl_ms * 2)
-        } else if options.backend.entry().independent || replica_set.is_some() {
+        } else if options.backend.is_independent() || replica_set.is_some() {
             (0, options.ttl_ms / 3)
         } else {
             (0, 20)
         },
         think_ms: (0, 40),
         send_fence: options.fencing,
-        permits: (options.backend.permits() > 1).then(|| options.backend.permits()),
-        keepalive_ms: options.backend.is_cluster().then_some(options.ttl_ms / 3),
+        permits: options.backend.semaphore_permits(),
+        keepalive_ms: options.backend.keepalive_ms(options.ttl_ms),
+        lock_delay_ms: options.backend.lock_delay_ms(),
     };
     let deadline = Duration::from_millis((options.ttl_ms / 4).clamp(20, 2000));
     let down_hosts = DownHosts::default();

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use lockcheck_workloads::{Outcome, ResourceStore, Stall};
 
-use crate::host::{Connection, Failure};
+use crate::host::Connection;
 use crate::protocol::{Request, Response};
 
 /// The storage's host name.
@@ -32,21 +32,13 @@ impl SimStore {
     }
 }
 
-/// A request not sent failed; one without its reply is unknown.
-fn failed<T>(failure: Failure) -> Outcome<T> {
-    match failure {
-        Failure::NotSent => Outcome::Fail("unavailable".into()),
-        Failure::Unknown => Outcome::Info("timeout".into()),
-    }
-}
-
 impl ResourceStore for SimStore {
     async fn write(&mut self, resource: &str, fence: Option<u64>, data: &str) -> Outcome<()> {
         let request = Request::Write { key: resource.into(), fence, data: data.into() };
         match self.connection.call(&request).await {
             Ok(Response::StaleFence) => Outcome::Fail("stale-fence".into()),
             Ok(_) => Outcome::Ok(()),
-            Err(failure) => failed(failure),
+            Err(failure) => failure.outcome(),
         }
     }
 
@@ -54,7 +46,7 @@ impl ResourceStore for SimStore {
         match self.connection.call(&Request::Read { key: resource.into() }).await {
             Ok(Response::Read { fence, data }) => Outcome::Ok((fence, data)),
             Ok(_) => Outcome::Info("bad-reply".into()),
-            Err(failure) => failed(failure),
+            Err(failure) => failure.outcome(),
         }
     }
 

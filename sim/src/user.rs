@@ -9,7 +9,7 @@ use std::time::Duration;
 use lockcheck_workloads::user::{RedisCommands, Uncertain};
 use lockcheck_workloads::LockClient;
 
-use crate::client::Backend;
+use crate::client::{Backend, Simulator};
 use crate::host::{Connection, Failure};
 use crate::protocol::{Request, Response};
 use crate::run::{run_clients, ClientSetup, SimError, SimOptions, SimRun};
@@ -116,11 +116,11 @@ where
     if options.backend != Backend::Redis {
         return Err(SimError::Unsupported(format!(
             "run_user runs a user's client against a single simulated Redis: the backend must be {}, not {}",
-            Backend::Redis.name(),
-            options.backend.name()
+            Backend::Redis.sim_name(),
+            options.backend.sim_name()
         )));
     }
-    let lock_host = options.backend.lock_hosts()[0];
+    let lock_host = Simulator::lock_hosts(options.backend)[0];
     run_clients(options, &mut |_| {}, None, move |setup: ClientSetup| {
         let redis = match setup.primary {
             Some(primary) => Connection::to_primary(primary, setup.deadline),

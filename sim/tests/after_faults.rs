@@ -57,7 +57,7 @@ fn check(options: &SimOptions) -> Vec<String> {
         let Some(&stop) = first_stop.get(kind.name()) else {
             problems.push(format!(
                 "{}: no {} fault ended; {replay}",
-                options.backend.name(),
+                options.backend.sim_name(),
                 kind.name()
             ));
             continue;
@@ -67,7 +67,7 @@ fn check(options: &SimOptions) -> Vec<String> {
             if !after.contains(f) {
                 problems.push(format!(
                     "{}: no {f} after the first {} ended; {replay}",
-                    options.backend.name(),
+                    options.backend.sim_name(),
                     kind.name()
                 ));
             }
@@ -90,7 +90,7 @@ fn check(options: &SimOptions) -> Vec<String> {
         if !again {
             problems.push(format!(
                 "{}: process {process} ended unknown at event {} and its client never acquired again; {replay}",
-                options.backend.name(),
+                options.backend.sim_name(),
                 event.index
             ));
         }
@@ -170,7 +170,7 @@ fn a_stalled_client_acts_again_and_every_point_strikes() {
                 if !acted {
                     problems.push(format!(
                         "{}: client {client} never acted after its stall at {point} (event {}); {}",
-                        backend.name(),
+                        backend.sim_name(),
                         event.index,
                         options.check_arguments()
                     ));
@@ -181,7 +181,7 @@ fn a_stalled_client_acts_again_and_every_point_strikes() {
             if !struck.contains(point.name()) {
                 problems.push(format!(
                     "{}: no pause struck {} over 4 seeds",
-                    backend.name(),
+                    backend.sim_name(),
                     point.name()
                 ));
             }

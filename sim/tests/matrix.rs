@@ -27,7 +27,7 @@ fn every_simulated_cell_comes_out_as_the_truth_table_says() {
                 let at = next.fetch_add(1, Ordering::Relaxed);
                 let Some(cell) = cells.get(at) else { break };
                 let result = run_cell(cell, &effort)
-                    .unwrap_or_else(|error| panic!("{}: {error}", cell.backend.name()));
+                    .unwrap_or_else(|error| panic!("{}: {error}", cell.backend.sim_name()));
                 results.lock().unwrap()[at] = Some(result);
             });
         }
@@ -37,7 +37,7 @@ fn every_simulated_cell_comes_out_as_the_truth_table_says() {
         let result = result.expect("every cell ran");
         eprintln!(
             "{} {:?}: {} ({} seeds)",
-            cell.backend.name(),
+            cell.backend.sim_name(),
             cell.faults,
             result.found,
             result.seeds
@@ -45,7 +45,7 @@ fn every_simulated_cell_comes_out_as_the_truth_table_says() {
         if !result.matches {
             mismatches.push(format!(
                 "{} ({}): {}; replay: cargo run --release -- {}",
-                cell.backend.name(),
+                cell.backend.sim_name(),
                 cell.note,
                 result.found,
                 result.options.check_arguments()

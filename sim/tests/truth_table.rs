@@ -211,7 +211,7 @@ fn events_bytes(sim: &SimRun) -> Vec<u8> {
 #[test]
 fn the_same_options_and_seed_give_the_same_history_byte_for_byte() {
     let all_faults = FaultKind::ALL;
-    for backend in Backend::ALL {
+    for backend in Backend::all_in(lockcheck_workloads::World::Simulated) {
         let options = SimOptions { seed: 7, ..options(backend, &all_faults) };
         let first = events_bytes(&simulate(&options));
         let second = events_bytes(&simulate(&options));
@@ -514,19 +514,20 @@ fn redis_failover_to_a_replica_without_the_key_violates_mutual_exclusion() {
 fn failover_asked_of_a_backend_without_a_replica_changes_nothing() {
     // Only a single Redis has a replica to fail over to; everyone else runs
     // as if failover had not been asked for, byte for byte.
-    for backend in Backend::ALL {
+    for backend in Backend::all_in(lockcheck_workloads::World::Simulated) {
         let without = SimOptions { seed: 3, ..options(backend, &lockcheck_sim::DEFAULT_FAULTS) };
         let mut faults = lockcheck_sim::DEFAULT_FAULTS.to_vec();
         faults.push(FaultKind::Failover);
         let with = SimOptions { faults, ..without.clone() };
         let (without_run, with_run) = (simulate(&without), simulate(&with));
         let same = events_bytes(&without_run) == events_bytes(&with_run);
-        let can_fail_over = backend.entry().fails_over;
+        let can_fail_over = backend.fails_over();
         assert_eq!(
             can_fail_over,
-            backend.name().starts_with("sim-redis") && !backend.name().contains("semaphore")
+            backend.sim_name().starts_with("sim-redis")
+                && !backend.sim_name().contains("semaphore")
         );
-        assert_eq!(same, !can_fail_over, "{}: replay: {}", backend.name(), replay(&with));
+        assert_eq!(same, !can_fail_over, "{}: replay: {}", backend.sim_name(), replay(&with));
         assert_eq!(with_run.faults.contains(&FaultKind::Failover), can_fail_over);
     }
 }

@@ -1,31 +1,530 @@
-//! What every world's catalogue of backends answers: each backend's name,
-//! its help line, and why a fault cannot strike it. The simulator's
-//! (`lockcheck_sim::Backend`) and the real world's
-//! (`lockcheck_real::RealBackend`) each keep one entry a backend, with what
-//! that world needs besides (its hosts or servers, its tuning, how its
-//! clients are built); `lockcheck backends` and the matrices read both
-//! through this trait.
+//! The one catalogue of backends, for both worlds. A backend is one value
+//! ([`Backend`]) and one entry ([`Entry`]): its name and help line, the
+//! recipe its clients run, the service that keeps its locks, its tuning,
+//! the worlds it runs in and the faults it refuses there. `sim-X` is X run
+//! in the simulator: the name derives from the entry. Each world answers
+//! one question per [`Service`]: the simulator how to host it, the real
+//! world which servers it needs and which driver speaks to it.
+//!
+//! Adding a backend is one variant and one entry here (and, for a new
+//! service, its recipe and its service's file in each world it runs in).
 
+use crate::redis_lock::Variant;
 use crate::FaultKind;
 
-/// A world's catalogue of backends.
-pub trait Catalogue: Copy + Sized + 'static {
-    /// The world, as a listing names it: `simulated`, `real`.
-    const WORLD: &'static str;
-    /// Every backend, in the order a listing gives them.
-    fn all() -> &'static [Self];
-    /// Its `--backend` name.
-    fn name(self) -> &'static str;
-    /// One line on what it is.
-    fn help(self) -> &'static str;
-    /// Why `fault` cannot strike it in this world, if it cannot.
-    fn refuses(self, fault: FaultKind) -> Option<String>;
-    /// A backend by its name.
-    fn parse(name: &str) -> Option<Self> {
-        Self::all().iter().copied().find(|backend| backend.name() == name)
+/// Where a run takes place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum World {
+    /// The deterministic simulator: no servers, the same history for a seed.
+    Simulated,
+    /// Servers lockcheck starts on loopback, or is given by URL.
+    Real,
+}
+
+impl World {
+    pub const ALL: [World; 2] = [World::Simulated, World::Real];
+
+    /// As a listing names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            World::Simulated => "simulated",
+            World::Real => "real",
+        }
     }
-    /// The faults that can strike it, in the vocabulary's order.
-    fn faults(self) -> Vec<FaultKind> {
-        FaultKind::ALL.into_iter().filter(|&fault| self.refuses(fault).is_none()).collect()
+}
+
+/// The service that keeps a backend's locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Service {
+    /// Independent Redis instances: one, or Redlock's five.
+    Redis { instances: u32 },
+    /// An etcd cluster of this many members agreeing by Raft (the real
+    /// world starts one member, or more when a fault splits members).
+    Etcd { members: u32 },
+    /// The PostgreSQL that also holds the protected resources.
+    Postgres,
+    /// A MariaDB (or MySQL) of its own.
+    Mariadb,
+    /// Consul's sessions and KV store (simulated only: no Consul binary is
+    /// packaged for this machine).
+    Consul,
+    /// The servers `--servers` names, for the user's lock program.
+    Exec,
+}
+
+impl Service {
+    /// Whether its locks live in a database, which keeps them across a
+    /// restart and ends them with the session.
+    pub const fn is_sql(self) -> bool {
+        matches!(self, Service::Postgres | Service::Mariadb)
+    }
+}
+
+/// The recipe a backend's clients run (docs/guide.md#recipes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Recipe {
+    /// A single Redis (`crate::redis_lock`), and which variant.
+    Redis(Variant),
+    /// `SET NX PX` and the fence's `INCR` in one script (real only).
+    RedisFenced,
+    /// The sorted-set semaphore (`crate::semaphore`), by the server's `TIME`
+    /// or (broken) by the caller's clock.
+    Semaphore { client_clock: bool },
+    /// Redlock (`crate::redlock`); a crashed instance stays down longer than
+    /// any lease it granted, or (broken) restarts at once.
+    Redlock { delayed_restart: bool },
+    /// The SQL lease table (`crate::lease_table`), expiring by the
+    /// database's clock or (broken) the client's.
+    LeaseTable { client_clock: bool },
+    /// etcd's lease and lock (`crate::etcd_lock`); (broken) a leader that
+    /// commits without a majority.
+    Etcd { commits_alone: bool },
+    /// `pg_try_advisory_lock`, held by a session.
+    PostgresAdvisory,
+    /// `pg_try_advisory_xact_lock`, held by an open transaction.
+    PostgresAdvisoryXact,
+    /// `GET_LOCK`, held by a session.
+    MysqlGetLock,
+    /// Consul's session and `?acquire=`, with a lock-delay in ms.
+    Consul { lock_delay_ms: u64 },
+    /// The user's program, speaking the exec protocol.
+    Exec,
+}
+
+/// Everything the catalogue knows of one backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    /// Its `--backend` name against real servers.
+    pub name: &'static str,
+    /// Its name in the simulator: `sim-` and the name.
+    pub sim_name: &'static str,
+    /// One line on what it is.
+    pub help: &'static str,
+    pub recipe: Recipe,
+    pub service: Service,
+    /// Whether it runs in the simulator, and against real servers.
+    pub simulated: bool,
+    pub real: bool,
+    /// Other names the simulator takes for it.
+    pub sim_aliases: &'static [&'static str],
+}
+
+/// An entry's names: the real one, and `sim-` and it.
+macro_rules! entry {
+    ($name:literal, $($field:ident: $value:expr,)* ..$base:expr) => {
+        Entry { name: $name, sim_name: concat!("sim-", $name), $($field: $value,)* ..$base }
+    };
+    ($name:literal, $($field:ident: $value:expr),* $(,)?) => {
+        Entry { name: $name, sim_name: concat!("sim-", $name), $($field: $value),* }
+    };
+}
+
+/// The default an entry starts from: one Redis, in both worlds.
+const REDIS: Entry = entry!(
+    "redis",
+    help: "",
+    recipe: Recipe::Redis(Variant::Plain),
+    service: Service::Redis { instances: 1 },
+    simulated: true,
+    real: true,
+    sim_aliases: &[],
+);
+
+/// A backend of either world (or both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Backend {
+    Redis,
+    RedisFenced,
+    RedisDelRelease,
+    RedisSetnxExpire,
+    RedisLostReply,
+    RedisGetDelRelease,
+    RedisBlindRenew,
+    LeaseTable,
+    LeaseTableClientClock,
+    Redlock,
+    RedlockNoDelay,
+    RedisSemaphore,
+    RedisSemaphoreClientClock,
+    Etcd,
+    Etcd5,
+    EtcdNoQuorum,
+    PostgresAdvisory,
+    PostgresAdvisoryXact,
+    PostgresLease,
+    MysqlGetLock,
+    MysqlLease,
+    Exec,
+    Consul,
+    ConsulNoDelay,
+}
+
+/// Redlock's instances.
+pub const REDLOCK_INSTANCES: u32 = 5;
+
+/// A semaphore's permits, in both worlds.
+pub const PERMITS: u32 = 2;
+
+/// Consul's default lock-delay.
+pub const CONSUL_LOCK_DELAY_MS: u64 = 15_000;
+
+impl Backend {
+    /// Every backend, in the order a listing of either world gives them.
+    pub const ALL: [Backend; 24] = [
+        Backend::Redis,
+        Backend::RedisFenced,
+        Backend::RedisDelRelease,
+        Backend::RedisSetnxExpire,
+        Backend::RedisLostReply,
+        Backend::RedisGetDelRelease,
+        Backend::RedisBlindRenew,
+        Backend::LeaseTable,
+        Backend::LeaseTableClientClock,
+        Backend::Redlock,
+        Backend::RedlockNoDelay,
+        Backend::RedisSemaphore,
+        Backend::RedisSemaphoreClientClock,
+        Backend::Etcd,
+        Backend::Etcd5,
+        Backend::EtcdNoQuorum,
+        Backend::Consul,
+        Backend::ConsulNoDelay,
+        Backend::PostgresAdvisory,
+        Backend::PostgresAdvisoryXact,
+        Backend::PostgresLease,
+        Backend::MysqlGetLock,
+        Backend::MysqlLease,
+        Backend::Exec,
+    ];
+
+    /// The catalogue: one entry a backend.
+    pub const fn entry(self) -> Entry {
+        const SEMAPHORE: Entry =
+            Entry { recipe: Recipe::Semaphore { client_clock: false }, ..REDIS };
+        const REDLOCK: Entry = Entry {
+            recipe: Recipe::Redlock { delayed_restart: true },
+            service: Service::Redis { instances: REDLOCK_INSTANCES },
+            ..REDIS
+        };
+        const ETCD: Entry = Entry {
+            recipe: Recipe::Etcd { commits_alone: false },
+            service: Service::Etcd { members: 3 },
+            ..REDIS
+        };
+        const POSTGRES: Entry = Entry { service: Service::Postgres, simulated: false, ..REDIS };
+        const MYSQL: Entry = Entry { service: Service::Mariadb, ..POSTGRES };
+        const LEASE_TABLE: Entry = Entry {
+            recipe: Recipe::LeaseTable { client_clock: false },
+            service: Service::Postgres,
+            real: false,
+            ..REDIS
+        };
+        const CONSUL: Entry = Entry {
+            recipe: Recipe::Consul { lock_delay_ms: CONSUL_LOCK_DELAY_MS },
+            service: Service::Consul,
+            real: false,
+            ..REDIS
+        };
+        const fn redis(variant: Variant) -> Entry {
+            Entry { recipe: Recipe::Redis(variant), ..REDIS }
+        }
+        match self {
+            Backend::Redis => Entry {
+                help: "SET NX PX, Lua compare-and-delete release and renew; with fencing, INCR after the grant",
+                ..REDIS
+            },
+            Backend::RedisFenced => entry!("redis-fenced",
+                help: "SET NX PX and the fence's INCR in one script: the token is atomic with the grant",
+                recipe: Recipe::RedisFenced, simulated: false, ..REDIS),
+            Backend::RedisDelRelease => entry!("redis-del-release",
+                help: "broken: release by plain DEL deletes the next holder's lock",
+                ..redis(Variant::DelRelease)),
+            Backend::RedisSetnxExpire => entry!("redis-setnx-expire",
+                help: "broken: SETNX then PEXPIRE, two commands: a crash between them leaves a lock without TTL",
+                ..redis(Variant::SetnxExpire)),
+            Backend::RedisLostReply => entry!("redis-lost-reply",
+                help: "broken: a lost SET reply is taken for busy (an orphan lock until its TTL)",
+                ..redis(Variant::LostReply)),
+            Backend::RedisGetDelRelease => entry!("redis-get-del-release",
+                help: "broken: release by GET, compare, then DEL: a pause between deletes the next holder's lock",
+                ..redis(Variant::GetDelRelease)),
+            Backend::RedisBlindRenew => entry!("redis-blind-renew",
+                help: "broken: renew by plain PEXPIRE: a late watchdog extends the next holder's lock",
+                ..redis(Variant::BlindRenew)),
+            Backend::LeaseTable => entry!("lease-table",
+                help: "the SQL lease table: the database's clock, a fence column",
+                sim_aliases: &["sim-postgres-lease", "sim-mysql-lease"], ..LEASE_TABLE),
+            Backend::LeaseTableClientClock => entry!("lease-table-client-clock",
+                help: "broken: the lease table, expiring leases by the client's clock",
+                recipe: Recipe::LeaseTable { client_clock: true }, ..LEASE_TABLE),
+            Backend::Redlock => entry!("redlock",
+                help: "Redlock over five independent Redis: a majority, validity minus drift, delayed restart",
+                ..REDLOCK),
+            Backend::RedlockNoDelay => entry!("redlock-no-delay",
+                help: "broken: Redlock whose crashed instances restart at once, having forgotten their keys",
+                recipe: Recipe::Redlock { delayed_restart: false }, real: false, ..REDLOCK),
+            Backend::RedisSemaphore => entry!("redis-semaphore",
+                help: "a two-permit semaphore: a sorted set per key, by the server's TIME",
+                ..SEMAPHORE),
+            Backend::RedisSemaphoreClientClock => entry!("redis-semaphore-client-clock",
+                help: "broken: the semaphore by the caller's clock",
+                recipe: Recipe::Semaphore { client_clock: true }, ..SEMAPHORE),
+            Backend::Etcd => entry!("etcd",
+                help: "etcd lease + lock: a lease per acquisition, the lock key's create revision as the token",
+                ..ETCD),
+            Backend::Etcd5 => entry!("etcd-5",
+                help: "the same etcd with five members",
+                service: Service::Etcd { members: 5 }, real: false, ..ETCD),
+            Backend::EtcdNoQuorum => entry!("etcd-no-quorum",
+                help: "broken: etcd whose leader commits without a majority: a leader cut off goes on granting",
+                recipe: Recipe::Etcd { commits_alone: true }, real: false, ..ETCD),
+            Backend::PostgresAdvisory => entry!("postgres-advisory",
+                help: "pg_try_advisory_lock: held by a session, freed when the session ends",
+                recipe: Recipe::PostgresAdvisory, ..POSTGRES),
+            Backend::PostgresAdvisoryXact => entry!("postgres-advisory-xact",
+                help: "pg_try_advisory_xact_lock: held by an open transaction",
+                recipe: Recipe::PostgresAdvisoryXact, ..POSTGRES),
+            Backend::PostgresLease => entry!("postgres-lease",
+                help: "a PostgreSQL lease table: the database's clock, a fence column",
+                recipe: Recipe::LeaseTable { client_clock: false }, ..POSTGRES),
+            Backend::MysqlGetLock => entry!("mysql-get-lock",
+                help: "MariaDB/MySQL GET_LOCK: held by a session, freed when the session ends",
+                recipe: Recipe::MysqlGetLock, ..MYSQL),
+            Backend::MysqlLease => entry!("mysql-lease",
+                help: "a MariaDB/MySQL lease table: the database's clock, a fence column",
+                recipe: Recipe::LeaseTable { client_clock: false }, ..MYSQL),
+            Backend::Exec => entry!("exec",
+                help: "your own lock program after --, speaking the exec protocol",
+                recipe: Recipe::Exec, service: Service::Exec, simulated: false, ..REDIS),
+            Backend::Consul => entry!("consul",
+                help: "Consul sessions and KV acquire, LockIndex as the token, a lock-delay of 15 s",
+                ..CONSUL),
+            Backend::ConsulNoDelay => entry!("consul-no-delay",
+                help: "Consul with lock-delay 0: a stalled holder's lock is taken at once",
+                recipe: Recipe::Consul { lock_delay_ms: 0 }, ..CONSUL),
+        }
+    }
+
+    /// Whether it runs in `world`.
+    pub const fn runs_in(self, world: World) -> bool {
+        let entry = self.entry();
+        match world {
+            World::Simulated => entry.simulated,
+            World::Real => entry.real,
+        }
+    }
+
+    /// The backends of `world`, in the order a listing gives them.
+    pub fn all_in(world: World) -> impl Iterator<Item = Backend> {
+        Backend::ALL.into_iter().filter(move |backend| backend.runs_in(world))
+    }
+
+    /// Its `--backend` name in `world`: `sim-` and its name in the simulator.
+    pub const fn name_in(self, world: World) -> &'static str {
+        match world {
+            World::Simulated => self.entry().sim_name,
+            World::Real => self.entry().name,
+        }
+    }
+
+    /// Its name in the simulator.
+    pub const fn sim_name(self) -> &'static str {
+        self.entry().sim_name
+    }
+
+    /// Its name against real servers.
+    pub const fn real_name(self) -> &'static str {
+        self.entry().name
+    }
+
+    /// One line on what it is.
+    pub const fn help(self) -> &'static str {
+        self.entry().help
+    }
+
+    pub const fn recipe(self) -> Recipe {
+        self.entry().recipe
+    }
+
+    pub const fn service(self) -> Service {
+        self.entry().service
+    }
+
+    /// The backend `name` names in `world`, or none.
+    pub fn parse_in(world: World, name: &str) -> Option<Backend> {
+        Backend::all_in(world).find(|backend| {
+            backend.name_in(world) == name
+                || (world == World::Simulated && backend.entry().sim_aliases.contains(&name))
+        })
+    }
+
+    /// The backend `name` names in either world, and that world.
+    pub fn parse(name: &str) -> Option<(Backend, World)> {
+        World::ALL
+            .into_iter()
+            .find_map(|world| Backend::parse_in(world, name).map(|backend| (backend, world)))
+    }
+
+    // ---- What its recipe and service imply: the tuning, written once ----
+
+    /// How many may hold a key at once: [`PERMITS`] for the semaphores, 1
+    /// for a lock.
+    pub const fn permits(self) -> u32 {
+        match self.recipe() {
+            Recipe::Semaphore { .. } => PERMITS,
+            _ => 1,
+        }
+    }
+
+    /// A semaphore's permits, as a workload records them (none: a mutex).
+    pub const fn semaphore_permits(self) -> Option<u32> {
+        match self.permits() {
+            1 => None,
+            permits => Some(permits),
+        }
+    }
+
+    /// Its lock hosts agree by consensus (etcd): holders keep a session's
+    /// lease alive, partitions among members have something to split.
+    pub const fn is_consensus(self) -> bool {
+        matches!(self.service(), Service::Etcd { .. })
+    }
+
+    /// Independent instances, each holding its copy of the lock (Redlock).
+    pub const fn is_independent(self) -> bool {
+        matches!(self.service(), Service::Redis { instances } if instances > 1)
+    }
+
+    /// A crashed instance stays down longer than any lease it granted.
+    pub const fn delays_restart(self) -> bool {
+        matches!(self.recipe(), Recipe::Redlock { delayed_restart: true })
+    }
+
+    /// A consensus leader that commits without a majority (broken).
+    pub const fn commits_alone(self) -> bool {
+        matches!(self.recipe(), Recipe::Etcd { commits_alone: true })
+    }
+
+    /// The lock service keeps its state across a restart, as a database does.
+    pub const fn is_durable(self) -> bool {
+        self.service().is_sql()
+    }
+
+    /// One Redis, which the failover fault gives an async replica.
+    pub const fn fails_over(self) -> bool {
+        matches!(self.recipe(), Recipe::Redis(_) | Recipe::RedisFenced)
+    }
+
+    /// The recipe (wrongly) takes `now` from the caller's clock.
+    pub const fn trusts_caller_clock(self) -> bool {
+        matches!(
+            self.recipe(),
+            Recipe::Semaphore { client_clock: true } | Recipe::LeaseTable { client_clock: true }
+        )
+    }
+
+    /// SQL sessions hold its locks, which conn-kill ends.
+    pub const fn has_sql_sessions(self) -> bool {
+        self.service().is_sql()
+    }
+
+    /// The user's program, which client-kill kills.
+    pub const fn is_program(self) -> bool {
+        matches!(self.recipe(), Recipe::Exec)
+    }
+
+    /// How long its service keeps a lock whose holder's session ended from
+    /// being taken again (Consul's lock-delay), if it does.
+    pub const fn lock_delay_ms(self) -> Option<u64> {
+        match self.recipe() {
+            Recipe::Consul { lock_delay_ms } => Some(lock_delay_ms),
+            _ => None,
+        }
+    }
+
+    /// The session keepalive's period, for a backend whose holders keep
+    /// their lease alive: every third of the TTL.
+    pub const fn keepalive_ms(self, ttl_ms: u64) -> Option<u64> {
+        match self.is_consensus() {
+            true => Some(ttl_ms / 3),
+            false => None,
+        }
+    }
+
+    /// How long a killed lock server stays down at least: a delayed
+    /// restart outlives any lease it may have granted.
+    pub const fn min_down_ms(self, ttl_ms: u64) -> u64 {
+        match self.delays_restart() {
+            true => ttl_ms * 3 / 2,
+            false => 0,
+        }
+    }
+
+    /// Why `fault` cannot strike it in `world`, for a reason of its own
+    /// (each world adds the faults it cannot carry out at all).
+    pub fn refuses(self, world: World, fault: FaultKind) -> Option<String> {
+        let name = self.name_in(world);
+        match (world, fault) {
+            (World::Simulated, FaultKind::Failover) if !self.fails_over() => Some(format!(
+                "{name} has no replica to fail over to: failover applies to the sim-redis backends"
+            )),
+            (World::Real, FaultKind::Failover) if !self.fails_over() => Some(format!(
+                "failover promotes a Redis replica: it applies to the single-Redis backends (redis, redis-fenced, redis-del-release, …), not {name}"
+            )),
+            (World::Real, FaultKind::ConnKill) if !self.has_sql_sessions() => Some(format!(
+                "conn-kill ends SQL sessions: it applies to the postgres-* and mysql-* backends, not {name}"
+            )),
+            (World::Real, FaultKind::Clock) if self.is_consensus() => Some(
+                "clock: etcd is written in Go and reads the time without libc, so libfaketime cannot move its clock (its leases run on the leader's monotonic clock anyway); the simulated sim-etcd has clock faults"
+                    .to_string(),
+            ),
+            (World::Real, FaultKind::ClientKill) if !self.is_program() => Some(format!(
+                "client-kill kills your lock program: it applies to --backend exec, not {name}"
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// What a world's catalogue answers: the one catalogue seen from one world.
+pub trait Catalogue {
+    /// The world.
+    const WORLD: World;
+    /// Why `fault` cannot strike `backend` in this world, if it cannot:
+    /// the backend's own reasons and the world's.
+    fn refuses(backend: Backend, fault: FaultKind) -> Option<String>;
+    /// The faults that can strike `backend`, in the vocabulary's order.
+    fn faults(backend: Backend) -> Vec<FaultKind> {
+        FaultKind::ALL
+            .into_iter()
+            .filter(|&fault| Self::refuses(backend, fault).is_none())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Backend, World};
+
+    #[test]
+    fn every_name_reads_back_in_its_world_and_sim_names_derive() {
+        for world in World::ALL {
+            for backend in Backend::all_in(world) {
+                assert_eq!(Backend::parse_in(world, backend.name_in(world)), Some(backend));
+            }
+        }
+        for backend in Backend::ALL {
+            assert_eq!(backend.sim_name(), format!("sim-{}", backend.real_name()));
+            assert!(backend.runs_in(World::Simulated) || backend.runs_in(World::Real));
+        }
+        assert_eq!(
+            Backend::parse_in(World::Simulated, "sim-postgres-lease"),
+            Some(Backend::LeaseTable)
+        );
+        assert_eq!(Backend::parse_in(World::Real, "sim-redis"), None);
+        assert_eq!(Backend::parse_in(World::Simulated, "redis"), None);
+        assert_eq!(Backend::parse("etcd"), Some((Backend::Etcd, World::Real)));
+        assert_eq!(Backend::all_in(World::Simulated).count(), 17);
+        assert_eq!(Backend::all_in(World::Real).count(), 17);
     }
 }

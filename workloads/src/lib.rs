@@ -13,7 +13,9 @@
 //!   seeded schedule of faults each world draws its own way ([`Draws`]),
 //!   and where a fault aims ([`Holders`]: a holder in the middle of a long
 //!   hold, waited for within the fault's [`slack()`]);
-//! - what each world's catalogue of backends answers ([`Catalogue`]), and a
+//! - the one catalogue of backends for both worlds ([`Backend`], its
+//!   [`Entry`], [`Recipe`] and [`Service`]; [`Catalogue`] for one world's
+//!   view), and a
 //!   truth table's [`Cell`];
 //! - [`interrupt`]: Ctrl-C, SIGTERM and SIGHUP for the whole tool.
 
@@ -37,7 +39,9 @@ pub mod user;
 mod workload;
 
 pub use aim::{slack, Aim, Aimed, Holders};
-pub use catalogue::Catalogue;
+pub use catalogue::{
+    Backend, Catalogue, Entry, Recipe, Service, World, PERMITS, REDLOCK_INSTANCES,
+};
 pub use cell::Cell;
 pub use client::{Grant, LockClient, Outcome};
 pub use fault::{FaultKind, Shape};

@@ -86,6 +86,10 @@ pub struct WorkloadOptions {
     /// A semaphore: how many may hold a key at once (recorded with each
     /// acquire); `None` for a lock.
     pub permits: Option<u32>,
+    /// How long the service keeps a lock whose holder's session ended from
+    /// being taken again (Consul's lock-delay), recorded with each acquire
+    /// so that liveness expects the wait. `None` for every other service.
+    pub lock_delay_ms: Option<u64>,
     /// A session with a background keepalive (etcd's): the holder works one
     /// long job of `hold_ms` and renews every this many ms through it, then
     /// writes. `None`: a short job after at most one watchdog renewal.
@@ -104,6 +108,19 @@ impl WorkloadOptions {
             Workload::Mutex | Workload::FencedWrite => &self.resources,
         }
     }
+}
+
+/// An acquire's recorded value: the TTL asked for, and a semaphore's
+/// permits or a lock-delay when there is one.
+fn acquire_value(options: &WorkloadOptions) -> Value {
+    let mut value = json!({ "ttl_ms": options.ttl_ms });
+    if let Some(permits) = options.permits {
+        value["permits"] = json!(permits);
+    }
+    if let Some(lock_delay_ms) = options.lock_delay_ms {
+        value["lock_delay_ms"] = json!(lock_delay_ms);
+    }
+    value
 }
 
 /// One logical client's identity and limits.
@@ -306,17 +323,7 @@ async fn run_locking<C: LockClient, S: ResourceStore>(
         pause(&mut rng, options.think_ms).await;
         let at = rng.gen_range(0..options.locks.len());
         let (lock, resource) = (&options.locks[at], &options.resources[at]);
-        record(
-            process,
-            EventType::Invoke,
-            Function::Acquire,
-            lock,
-            match options.permits {
-                Some(permits) => json!({ "ttl_ms": options.ttl_ms, "permits": permits }),
-                None => json!({ "ttl_ms": options.ttl_ms }),
-            },
-            None,
-        );
+        record(process, EventType::Invoke, Function::Acquire, lock, acquire_value(options), None);
         let outcome = client.acquire(lock, options.ttl_ms).await;
         let before = process;
         let grant = match outcome {
