@@ -23,12 +23,15 @@ pub const DEFAULT_FAULTS: [FaultKind; 6] = [
 ];
 
 /// Why the simulator cannot carry out `kind`, if it cannot: the faults of
-/// real processes and sessions.
+/// real processes, sessions and links.
 pub fn refused_in_sim(kind: FaultKind) -> Option<&'static str> {
     match kind {
-        FaultKind::ConnKill => Some(
-            "conn-kill ends real SQL sessions: it applies to the postgres-* and mysql-* backends",
+        FaultKind::SlowClient => Some(
+            "slow-client slows one client's links through the real world's proxy: the simulator slows a lock host's (slow-net)",
         ),
+        FaultKind::ConnKill => {
+            Some("conn-kill ends real SQL sessions: it applies to the postgres-* and mysql-* backends")
+        }
         FaultKind::ClientKill => {
             Some("client-kill kills your lock program: it applies to --backend exec")
         }
@@ -167,7 +170,8 @@ pub fn schedule(
     if shapes.is_empty() {
         shapes.push(Shape::Client);
     }
-    // The faults of real processes and sessions have no simulated executor.
+    // The faults of real processes, sessions and links have no simulated
+    // executor.
     let kinds: Vec<FaultKind> =
         kinds.iter().copied().filter(|&kind| refused_in_sim(kind).is_none()).collect();
     let quiet = Quiet { start: rates.quiet_start, end: rates.quiet_end };
@@ -273,7 +277,7 @@ impl SimDraws {
             FaultKind::Partition => (self.partition(rng), rng.gen_range(ttl..=ttl * 3)),
             // The old primary stays down this long before rejoining.
             FaultKind::Failover => (Action::Failover, rng.gen_range(ttl / 4..=ttl * 2).max(1)),
-            FaultKind::ConnKill | FaultKind::ClientKill => {
+            FaultKind::ConnKill | FaultKind::ClientKill | FaultKind::SlowClient => {
                 unreachable!("left out of the kinds: {kind:?} has no simulated executor")
             }
             FaultKind::Skew => {
@@ -346,6 +350,7 @@ mod tests {
         assert_eq!(Action::PauseServer.kind(), FaultKind::Sigstop);
         assert_eq!(pauses[0].kind(), FaultKind::Pause);
         assert!(refused_in_sim(FaultKind::Sigstop).is_none());
+        assert!(refused_in_sim(FaultKind::SlowClient).is_some_and(|why| why.contains("slow-net")));
     }
 
     #[test]

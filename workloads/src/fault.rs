@@ -20,8 +20,10 @@ pub enum FaultKind {
     /// The lock server crashes and restarts (its keys survive only with
     /// persistence).
     Kill,
-    /// Messages are delayed: the simulator delays a lock host's replies, the
-    /// real world one client's links through its proxy. Also named `delay`.
+    /// A lock server's links are slow: every client's requests to it and
+    /// replies from it are late (the simulator delays the lock host's
+    /// replies; the real world adds latency to every client's links to the
+    /// lock server through its proxy). Also named `delay`.
     SlowNet,
     /// Requests or replies to the lock server are lost (simulated only).
     Loss,
@@ -41,10 +43,14 @@ pub enum FaultKind {
     ConnKill,
     /// SIGKILL of the user's lock program (real `--backend exec`).
     ClientKill,
+    /// One client's links are slow, to its lock servers and to its storage:
+    /// a write may reach the storage after the lease it was sent under
+    /// ended (real only: through the proxy).
+    SlowClient,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 11] = [
+    pub const ALL: [FaultKind; 12] = [
         FaultKind::Pause,
         FaultKind::Clock,
         FaultKind::Kill,
@@ -56,6 +62,7 @@ impl FaultKind {
         FaultKind::Sigstop,
         FaultKind::ConnKill,
         FaultKind::ClientKill,
+        FaultKind::SlowClient,
     ];
 
     pub fn name(self) -> &'static str {
@@ -71,6 +78,7 @@ impl FaultKind {
             FaultKind::Sigstop => "sigstop",
             FaultKind::ConnKill => "conn-kill",
             FaultKind::ClientKill => "client-kill",
+            FaultKind::SlowClient => "slow-client",
         }
     }
 
