@@ -207,20 +207,22 @@ pub struct CheckArgs {
     /// day's lock is released after the run).
     #[arg(long, default_value = "fenced-write")]
     pub workload: String,
-    /// Faults, a comma list; or none. The same names in both worlds. In the
-    /// simulator: pause, clock, kill, slow-net (also named delay: a lock
-    /// host's replies delayed), loss, skew, failover, partition. Against
-    /// real servers: pause (client
-    /// stalls), sigstop (SIGSTOP of a lock server), kill (SIGKILL and
-    /// restart), conn-kill (the SQL server ends the lock sessions),
-    /// partition and slow-net (through lockcheck's own TCP proxy), clock
-    /// (the lock server's wall clock jumps or drifts, by libfaketime: Redis,
-    /// PostgreSQL, MariaDB; etcd, written in Go, ignores libfaketime, so
-    /// clock is refused for it), failover (a Redis primary dies and its
-    /// async replica is promoted), client-kill (--backend exec: SIGKILL of
-    /// your lock program). Each world refuses, with the reason, a fault it
-    /// cannot carry out. [default: pause,clock,kill,slow-net,loss on a
-    /// simulated backend; pause on a real one]
+    /// Faults, a comma list; or none. A name means the same in both worlds:
+    /// pause (a client stalls past its TTL), sigstop (a lock server stops
+    /// for a while), kill (a lock server crashes and restarts), clock (a
+    /// lock server's clock jumps or drifts), slow-net (also named delay: a
+    /// lock server's links are slow, for every client), partition,
+    /// failover (a Redis primary dies and its async replica is promoted).
+    /// Simulated only: loss, skew. Real only: conn-kill (the SQL server
+    /// ends the lock sessions), slow-client (one client's links slow, to
+    /// its lock servers and its storage), client-kill (--backend exec:
+    /// SIGKILL of your lock program). Against real servers, sigstop is
+    /// SIGSTOP, kill SIGKILL, partition and the slow links go through
+    /// lockcheck's own TCP proxy, clock through libfaketime (Redis,
+    /// PostgreSQL, MariaDB; etcd, written in Go, ignores it, so clock is
+    /// refused for it). Each world refuses, with the reason, a fault it
+    /// cannot carry out. [default: pause,sigstop,clock,kill,slow-net,loss
+    /// on a simulated backend; pause on a real one]
     #[arg(long)]
     pub nemesis: Option<String>,
     /// A real backend's Redis (a comma list of five for redlock) [default:

@@ -1,7 +1,7 @@
 //! Network faults against real servers, through the proxy ([`crate::Proxy`]):
-//! partitions (`partition`) and slow links (`slow-net`), the network part of
-//! the run's one schedule ([`super::schedule`]), each start and stop
-//! recorded as a nemesis operation.
+//! partitions (`partition`) and slow links (`slow-net`, `slow-client`), the
+//! network part of the run's one schedule ([`super::schedule`]), each start
+//! and stop recorded as a nemesis operation.
 //!
 //! The shapes of a partition, as the simulator's:
 //! * `client`: one client cut off from every lock server (its storage
@@ -16,11 +16,18 @@
 //! * `ring`: each of five or more members reaches only its two neighbours,
 //!   so every member sees a majority but no two majorities agree.
 //!
-//! `slow-net` delays every link of one client (aimed as `client` is, else
-//! the one drawn) (to its lock servers and to
-//! its storage) by a one-way latency from a tenth of a TTL to a whole TTL:
-//! replies come after the client's deadline, and a write may arrive after
-//! the lease it was sent under has ended.
+//! `slow-net` slows a lock server's links, as the simulator's does: every
+//! client's link to one lock server (the one drawn) gets a one-way latency
+//! from a tenth of a TTL to a whole TTL, both ways, so requests and replies
+//! come late, many after the clients' deadlines. It strikes, as a server
+//! fault does, while a holder is in the middle of a long hold (within its
+//! slack): its renewals and its release come late. Where the storage is the
+//! lock server (the postgres-* backends), its writes are late too.
+//!
+//! `slow-client` delays every link of one client (aimed as `client` is,
+//! else the one drawn), to its lock servers and to its storage, by the same
+//! latencies: replies come after the client's deadline, and a write may
+//! arrive after the lease it was sent under has ended.
 //!
 //! A partition holds the links (no resets, nothing lost: a network that
 //! drops packets), so a client waits out its deadline as it would on a real
@@ -58,8 +65,12 @@ pub enum NetKind {
     ClientCut { client: u32 },
     /// The members in `minority` cannot reach the others.
     Members { shape: Shape, minority: Vec<usize> },
-    /// Every link of `client` has this one-way latency.
-    Slow { client: u32, delay_ms: u64 },
+    /// Every client's link to one lock server, `lock_nodes[server % n]`,
+    /// has this one-way latency (slow-net).
+    SlowServer { server: u32, delay_ms: u64 },
+    /// Every link of `client`, to its lock servers and to its storage, has
+    /// this one-way latency (slow-client).
+    SlowClient { client: u32, delay_ms: u64 },
 }
 
 /// One network fault, from `start` to `end` after the test began.
@@ -68,21 +79,31 @@ pub struct NetFault {
     pub start: Duration,
     pub end: Duration,
     pub kind: NetKind,
-    /// How long a fault that strikes a client may wait for one in the
-    /// middle of a long hold ([`Holders::aim`]); it is moved on by as long
-    /// as it waited.
+    /// How long a fault that strikes a client or a lock server's links may
+    /// wait for its aim ([`Holders::aim`]); it is moved on by as long as it
+    /// waited.
     pub slack: Duration,
+}
+
+/// The lock server whose links `server` (drawn) slows.
+fn slowed_node(server: u32, topology: &Topology) -> Option<&String> {
+    let nodes = topology.lock_nodes.len().max(1);
+    topology.lock_nodes.get(server as usize % nodes)
 }
 
 /// The links a fault changes, each as `(from, to)`: a client's links are
 /// the ones it dials; members' links are both directions of each pair.
 fn links(fault: &NetFault, topology: &Topology) -> Vec<(String, String)> {
     match &fault.kind {
+        NetKind::SlowServer { server, .. } => {
+            let Some(to) = slowed_node(*server, topology) else { return Vec::new() };
+            (0..topology.clients).map(|client| (format!("client-{client}"), to.clone())).collect()
+        }
         NetKind::ClientCut { client } => {
             let from = format!("client-{client}");
             topology.lock_nodes.iter().map(|to| (from.clone(), to.clone())).collect()
         }
-        NetKind::Slow { client, .. } => {
+        NetKind::SlowClient { client, .. } => {
             let from = format!("client-{client}");
             topology
                 .lock_nodes
@@ -136,8 +157,14 @@ fn record(recorder: &SharedRecorder, fault: &NetFault, topology: &Topology, f: F
                 "cuts": links(fault, topology),
             })
         }
-        NetKind::Slow { client, delay_ms } => json!({
+        NetKind::SlowServer { server, delay_ms } => json!({
             "fault": "slow-net",
+            "targets": slowed_node(*server, topology).into_iter().collect::<Vec<_>>(),
+            "delay_ms": delay_ms,
+            "links": links(fault, topology),
+        }),
+        NetKind::SlowClient { client, delay_ms } => json!({
+            "fault": "slow-client",
             "targets": [format!("client-{client}")],
             "delay_ms": delay_ms,
             "links": links(fault, topology),
@@ -188,7 +215,14 @@ pub async fn run(
         tokio::time::sleep_until(start + fault.start).await;
         let mut fault = fault.clone();
         let cut = matches!(fault.kind, NetKind::ClientCut { .. });
-        if let NetKind::ClientCut { client } | NetKind::Slow { client, .. } = &mut fault.kind {
+        if let NetKind::SlowServer { .. } = fault.kind {
+            // As a server fault: while a holder is in the middle of a long
+            // hold, whose renewals and release then come late.
+            let waited = holders.aim(Aim::LongHold, 0, fault.slack).await.waited;
+            (fault.start, fault.end) = (fault.start + waited, fault.end + waited);
+        }
+        if let NetKind::ClientCut { client } | NetKind::SlowClient { client, .. } = &mut fault.kind
+        {
             // A cut-off holder's lease runs out, unrenewed, within a lease
             // of the cut; the server takes up to half a second more to
             // revoke it (etcd's expiry check), and the next holder is
@@ -211,7 +245,9 @@ pub async fn run(
         }
         let fault = &fault;
         let state = match fault.kind {
-            NetKind::Slow { delay_ms, .. } => LinkState::Delay(Duration::from_millis(delay_ms)),
+            NetKind::SlowServer { delay_ms, .. } | NetKind::SlowClient { delay_ms, .. } => {
+                LinkState::Delay(Duration::from_millis(delay_ms))
+            }
             NetKind::ClientCut { .. } | NetKind::Members { .. } => LinkState::Hold,
         };
         let changed = links(fault, topology);
@@ -335,7 +371,13 @@ mod tests {
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
         assert_eq!(cuts, expected);
-        let slow = NetFault { kind: NetKind::Slow { client: 1, delay_ms: 100 }, ..fault };
+        let slow = NetFault { kind: NetKind::SlowClient { client: 1, delay_ms: 100 }, ..fault };
         assert_eq!(links(&slow, &topology(3)).last(), Some(&("client-1".into(), "storage".into())));
+        // slow-net: every client's link to the lock server drawn, and no
+        // other (the storage's, members' among themselves).
+        let server = NetFault { kind: NetKind::SlowServer { server: 4, delay_ms: 100 }, ..slow };
+        let expected: Vec<(String, String)> =
+            (0..4).map(|client| (format!("client-{client}"), "etcd-1".to_string())).collect();
+        assert_eq!(links(&server, &topology(3)), expected);
     }
 }

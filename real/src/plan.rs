@@ -74,13 +74,14 @@ impl Default for RealOptions {
 }
 
 /// The order a real run names its faults in.
-const REAL_ORDER: [FaultKind; 9] = [
+const REAL_ORDER: [FaultKind; 10] = [
     FaultKind::Pause,
     FaultKind::Sigstop,
     FaultKind::Kill,
     FaultKind::ConnKill,
     FaultKind::Partition,
     FaultKind::SlowNet,
+    FaultKind::SlowClient,
     FaultKind::Clock,
     FaultKind::Failover,
     FaultKind::ClientKill,

@@ -88,6 +88,7 @@ impl Servers {
         let mut servers = Servers { chatty, ..Servers::default() };
         if faults.has(FaultKind::Partition)
             || faults.has(FaultKind::SlowNet)
+            || faults.has(FaultKind::SlowClient)
             || faults.has(FaultKind::Failover)
         {
             servers.proxy = Some(Proxy::start()?);

@@ -72,7 +72,10 @@ impl FaultTargets {
     /// Whether a fault of `kind` has anything to strike here.
     fn applies(&self, kind: FaultKind) -> bool {
         match kind {
-            FaultKind::Pause | FaultKind::SlowNet | FaultKind::ClientKill => self.clients > 0,
+            FaultKind::Pause
+            | FaultKind::SlowNet
+            | FaultKind::SlowClient
+            | FaultKind::ClientKill => self.clients > 0,
             FaultKind::Partition => self.clients > 0 && !self.shapes_that_apply().is_empty(),
             FaultKind::Sigstop | FaultKind::Kill | FaultKind::Clock => self.lock_servers > 0,
             // Sessions are ended on servers given by URL too; a failover
@@ -91,7 +94,7 @@ pub enum RealFault {
     Stall(StallFault),
     /// Sigstop, kill, conn-kill, a clock jump or drift.
     Server(ServerFault),
-    /// A partition or a slow link.
+    /// A partition, or slow links (a lock server's, a client's).
     Net(NetFault),
     Failover(Failover),
     /// A client's program killed (client-kill): over as soon as it starts.
@@ -100,7 +103,7 @@ pub enum RealFault {
 
 impl RealFault {
     /// How long the fault may wait for its aim, where it is aimed: a
-    /// stall, a server fault, a fault that strikes a client's links.
+    /// stall, a server fault, a network fault.
     fn set_slack(&mut self, slack: Duration) {
         match self {
             RealFault::Stall(fault) => fault.slack = slack,
@@ -192,7 +195,12 @@ enum Action {
         jump_ms: u64,
     },
     Partition(Shape),
-    Slow {
+    /// Every client's links to a lock server (slow-net).
+    SlowNet {
+        delay_ms: u64,
+    },
+    /// One client's links (slow-client).
+    SlowClient {
         delay_ms: u64,
     },
     Failover {
@@ -238,9 +246,13 @@ impl Draws for RealDraws<'_> {
                 (Action::Partition(shape), ms(rng.gen_range(ttl..=ttl * 3)))
             }
             // One-way latencies past the clients' deadlines (a quarter TTL).
-            FaultKind::SlowNet => {
+            FaultKind::SlowNet | FaultKind::SlowClient => {
                 let delay_ms = rng.gen_range(ttl / 10..=ttl).max(1);
-                (Action::Slow { delay_ms }, ms(rng.gen_range(ttl..=ttl * 3)))
+                let action = match kind {
+                    FaultKind::SlowNet => Action::SlowNet { delay_ms },
+                    _ => Action::SlowClient { delay_ms },
+                };
+                (action, ms(rng.gen_range(ttl..=ttl * 3)))
             }
             // The replication link is held for the lag, then the old
             // primary stays down.
@@ -274,8 +286,13 @@ impl Draws for RealDraws<'_> {
                 let kind = self.partition(shape, rng);
                 RealFault::Net(NetFault { start, end, kind, slack: Duration::ZERO })
             }
-            Action::Slow { delay_ms } => {
-                let kind = NetKind::Slow { client: self.client(rng), delay_ms };
+            Action::SlowNet { delay_ms } => {
+                // The lock server struck, among those of the topology.
+                let kind = NetKind::SlowServer { server: rng.gen(), delay_ms };
+                RealFault::Net(NetFault { start, end, kind, slack: Duration::ZERO })
+            }
+            Action::SlowClient { delay_ms } => {
+                let kind = NetKind::SlowClient { client: self.client(rng), delay_ms };
                 RealFault::Net(NetFault { start, end, kind, slack: Duration::ZERO })
             }
             Action::Failover { lag } => RealFault::Failover(Failover { start, lag, end }),
@@ -465,7 +482,7 @@ mod tests {
 
     #[test]
     fn network_faults_follow_the_seed_and_heal_before_the_end() {
-        let kinds = [FaultKind::Partition, FaultKind::SlowNet];
+        let kinds = [FaultKind::Partition, FaultKind::SlowNet, FaultKind::SlowClient];
         let plan = |seed| split(schedule(&kinds, &cluster(3), LIMIT, seed)).net;
         let faults = plan(3);
         assert_eq!(faults, plan(3));
@@ -480,9 +497,13 @@ mod tests {
                     assert_eq!(minority.len(), 1, "{fault:?}");
                     "members"
                 }
-                NetKind::Slow { client, delay_ms } => {
+                NetKind::SlowServer { delay_ms, .. } => {
+                    assert!((50..=500).contains(delay_ms), "{fault:?}");
+                    "slow-net"
+                }
+                NetKind::SlowClient { client, delay_ms } => {
                     assert!(*client < 4 && (50..=500).contains(delay_ms), "{fault:?}");
-                    "slow"
+                    "slow-client"
                 }
                 NetKind::ClientCut { client } => {
                     assert!(*client < 4, "{fault:?}");
@@ -490,7 +511,7 @@ mod tests {
                 }
             });
         }
-        for kind in ["client", "members", "slow"] {
+        for kind in ["client", "members", "slow-net", "slow-client"] {
             assert!(drawn.contains(&kind), "{drawn:?}");
         }
     }

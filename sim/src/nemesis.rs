@@ -11,16 +11,23 @@ use lockcheck_workloads::{Draws, Quiet, StallPoint, Window};
 pub use lockcheck_workloads::{FaultKind, Shape};
 
 /// The faults of a default simulated run: every one that strikes the lock
-/// service.
-pub const DEFAULT_FAULTS: [FaultKind; 5] =
-    [FaultKind::Pause, FaultKind::Clock, FaultKind::Kill, FaultKind::SlowNet, FaultKind::Loss];
+/// service. `pause` and `sigstop` share a slot of the schedule
+/// ([`lockcheck_workloads::Slot`]).
+pub const DEFAULT_FAULTS: [FaultKind; 6] = [
+    FaultKind::Pause,
+    FaultKind::Sigstop,
+    FaultKind::Clock,
+    FaultKind::Kill,
+    FaultKind::SlowNet,
+    FaultKind::Loss,
+];
 
 /// Why the simulator cannot carry out `kind`, if it cannot: the faults of
-/// real processes and sessions.
+/// real processes, sessions and links.
 pub fn refused_in_sim(kind: FaultKind) -> Option<&'static str> {
     match kind {
-        FaultKind::Sigstop => Some(
-            "sigstop stops a real server's process: in the simulator, pause also pauses the lock server",
+        FaultKind::SlowClient => Some(
+            "slow-client slows one client's links through the real world's proxy: the simulator slows a lock host's (slow-net)",
         ),
         FaultKind::ConnKill => {
             Some("conn-kill ends real SQL sessions: it applies to the postgres-* and mysql-* backends")
@@ -78,7 +85,7 @@ pub struct Fault {
 pub enum Action {
     /// Client `client` stalls this long when it next passes point `at`.
     StallClient { client: u32, stall_ms: u64, at: StallPoint },
-    /// The lock server reads nothing until `end`.
+    /// The lock server reads nothing until `end` (sigstop).
     PauseServer,
     /// The lock server's clock jumps forward by this much at `start`.
     ClockJump { forward_ms: i64 },
@@ -86,7 +93,8 @@ pub enum Action {
     ClockDrift { rate: f64 },
     /// The lock server is down from `start` to `end`.
     Kill,
-    /// Replies are delayed by up to this much until `end`.
+    /// The lock server's replies, to every client, are each delayed by up
+    /// to this much until `end` (slow-net).
     Delay { max_ms: u64 },
     /// Each request or reply is lost with this chance until `end`.
     Loss { probability: f64 },
@@ -105,7 +113,8 @@ pub enum Action {
 impl Action {
     pub fn kind(&self) -> FaultKind {
         match self {
-            Action::StallClient { .. } | Action::PauseServer => FaultKind::Pause,
+            Action::StallClient { .. } => FaultKind::Pause,
+            Action::PauseServer => FaultKind::Sigstop,
             Action::ClockJump { .. } | Action::ClockDrift { .. } => FaultKind::Clock,
             Action::Kill => FaultKind::Kill,
             Action::Delay { .. } => FaultKind::SlowNet,
@@ -161,7 +170,8 @@ pub fn schedule(
     if shapes.is_empty() {
         shapes.push(Shape::Client);
     }
-    // The faults of real processes and sessions have no simulated executor.
+    // The faults of real processes, sessions and links have no simulated
+    // executor.
     let kinds: Vec<FaultKind> =
         kinds.iter().copied().filter(|&kind| refused_in_sim(kind).is_none()).collect();
     let quiet = Quiet { start: rates.quiet_start, end: rates.quiet_end };
@@ -231,7 +241,9 @@ impl SimDraws {
         let Targets { clients, servers, ttl_ms, min_down_ms, .. } = self.targets;
         let ttl = ttl_ms.max(1);
         match kind {
-            FaultKind::Pause if rng.gen_bool(0.7) => {
+            // With sigstop on too, the schedule's coin chose a client's
+            // stall over the server's ([`lockcheck_workloads::Slot`]).
+            FaultKind::Pause => {
                 let stall_ms = rng.gen_range(ttl * 3 / 2..=ttl * 3);
                 let client = rng.gen_range(0..clients.max(1));
                 // Drawn only where there is a choice.
@@ -241,7 +253,7 @@ impl SimDraws {
                 };
                 (Action::StallClient { client, stall_ms, at }, stall_ms)
             }
-            FaultKind::Pause => (Action::PauseServer, rng.gen_range(ttl / 2..=ttl * 2)),
+            FaultKind::Sigstop => (Action::PauseServer, rng.gen_range(ttl / 2..=ttl * 2)),
             FaultKind::Clock if rng.gen_bool(0.6) => {
                 (Action::ClockJump { forward_ms: rng.gen_range(ttl / 2..=ttl * 2) as i64 }, ttl)
             }
@@ -265,7 +277,7 @@ impl SimDraws {
             FaultKind::Partition => (self.partition(rng), rng.gen_range(ttl..=ttl * 3)),
             // The old primary stays down this long before rejoining.
             FaultKind::Failover => (Action::Failover, rng.gen_range(ttl / 4..=ttl * 2).max(1)),
-            FaultKind::Sigstop | FaultKind::ConnKill | FaultKind::ClientKill => {
+            FaultKind::ConnKill | FaultKind::ClientKill | FaultKind::SlowClient => {
                 unreachable!("left out of the kinds: {kind:?} has no simulated executor")
             }
             FaultKind::Skew => {
@@ -295,5 +307,71 @@ impl SimDraws {
                 Action::SplitServers { shape, minority, cuts }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+    use crate::run::{run, SimOptions};
+
+    fn actions(kinds: &[FaultKind], seed: u64) -> Vec<Action> {
+        let rates = Rates {
+            gap_ms: (500, 3000),
+            quiet_start: Duration::from_secs(1),
+            quiet_end: Duration::from_secs(3),
+        };
+        let targets =
+            Targets { clients: 5, servers: 1, ttl_ms: 1000, min_down_ms: 0, cluster: false };
+        let time_limit = Duration::from_secs(300);
+        let mut rng = SmallRng::seed_from_u64(seed);
+        schedule(kinds, &[], &[], rates, time_limit, targets, &mut rng)
+            .into_iter()
+            .map(|fault| fault.action)
+            .collect()
+    }
+
+    #[test]
+    fn pause_stalls_a_client_and_sigstop_the_lock_server() {
+        let client = |action: &Action| matches!(action, Action::StallClient { .. });
+        let pauses = actions(&[FaultKind::Pause], 1);
+        assert!(!pauses.is_empty() && pauses.iter().all(client), "{pauses:?}");
+        let sigstops = actions(&[FaultKind::Sigstop], 1);
+        assert!(!sigstops.is_empty(), "{sigstops:?}");
+        assert!(sigstops.iter().all(|action| *action == Action::PauseServer), "{sigstops:?}");
+        // Both on: one slot, a client's stall more often than the server's.
+        let both = actions(&[FaultKind::Pause, FaultKind::Sigstop], 1);
+        let clients = both.iter().filter(|action| client(action)).count();
+        let servers = both.iter().filter(|action| **action == Action::PauseServer).count();
+        assert_eq!(clients + servers, both.len());
+        assert!(servers > 0 && clients > servers, "{clients} {servers}");
+        assert_eq!(Action::PauseServer.kind(), FaultKind::Sigstop);
+        assert_eq!(pauses[0].kind(), FaultKind::Pause);
+        assert!(refused_in_sim(FaultKind::Sigstop).is_none());
+        assert!(refused_in_sim(FaultKind::SlowClient).is_some_and(|why| why.contains("slow-net")));
+    }
+
+    #[test]
+    fn a_run_names_the_fault_that_struck() {
+        let options = SimOptions {
+            faults: vec![FaultKind::Sigstop, FaultKind::Pause],
+            time_limit: Duration::from_secs(30),
+            seed: 4,
+            ..SimOptions::default()
+        };
+        let sim = run(&options).expect("the simulation runs");
+        let mut named = std::collections::BTreeMap::new();
+        for event in &sim.events {
+            let Some(value) = &event.value else { continue };
+            let value: serde_json::Value = serde_json::from_str(value.get()).unwrap();
+            if let Some(fault) = value["fault"].as_str() {
+                let client = value["targets"][0].as_str().unwrap_or("").starts_with("client-");
+                named.insert((fault.to_string(), client), ());
+            }
+        }
+        let named: Vec<(String, bool)> = named.into_keys().collect();
+        assert_eq!(named, [("pause".to_string(), true), ("sigstop".to_string(), false)]);
     }
 }

@@ -344,7 +344,7 @@ fn fault_value(
         Action::StallClient { client, stall_ms, at } => {
             json!({ "fault": "pause", "targets": [format!("client-{client}")], "stall_ms": stall_ms, "at": at.name() })
         }
-        Action::PauseServer => json!({ "fault": "pause", "targets": [lock_host] }),
+        Action::PauseServer => json!({ "fault": "sigstop", "targets": [lock_host] }),
         Action::ClockJump { forward_ms } => {
             json!({ "fault": "clock", "targets": [lock_host], "jump_ms": forward_ms })
         }
@@ -400,8 +400,16 @@ fn plan_faults(options: &SimOptions, rng: &mut SmallRng) -> (Vec<FaultKind>, Rat
         quiet_end: Duration::from_millis(options.ttl_ms * 3).min(options.time_limit / 5),
     };
     if options.swarm && !kinds.is_empty() {
-        let chosen: Vec<FaultKind> = kinds.iter().copied().filter(|_| rng.gen_bool(0.5)).collect();
-        kinds = if chosen.is_empty() { vec![kinds[rng.gen_range(0..kinds.len())]] } else { chosen };
+        // A coin per slot of the schedule: pause and sigstop, sharing one,
+        // are on or off together.
+        use lockcheck_workloads::Slot;
+        let slots = Slot::of(&kinds);
+        let mut chosen: Vec<Slot> = slots.iter().copied().filter(|_| rng.gen_bool(0.5)).collect();
+        if chosen.is_empty() {
+            chosen.push(slots[rng.gen_range(0..slots.len())]);
+        }
+        kinds = chosen.into_iter().flat_map(Slot::kinds).collect();
+        kinds.sort();
         let gap = rng.gen_range(100..3000);
         rates.gap_ms = (gap / 2, gap * 2);
     }

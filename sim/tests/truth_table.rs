@@ -554,9 +554,13 @@ fn histories_without_failover_are_the_ones_from_before_it() {
     // point of a client's life (`SimOptions::pause_at`); aimed after the
     // grant alone, a pause records what it did before (tests/cli_golden.rs).
     // The Redlock one changed once more when a kill of instances that come
-    // back at once, empty, began to take out a majority every time.
+    // back at once, empty, began to take out a majority every time. The
+    // default one changed when a server's pause began to be recorded as
+    // sigstop, its name in both worlds (4 bytes: the name of two events,
+    // nothing else; the default faults gained sigstop, which shares
+    // pause's draws).
     let pinned: [(SimOptions, usize, u64); 4] = [
-        (SimOptions { seed: 42, ..SimOptions::default() }, 1_152_049, 0xb23b_3066_2353_6edf),
+        (SimOptions { seed: 42, ..SimOptions::default() }, 1_152_053, 0x2a64_e909_5249_e31b),
         (SimOptions { seed: 5, ..options(Backend::Redis, &[]) }, 1_297_954, 0x21d6_3eaf_9510_ad85),
         (
             SimOptions { seed: 7, persistent: true, ..options(Backend::Redis, &[FaultKind::Kill]) },

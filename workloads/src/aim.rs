@@ -8,6 +8,10 @@
 //! before the holder's work is done, which is when each breaks a lock. The
 //! clients' stall points say who holds what ([`crate::Stall::hold`]); a
 //! fault that finds no such holder within its slack strikes as drawn.
+//!
+//! The real world aims; the simulator does not: its faults strike when and
+//! whom the seed drew, a stall at the drawn point the next time the client
+//! passes it. Aiming there would change the histories its seeds pin.
 
 use std::time::Duration;
 

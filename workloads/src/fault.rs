@@ -1,26 +1,29 @@
 //! The fault vocabulary both worlds share: every fault by its `--nemesis`
-//! name, and the shapes a partition takes. Each world carries a fault out
-//! its own way (the simulator's network and hosts; the real world's proxy,
-//! signals and libfaketime) and says which it cannot carry out and why; the
-//! names are the same.
+//! name, and the shapes a partition takes. A name means one thing in both
+//! worlds. Each world carries a fault out its own way (the simulator's
+//! network and hosts; the real world's proxy, signals and libfaketime) and
+//! says which it cannot carry out and why.
 
 /// A fault, in either world.
 ///
 /// The order is the simulator's: it sorts the faults it is given, and a
 /// seed's schedule depends on that order. A new fault goes at the end.
+/// `pause` and `sigstop` share one slot of the schedule, where `pause`
+/// stands ([`crate::Slot`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FaultKind {
-    /// A client stalls between its grant and its write, longer than the TTL
-    /// (a GC pause). In the simulator, a pause may instead stop the lock
-    /// server for a while (as `sigstop` does to a real one).
+    /// A client stalls, longer than the TTL, at a point of its life (a GC
+    /// pause): after its grant, before its write, and so on (`--pause-at`).
     Pause,
     /// The lock server's clock jumps forward, or drifts fast.
     Clock,
     /// The lock server crashes and restarts (its keys survive only with
     /// persistence).
     Kill,
-    /// Messages are delayed: the simulator delays a lock host's replies, the
-    /// real world one client's links through its proxy. Also named `delay`.
+    /// A lock server's links are slow: every client's requests to it and
+    /// replies from it are late (the simulator delays the lock host's
+    /// replies; the real world adds latency to every client's links to the
+    /// lock server through its proxy). Also named `delay`.
     SlowNet,
     /// Requests or replies to the lock server are lost (simulated only).
     Loss,
@@ -33,16 +36,21 @@ pub enum FaultKind {
     /// Links are cut: a client from every lock host, or cluster members
     /// from each other ([`Shape`]).
     Partition,
-    /// SIGSTOP, later SIGCONT, of a real lock server.
+    /// A lock server stops for a while, reading nothing: SIGSTOP, later
+    /// SIGCONT, of a real one; a simulated one leaves its requests unread.
     Sigstop,
     /// The SQL server ends the lock sessions (real postgres-* and mysql-*).
     ConnKill,
     /// SIGKILL of the user's lock program (real `--backend exec`).
     ClientKill,
+    /// One client's links are slow, to its lock servers and to its storage:
+    /// a write may reach the storage after the lease it was sent under
+    /// ended (real only: through the proxy).
+    SlowClient,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 11] = [
+    pub const ALL: [FaultKind; 12] = [
         FaultKind::Pause,
         FaultKind::Clock,
         FaultKind::Kill,
@@ -54,6 +62,7 @@ impl FaultKind {
         FaultKind::Sigstop,
         FaultKind::ConnKill,
         FaultKind::ClientKill,
+        FaultKind::SlowClient,
     ];
 
     pub fn name(self) -> &'static str {
@@ -69,6 +78,7 @@ impl FaultKind {
             FaultKind::Sigstop => "sigstop",
             FaultKind::ConnKill => "conn-kill",
             FaultKind::ClientKill => "client-kill",
+            FaultKind::SlowClient => "slow-client",
         }
     }
 

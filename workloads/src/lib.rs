@@ -46,7 +46,7 @@ pub use cell::Cell;
 pub use client::{Grant, LockClient, Outcome};
 pub use fault::{FaultKind, Shape};
 pub use recorder::{HistoryFile, Recorder, SharedRecorder};
-pub use schedule::{schedule, Draws, Quiet, Window};
+pub use schedule::{schedule, Draws, Quiet, Slot, Window, CLIENT_STALL};
 pub use stall::{Freezer, Hold, Stall, StallPoint, StallPoints};
 pub use storage::ResourceStore;
 pub use workload::{check_sizes, run_client, ClientPlan, Workload, WorkloadOptions};

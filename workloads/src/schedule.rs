@@ -2,7 +2,9 @@
 //! start a fault is on, then off for a gap, then the next, and so on; every
 //! fault is healed a quiet period before the end, so that the history shows
 //! whether the system recovers. Each world says how a fault of a kind is
-//! drawn ([`Draws`]) and carries the faults out its own way.
+//! drawn ([`Draws`]) and carries the faults out its own way. A stall is one
+//! choice of the schedule, of a client (`pause`) or of the lock server
+//! (`sigstop`) when both are on ([`Slot`]).
 
 use std::time::Duration;
 
@@ -43,11 +45,63 @@ pub trait Draws {
     fn gap(&self, fault: &Self::Fault, rng: &mut SmallRng) -> Duration;
 }
 
-/// The faults of a run of `time_limit`, each of one of `kinds` (picked
-/// uniformly): for each, the kind, then its action and length; a fault that
-/// would end inside the quiet end ends the schedule; then its targets, then
-/// the gap after it. Nothing when no kind is on or the run is too short for
-/// its quiet periods.
+/// How often a stall slot with both `pause` and `sigstop` on stalls a
+/// client rather than the lock server.
+pub const CLIENT_STALL: f64 = 0.7;
+
+/// One choice of the schedule, picked uniformly among a run's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// A fault of this kind.
+    One(FaultKind),
+    /// `pause` and `sigstop` both on: a stall, of a client or of the lock
+    /// server, by a coin ([`CLIENT_STALL`]).
+    Stall,
+}
+
+impl Slot {
+    /// The slots of `kinds`, in their order: one per kind, but `pause` and
+    /// `sigstop` share one, where the first of them stands. So a run with
+    /// both draws as often from the others as a run with one of them.
+    pub fn of(kinds: &[FaultKind]) -> Vec<Slot> {
+        let stalls = [FaultKind::Pause, FaultKind::Sigstop];
+        let both = stalls.iter().all(|kind| kinds.contains(kind));
+        let mut slots = Vec::with_capacity(kinds.len());
+        for &kind in kinds {
+            let slot = match both && stalls.contains(&kind) {
+                true => Slot::Stall,
+                false => Slot::One(kind),
+            };
+            if !slots.contains(&slot) {
+                slots.push(slot);
+            }
+        }
+        slots
+    }
+
+    /// The kinds it stands for.
+    pub fn kinds(self) -> Vec<FaultKind> {
+        match self {
+            Slot::One(kind) => vec![kind],
+            Slot::Stall => vec![FaultKind::Pause, FaultKind::Sigstop],
+        }
+    }
+
+    /// Draws its fault's kind: a stall's by its coin.
+    pub fn draw(self, rng: &mut SmallRng) -> FaultKind {
+        match self {
+            Slot::One(kind) => kind,
+            Slot::Stall if rng.gen_bool(CLIENT_STALL) => FaultKind::Pause,
+            Slot::Stall => FaultKind::Sigstop,
+        }
+    }
+}
+
+/// The faults of a run of `time_limit`, each of one of `kinds`: for each,
+/// its slot (picked uniformly, [`Slot::of`]) and the slot's kind, then its
+/// action and length; a fault that would end inside the quiet end ends the
+/// schedule; then its targets, then the gap after it. Nothing when no kind
+/// is on or the run is too short for its quiet periods.
 pub fn schedule<D: Draws>(
     kinds: &[FaultKind],
     quiet: Quiet,
@@ -56,13 +110,14 @@ pub fn schedule<D: Draws>(
     rng: &mut SmallRng,
 ) -> Vec<D::Fault> {
     let mut faults = Vec::new();
-    if kinds.is_empty() || time_limit <= quiet.start + quiet.end {
+    let slots = Slot::of(kinds);
+    if slots.is_empty() || time_limit <= quiet.start + quiet.end {
         return faults;
     }
     let last = time_limit - quiet.end;
     let mut at = quiet.start;
     loop {
-        let kind = kinds[rng.gen_range(0..kinds.len())];
+        let kind = slots[rng.gen_range(0..slots.len())].draw(rng);
         let (action, length) = draws.action(kind, rng);
         let end = at + length;
         if end > last {
@@ -132,6 +187,29 @@ mod tests {
         let time_limit = Duration::from_secs(20);
         assert_eq!(plan(&kinds, time_limit, 7), plan(&kinds, time_limit, 7));
         assert_ne!(plan(&kinds, time_limit, 7), plan(&kinds, time_limit, 8));
+    }
+
+    #[test]
+    fn pause_and_sigstop_share_one_slot_where_the_first_of_them_stands() {
+        use FaultKind::{Clock, Kill, Pause, Sigstop};
+        assert_eq!(Slot::of(&[Pause, Clock, Sigstop]), [Slot::Stall, Slot::One(Clock)]);
+        assert_eq!(Slot::of(&[Kill, Sigstop, Pause]), [Slot::One(Kill), Slot::Stall]);
+        assert_eq!(Slot::of(&[Sigstop, Kill]), [Slot::One(Sigstop), Slot::One(Kill)]);
+        assert_eq!(Slot::of(&[Pause]), [Slot::One(Pause)]);
+        assert_eq!(Slot::Stall.kinds(), [Pause, Sigstop]);
+        // One of them alone is drawn with no coin: the draws after it are
+        // those of a slot of any other kind.
+        let mut rng = SmallRng::seed_from_u64(3);
+        assert_eq!(Slot::One(Sigstop).draw(&mut rng), Sigstop);
+        assert_eq!(rng.gen::<u64>(), SmallRng::seed_from_u64(3).gen::<u64>());
+        // Both: a slot as often as kill's, a client's stall more often
+        // than the server's.
+        let faults = plan(&[Pause, Sigstop, Kill], Duration::from_secs(600), 1);
+        let count = |kind| faults.iter().filter(|(drawn, ..)| *drawn == kind).count();
+        let (pauses, sigstops, kills) = (count(Pause), count(Sigstop), count(Kill));
+        assert!(sigstops > 0 && pauses > 2 * sigstops, "{pauses} {sigstops}");
+        let stalls = pauses + sigstops;
+        assert!(stalls * 4 > kills * 3 && kills * 4 > stalls * 3, "{stalls} {kills}");
     }
 
     #[test]
