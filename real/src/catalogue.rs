@@ -183,7 +183,7 @@ impl RealBackend {
     pub fn refuses(self, fault: FaultKind) -> Option<String> {
         match fault {
             FaultKind::Loss => Some(
-                "loss is simulated only: against real servers, slow-net delays a client's links and partition cuts them"
+                "loss is simulated only: against real servers, slow-net and slow-client delay links through the proxy and partition cuts them"
                     .to_string(),
             ),
             FaultKind::Skew => Some(

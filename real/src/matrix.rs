@@ -344,7 +344,7 @@ pub fn cells() -> Vec<RealCell> {
             on(B::Redis, &[F::SlowNet], 500),
             8,
             SAFE,
-            "replies after the deadline give up the lock; fenced storage rejects late writes",
+            "the lock server's links are slow for every client: replies after the deadline give the lock up, and a late renewal or release frees nothing early",
         ),
         cell(
             on(B::RedisDelRelease, &[F::Pause], 500),
