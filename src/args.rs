@@ -476,16 +476,7 @@ impl CheckArgs {
             Some(names) => FaultKind::parse_list(names)?,
             None => lockcheck_sim::DEFAULT_FAULTS.to_vec(),
         };
-        let mut partition_shapes = Vec::new();
-        for name in self.partition_shapes.split(',').map(str::trim).filter(|name| !name.is_empty())
-        {
-            partition_shapes.push(Shape::parse(name).ok_or_else(|| {
-                format!("unknown partition shape {name:?}: use client, isolate-one, halves, ring")
-            })?);
-        }
-        if partition_shapes.is_empty() {
-            return Err("--partition-shapes needs at least one shape".to_string());
-        }
+        let partition_shapes = Shape::parse_list(&self.partition_shapes)?;
         let options = SimOptions {
             backend,
             workload,

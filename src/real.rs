@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use lockcheck_checker::{Analysis, Event, Verdict};
 use lockcheck_real::{execute_recorded, RealBackend, RealError, RealFailure, RealOptions, RealRun};
 use lockcheck_reports::Analyzed;
-use lockcheck_workloads::{interrupt, FaultKind, StallPoint};
+use lockcheck_workloads::{interrupt, FaultKind, Shape, StallPoint};
 
 use crate::args::{CheckArgs, Format};
 use crate::exit;
@@ -26,12 +26,12 @@ pub fn real_options(args: &CheckArgs) -> Result<RealOptions, String> {
     Ok(RealOptions {
         workload,
         faults: FaultKind::parse_list(args.nemesis.as_deref().unwrap_or("pause"))?,
-        partition_shapes: args.partition_shapes.clone(),
+        partition_shapes: Shape::parse_list(&args.partition_shapes)?,
         clients: args.clients,
         locks: args.locks,
         ttl: args.ttl,
         time_limit: args.time_limit,
-        no_fencing: args.no_fencing,
+        fencing: !args.no_fencing,
         persistent: args.persistent,
         restart_delay: args.restart_delay,
         servers: args.servers.clone(),

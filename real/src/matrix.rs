@@ -86,16 +86,11 @@ pub fn cell_options(cell: &RealCell, time_limit: Duration, checks: CheckOptions)
     RealOptions {
         workload: cell.workload,
         faults: cell.faults.to_vec(),
-        partition_shapes: cell
-            .shapes
-            .iter()
-            .map(|shape| shape.name())
-            .collect::<Vec<_>>()
-            .join(","),
+        partition_shapes: cell.shapes.to_vec(),
         ttl: cell.ttl.unwrap_or(defaults.ttl),
         time_limit,
         restart_delay: cell.restart_delay,
-        no_fencing: !cell.fencing,
+        fencing: cell.fencing,
         persistent: cell.persistent,
         checks,
         pause_at: cell.pause_at.to_vec(),

@@ -16,15 +16,15 @@ pub struct RealOptions {
     pub workload: Workload,
     /// The faults that strike (none: a run without faults).
     pub faults: Vec<FaultKind>,
-    /// The partition shapes asked for, a comma list.
-    pub partition_shapes: String,
+    /// The partition shapes asked for.
+    pub partition_shapes: Vec<Shape>,
     pub clients: u32,
     pub locks: u32,
     pub ttl: Duration,
     /// Wall time the clients run.
     pub time_limit: Duration,
-    /// Grants carry no token and the storage accepts any write.
-    pub no_fencing: bool,
+    /// Grants carry a fencing token, writes send it and the storage fences.
+    pub fencing: bool,
     /// The lock servers keep their keys across a restart.
     pub persistent: bool,
     /// How long a killed lock server stays down [default: drawn].
@@ -50,12 +50,12 @@ impl Default for RealOptions {
         RealOptions {
             workload: Workload::FencedWrite,
             faults: vec![FaultKind::Pause],
-            partition_shapes: "client,isolate-one,halves,ring".to_string(),
+            partition_shapes: Shape::ALL.to_vec(),
             clients: 5,
             locks: 2,
             ttl: Duration::from_secs(1),
             time_limit: Duration::from_secs(60),
-            no_fencing: false,
+            fencing: true,
             persistent: false,
             restart_delay: None,
             servers: Vec::new(),
@@ -264,22 +264,15 @@ fn under_faketime() -> bool {
 pub(crate) fn shapes(test: &RealOptions, backend: RealBackend) -> Result<Vec<Shape>, String> {
     let mut shapes = Vec::new();
     let cluster = backend.service() == LockService::Etcd && test.etcd_url.is_empty();
-    for name in test.partition_shapes.split(',').map(str::trim).filter(|name| !name.is_empty()) {
-        match Shape::parse(name) {
-            Some(Shape::Client) => shapes.push(Shape::Client),
-            Some(shape) if cluster => shapes.push(shape),
-            Some(_) => {}
-            None => {
-                return Err(format!(
-                    "unknown partition shape {name:?}: use client, isolate-one, halves or ring"
-                ))
-            }
+    for &shape in &test.partition_shapes {
+        if shape == Shape::Client || cluster {
+            shapes.push(shape);
         }
     }
     if shapes.is_empty() {
         return Err(format!(
             "none of the partition shapes {:?} applies to {}: against real servers, client cuts a client off from its lock servers, and isolate-one and halves split the three members of an etcd cluster lockcheck starts",
-            test.partition_shapes,
+            Shape::list(&test.partition_shapes),
             backend.name()
         ));
     }
@@ -291,7 +284,7 @@ mod tests {
     use std::time::Duration;
 
     use lockcheck_checker::CheckOptions;
-    use lockcheck_workloads::FaultKind;
+    use lockcheck_workloads::{FaultKind, Shape};
 
     use super::{plan, RealOptions};
     use crate::catalogue::RealBackend;
@@ -390,10 +383,8 @@ mod tests {
         assert!(refused(&two, "redlock").contains("several independent Redis"));
         assert!(refused(&two, "redis").contains("uses one Redis"));
         let mut shapes = options("partition");
-        shapes.partition_shapes = "halves".to_string();
-        assert!(refused(&shapes, "redis").contains("none of the partition shapes"));
-        shapes.partition_shapes = "square".to_string();
-        assert!(refused(&shapes, "redis").contains("unknown partition shape"));
+        shapes.partition_shapes = vec![Shape::Halves];
+        assert!(refused(&shapes, "redis").contains("none of the partition shapes \"halves\""));
         let mut ttl = options("pause");
         ttl.ttl = Duration::from_millis(5);
         assert!(refused(&ttl, "redis").contains("--ttl"));

@@ -130,7 +130,7 @@ pub fn execute_recorded(
                 !faults.is_empty(),
             ),
             think_ms: (0, 40),
-            send_fence: !test.no_fencing,
+            send_fence: test.fencing,
             permits: backend.permits(),
             keepalive_ms: backend.keepalive_ms(ttl_ms),
             lock_delay_ms: backend.backend().lock_delay_ms(),
@@ -270,7 +270,7 @@ async fn drive_backend(
         name: format!("client-{logical}"),
         deadline: Duration::from_millis((workload.ttl_ms / 4).clamp(20, 2000)),
         storage_url: servers.routes[logical as usize].1.clone(),
-        fenced_storage: !test.no_fencing,
+        fenced_storage: test.fencing,
     };
     let exec_env = |logical: u32| servers.exec_env(logical);
     let lock_urls = servers.lock_urls(backend);
@@ -285,7 +285,7 @@ async fn drive_backend(
             routes: &servers.routes,
             lock_urls: &lock_urls,
             pair,
-            fencing: !test.no_fencing,
+            fencing: test.fencing,
             program: &test.exec,
             exec_env: &exec_env,
             slots: planned.slots,

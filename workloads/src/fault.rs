@@ -146,6 +146,29 @@ impl Shape {
         Shape::ALL.into_iter().find(|shape| shape.name() == name)
     }
 
+    /// A `--partition-shapes` comma list, in the order given: parsed once,
+    /// at the edge, for both worlds. An unknown name, or a list that names
+    /// none, is an error.
+    pub fn parse_list(names: &str) -> Result<Vec<Shape>, String> {
+        let mut shapes = Vec::new();
+        for name in names.split(',').map(str::trim).filter(|name| !name.is_empty()) {
+            let shape = Shape::parse(name).ok_or_else(|| {
+                format!("unknown partition shape {name:?}: use client, isolate-one, halves or ring")
+            })?;
+            shapes.push(shape);
+        }
+        if shapes.is_empty() {
+            return Err("--partition-shapes needs at least one shape".to_string());
+        }
+        Ok(shapes)
+    }
+
+    /// Shapes as a comma list, as `--partition-shapes` takes them.
+    pub fn list(shapes: &[Shape]) -> String {
+        let names: Vec<&str> = shapes.iter().map(|shape| shape.name()).collect();
+        names.join(",")
+    }
+
     /// Whether it splits anything among `servers` lock hosts, which talk to
     /// each other when they form a `cluster`.
     pub fn applies(self, servers: u32, cluster: bool) -> bool {
