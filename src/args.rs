@@ -190,15 +190,14 @@ fn parse_line_cap(text: &str) -> Result<u64, String> {
 
 #[derive(Debug, Clone, Args)]
 pub struct CheckArgs {
-    /// The lock backend. Your own: exec (a program after --). Real: redis, redis-fenced, redlock, etcd,
+    /// The lock backend (`lockcheck backends` lists them all, with the
+    /// faults that strike each). Simulated: sim- and a backend's name:
+    /// sim-redis, sim-lease-table, sim-redlock, sim-redis-semaphore,
+    /// sim-etcd, sim-etcd-5, sim-consul and their broken variants. Real:
+    /// redis, redis-fenced, redlock, redis-semaphore, etcd,
     /// postgres-advisory, postgres-advisory-xact, postgres-lease,
-    /// mysql-get-lock, mysql-lease, redis-semaphore (two permits), and the
-    /// broken redis-del-release, redis-setnx-expire, redis-lost-reply,
-    /// redis-semaphore-client-clock. Simulated: sim-redis, sim-lease-table, sim-redlock,
-    /// sim-redis-semaphore, sim-etcd (3 members), sim-etcd-5, or a broken
-    /// variant (sim-redis-del-release, sim-redis-setnx-expire,
-    /// sim-redis-lost-reply, sim-lease-table-client-clock,
-    /// sim-redlock-no-delay, sim-redis-semaphore-client-clock, sim-etcd-no-quorum).
+    /// mysql-get-lock, mysql-lease and the broken variants. Your own: exec
+    /// (a program after --).
     #[arg(long, default_value = "sim-redis")]
     pub backend: String,
     /// mutex (contention on a few locks), fenced-write (holders write to the

@@ -10,9 +10,10 @@
 //!   test), [`execute`] / [`execute_recorded`] (servers started, clients
 //!   driven, faults struck, history checked: a [`RealRun`] or a
 //!   [`RealFailure`]).
-//! - The catalogue: [`RealBackend`] (every backend, its [`RealEntry`]:
-//!   help line, [`LockService`], what its tuning and refused faults derive
-//!   from; and how its clients are built).
+//! - The catalogue's real view: [`RealBackend`] (a backend of the one
+//!   catalogue that runs against real servers: its [`LockService`], the
+//!   real world's own tuning and refusals, and how its clients are built)
+//!   and [`RealWorld`] (the view `lockcheck backends` lists).
 //! - The truth table: [`matrix`] (typed cells); `bench --only real`:
 //!   [`bench`](mod@bench).
 //! - The clients, each the transport of a recipe both worlds share (in
