@@ -162,6 +162,8 @@ pub struct ValueFields {
     /// acquire of a semaphore: how many may hold it at once.
     pub permits: Option<u32>,
     pub data: Option<String>,
+    /// write: the version of the resource the write made (on `ok`).
+    pub version: Option<u64>,
     pub fault: Option<String>,
     pub targets: Option<Vec<String>>,
 }
@@ -321,6 +323,7 @@ impl<'de> Visitor<'de> for ValueFieldsVisitor {
                 "ttl_ms" => fields.ttl_ms = map.next_value().map_err(error)?,
                 "permits" => fields.permits = map.next_value().map_err(error)?,
                 "data" => fields.data = map.next_value().map_err(error)?,
+                "version" => fields.version = map.next_value().map_err(error)?,
                 "fault" => fields.fault = map.next_value().map_err(error)?,
                 "targets" => fields.targets = map.next_value().map_err(error)?,
                 _ => {

@@ -103,6 +103,7 @@ impl<'a> Cursor<'a> {
             match name {
                 "fence" if fields.fence.is_none() => fields.fence = Some(self.unsigned()?),
                 "ttl_ms" if fields.ttl_ms.is_none() => fields.ttl_ms = Some(self.unsigned()?),
+                "version" if fields.version.is_none() => fields.version = Some(self.unsigned()?),
                 "permits" if fields.permits.is_none() => {
                     fields.permits = Some(u32::try_from(self.unsigned()?).ok()?)
                 }
