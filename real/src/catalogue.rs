@@ -21,7 +21,7 @@ use crate::redlock::RedlockClient;
 use crate::semaphore::RedisSemaphoreClient;
 use crate::servers::ServerKind;
 use crate::sql::{SqlClient, SqlRecipe};
-use crate::storage::Storage;
+use crate::s3::Resources;
 use crate::{ClientConfig, RealError};
 
 /// A real lock backend.
@@ -535,7 +535,8 @@ impl RealBackend {
 }
 
 /// Drives the lock clients `connect` makes, each beside its own session to
-/// the protected resources.
+/// the protected resources: the table, or S3 objects, as the client's
+/// storage URL says.
 async fn drive_stored<C, F, Fut>(
     options: &DriveOptions,
     history: Option<HistoryFile>,
@@ -552,7 +553,7 @@ where
         let (client, config) = (connect(logical, stall), config(logical));
         async move {
             let client = client.await?;
-            Ok((client, Storage::connect(&config).await?))
+            Ok((client, Resources::connect(&config).await?))
         }
     };
     drive_recorded(options, history, connect, nemesis).await

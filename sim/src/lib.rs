@@ -22,6 +22,7 @@ mod protocol;
 mod redis_lock;
 mod redlock;
 mod run;
+mod s3;
 mod server;
 mod storage;
 
@@ -42,5 +43,6 @@ mod shrink;
 pub use shrink::{shrink, Shrunk};
 
 pub mod user;
+pub use s3::SimObjects;
 pub use storage::SimStore;
 pub use user::{run_user, SimRedis, UserEnv};

@@ -120,6 +120,12 @@ where
             options.backend.name()
         )));
     }
+    if options.storage.is_s3() {
+        return Err(SimError::Unsupported(format!(
+            "run_user writes to the simulated table: the storage must be table, not {}",
+            options.storage.name()
+        )));
+    }
     let lock_host = options.backend.lock_hosts()[0];
     run_clients(options, &mut |_| {}, None, move |setup: ClientSetup| {
         let redis = match setup.primary {
