@@ -432,9 +432,7 @@ impl HistoryBuilder {
         if event_type == EventType::Ok {
             match op.f {
                 Function::Acquire => op.fence = fields.fence,
-                Function::Write => {
-                    op.version = fields.version.and_then(std::num::NonZeroU64::new)
-                }
+                Function::Write => op.version = fields.version.and_then(std::num::NonZeroU64::new),
                 Function::Read => {
                     op.fence = fields.fence;
                     op.data = fields.data.take().map(String::into_boxed_str);

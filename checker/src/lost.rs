@@ -67,10 +67,8 @@ fn acknowledged(history: &History, op: &Op) -> String {
 }
 
 fn events(history: &History, ops: [&Op; 2]) -> Vec<u64> {
-    let mut events: Vec<u64> = ops
-        .iter()
-        .flat_map(|op| [op.invoke.index, history.completion_or_end(op).index])
-        .collect();
+    let mut events: Vec<u64> =
+        ops.iter().flat_map(|op| [op.invoke.index, history.completion_or_end(op).index]).collect();
     events.sort_unstable();
     events
 }

@@ -18,10 +18,10 @@ use crate::exec::{ExecClient, ExecProgram, PidSlot};
 use crate::failover::RedisPair;
 use crate::redis::{RedisClient, RedisRecipe};
 use crate::redlock::RedlockClient;
+use crate::s3::Resources;
 use crate::semaphore::RedisSemaphoreClient;
 use crate::servers::ServerKind;
 use crate::sql::{SqlClient, SqlRecipe};
-use crate::s3::Resources;
 use crate::{ClientConfig, RealError};
 
 /// A real lock backend.

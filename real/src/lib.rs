@@ -58,16 +58,16 @@ pub use catalogue::{LockService, RealBackend, RealEntry};
 pub use driver::{drive, drive_recorded, drive_with, DriveOptions, StallFault};
 pub use etcd::EtcdClient;
 pub use exec::{ExecClient, ExecProgram};
+pub use moto::MotoServer;
 pub use plan::{plan, Faults, RealOptions};
 pub use proxy::{LinkState, LinkStats, Proxy};
 pub use redis::{RedisClient, RedisRecipe};
 pub use redlock::RedlockClient;
 pub use run::{execute, execute_recorded, moto_finding, RealFailure, RealRun};
+pub use s3::{Resources, S3Objects};
 pub use semaphore::RedisSemaphoreClient;
 pub use servers::{stop_all, ManagedServer, ServerKind, ServerOptions};
 pub use sql::{advisory_key, mysql_lock_name, SqlClient, SqlRecipe};
-pub use moto::MotoServer;
-pub use s3::{Resources, S3Objects};
 pub use storage::Storage;
 pub use user::RealRedis;
 

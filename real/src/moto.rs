@@ -133,8 +133,8 @@ impl MotoServer {
         for _ in 0..PORT_ATTEMPTS {
             let port = free_port().map_err(|reason| error(format!("no free port: {reason}")))?;
             let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            let log = std::env::temp_dir()
-                .join(format!("lockcheck-moto-{}-{n}.log", std::process::id()));
+            let log =
+                std::env::temp_dir().join(format!("lockcheck-moto-{}-{n}.log", std::process::id()));
             let file = File::create(&log)
                 .map_err(|reason| error(format!("cannot make {}: {reason}", log.display())))?;
             let mut command = Command::new("setpriv");
@@ -164,7 +164,10 @@ impl MotoServer {
             if let Ok(Some(status)) = self.child.try_wait() {
                 let tail = log_tail(&self.log);
                 let taken = tail.to_lowercase().contains("already in use");
-                return Err((format!("{BINARY} exited with {status}; its log ends:\n{tail}"), taken));
+                return Err((
+                    format!("{BINARY} exited with {status}; its log ends:\n{tail}"),
+                    taken,
+                ));
             }
             let last = match request(self.port, "GET", "/") {
                 Ok(200) => return Ok(()),

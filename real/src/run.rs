@@ -12,9 +12,9 @@ use lockcheck_workloads::{
 };
 
 use crate::catalogue::{Drive, LockService, RealBackend, ETCD_MIN_TTL_S};
-use crate::moto::MotoServer;
 use crate::driver::DriveOptions;
 use crate::exec::{self, PidSlot};
+use crate::moto::MotoServer;
 use crate::nemesis::{self, ServerAction, ServerFault};
 use crate::netfault::{self, NetFault, Topology};
 use crate::plan::{plan, shapes, Faults, RealOptions};
@@ -101,7 +101,8 @@ pub fn execute_recorded(
     let started = Instant::now();
     let servers = Servers::for_backend(test, backend, faults, chatty)
         .map_err(|error| RealFailure::Server(error.or_interrupted()))?;
-    let moto = start_moto(test, chatty).map_err(|error| RealFailure::Server(error.or_interrupted()))?;
+    let moto =
+        start_moto(test, chatty).map_err(|error| RealFailure::Server(error.or_interrupted()))?;
     // etcd grants whole seconds, and raises short TTLs to its minimum (2 s
     // for Debian's 3.4 defaults): stalls must outlast that.
     let asked_ms = test.ttl.as_millis() as u64;

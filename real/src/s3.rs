@@ -48,7 +48,10 @@ fn parse_url(url: &str) -> Option<(StorageKind, &str, &str)> {
 }
 
 fn setup_error(reason: impl ToString) -> RealError {
-    RealError::Setup { what: "the S3 bucket of the protected resources", reason: reason.to_string() }
+    RealError::Setup {
+        what: "the S3 bucket of the protected resources",
+        reason: reason.to_string(),
+    }
 }
 
 /// A client of `bucket` at `endpoint` whose requests each end within
@@ -89,7 +92,10 @@ pub async fn prepare(endpoint: &str, bucket: &str, resources: &[String]) -> Resu
             let meta = meta.map_err(setup_error)?;
             let name = meta.location.to_string();
             let ours = resources.iter().any(|resource| {
-                name == *resource || name.strip_prefix(resource.as_str()).is_some_and(|rest| rest.starts_with(':'))
+                name == *resource
+                    || name
+                        .strip_prefix(resource.as_str())
+                        .is_some_and(|rest| rest.starts_with(':'))
             });
             if ours {
                 store.delete(&meta.location).await.map_err(setup_error)?;
@@ -110,7 +116,11 @@ pub struct S3Objects {
 }
 
 impl S3Objects {
-    pub fn connect(endpoint: &str, bucket: &str, deadline: Duration) -> Result<S3Objects, RealError> {
+    pub fn connect(
+        endpoint: &str,
+        bucket: &str,
+        deadline: Duration,
+    ) -> Result<S3Objects, RealError> {
         Ok(S3Objects { store: client(endpoint, bucket, deadline)?, deadline })
     }
 }
@@ -121,7 +131,10 @@ impl ObjectTransport for S3Objects {
             let result = self.store.get(&Path::from(key)).await?;
             let e_tag = result.meta.e_tag.clone().unwrap_or_default();
             let bytes = result.bytes().await?;
-            Ok::<_, object_store::Error>(Object { e_tag, body: String::from_utf8_lossy(&bytes).into_owned() })
+            Ok::<_, object_store::Error>(Object {
+                e_tag,
+                body: String::from_utf8_lossy(&bytes).into_owned(),
+            })
         };
         match tokio::time::timeout(self.deadline, read).await {
             Ok(Ok(object)) => Outcome::Ok(Some(object)),
@@ -134,7 +147,9 @@ impl ObjectTransport for S3Objects {
     async fn put(&mut self, key: &str, body: &str, condition: PutIf) -> Outcome<Put> {
         let mode = match condition {
             PutIf::Any => PutMode::Overwrite,
-            PutIf::Matches(e_tag) => PutMode::Update(UpdateVersion { e_tag: Some(e_tag), version: None }),
+            PutIf::Matches(e_tag) => {
+                PutMode::Update(UpdateVersion { e_tag: Some(e_tag), version: None })
+            }
             PutIf::Absent => PutMode::Create,
         };
         let options = PutOptions { mode, ..PutOptions::default() };
@@ -145,7 +160,8 @@ impl ObjectTransport for S3Objects {
             Ok(Ok(_)) => Outcome::Ok(Put::Done),
             // 412, or a 409 for a concurrent conditional PUT: not written.
             Ok(Err(
-                object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. },
+                object_store::Error::Precondition { .. }
+                | object_store::Error::AlreadyExists { .. },
             )) => Outcome::Ok(Put::Refused),
             // Anything else (a reset connection, a 5xx) leaves it unknown.
             Ok(Err(_)) => Outcome::Info("s3-error".into()),
@@ -158,7 +174,7 @@ impl ObjectTransport for S3Objects {
 /// its storage URL says.
 #[derive(Debug)]
 pub enum Resources {
-    Table(Storage),
+    Table(Box<Storage>),
     S3(S3Store<S3Objects>),
 }
 
@@ -170,7 +186,7 @@ impl Resources {
                 let objects = S3Objects::connect(endpoint, bucket, config.deadline)?;
                 Ok(Resources::S3(S3Store::new(kind, objects)))
             }
-            None => Ok(Resources::Table(Storage::connect(config).await?)),
+            None => Ok(Resources::Table(Box::new(Storage::connect(config).await?))),
         }
     }
 }
@@ -191,7 +207,7 @@ impl ResourceStore for Resources {
     ) -> Outcome<Option<u64>> {
         match self {
             Resources::Table(table) => {
-                ResourceStore::write_versioned(table, resource, fence, data).await
+                ResourceStore::write_versioned(&mut **table, resource, fence, data).await
             }
             Resources::S3(objects) => objects.write_versioned(resource, fence, data).await,
         }

@@ -55,7 +55,9 @@ async fn answer(objects: Arc<InMemory>, request: Request) -> Option<Response> {
         },
         Request::ObjectPut { key, body, if_match, absent } => {
             let mode = match (if_match, absent) {
-                (Some(e_tag), _) => PutMode::Update(UpdateVersion { e_tag: Some(e_tag), version: None }),
+                (Some(e_tag), _) => {
+                    PutMode::Update(UpdateVersion { e_tag: Some(e_tag), version: None })
+                }
                 (None, true) => PutMode::Create,
                 (None, false) => PutMode::Overwrite,
             };

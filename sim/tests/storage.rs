@@ -58,7 +58,10 @@ fn found_within(base: &SimOptions, checker: &str, kind: ViolationKind) -> Option
 
 /// Acknowledged writes in `events`.
 fn acknowledged_writes(events: &[lockcheck_checker::Event]) -> usize {
-    events.iter().filter(|event| event.f == Function::Write && event.event_type == EventType::Ok).count()
+    events
+        .iter()
+        .filter(|event| event.f == Function::Write && event.event_type == EventType::Ok)
+        .count()
 }
 
 #[test]
@@ -69,7 +72,10 @@ fn a_plain_put_by_a_stalled_holder_lands() {
     };
     let found = found_within(&base, RESOURCE_SAFETY, ViolationKind::DoubleCharge);
     let (seed, analysis) = found.unwrap_or_else(|| {
-        panic!("no stale write landed within {FIND_WITHIN} seeds: lockcheck {}", base.check_arguments())
+        panic!(
+            "no stale write landed within {FIND_WITHIN} seeds: lockcheck {}",
+            base.check_arguments()
+        )
     });
     assert_eq!(analysis.verdict_of(RESOURCE_SAFETY), Some(Verdict::Invalid), "seed {seed}");
     // The same stalls against the fenced table: the token stops them.
@@ -84,14 +90,23 @@ fn a_compare_and_set_never_loses_an_update_even_with_no_lock() {
     let cas = options(Workload::UnlockedWrite, StorageKind::S3Cas, &faults);
     for seed in 0..SAFE_SEEDS {
         let (analysis, events, replay) = checked(&SimOptions { seed, ..cas.clone() });
-        assert_eq!(analysis.verdict, Verdict::Valid, "{replay}: {:?}", kinds(&analysis, RESOURCE_SAFETY));
+        assert_eq!(
+            analysis.verdict,
+            Verdict::Valid,
+            "{replay}: {:?}",
+            kinds(&analysis, RESOURCE_SAFETY)
+        );
         assert_eq!(analysis.verdict_of(RESOURCE_SAFETY), Some(Verdict::Valid), "{replay}");
         assert!(acknowledged_writes(&events) > 100, "{replay}: too few writes to show anything");
     }
     // The same clients with a plain PUT lose updates: the checker sees them.
     let put = SimOptions { storage: StorageKind::S3Put, ..cas };
     let found = found_within(&put, RESOURCE_SAFETY, ViolationKind::LostUpdate);
-    assert!(found.is_some(), "no lost update within {FIND_WITHIN} seeds: lockcheck {}", put.check_arguments());
+    assert!(
+        found.is_some(),
+        "no lost update within {FIND_WITHIN} seeds: lockcheck {}",
+        put.check_arguments()
+    );
 }
 
 #[test]
@@ -106,7 +121,9 @@ fn a_create_once_effect_happens_once() {
             assert_eq!(analysis.verdict_of(EXACTLY_ONCE), Some(Verdict::Valid), "{replay}");
             let refused = events
                 .iter()
-                .filter(|event| event.f == Function::Run && event.error.as_deref() == Some("exists"))
+                .filter(|event| {
+                    event.f == Function::Run && event.error.as_deref() == Some("exists")
+                })
                 .count();
             if faults.is_empty() && seed == 6 {
                 assert!(refused > 0, "{replay}: no second run was refused");

@@ -97,9 +97,7 @@ impl<T: ObjectTransport> S3Store<T> {
         let attempts = if conditional { CAS_ATTEMPTS } else { 1 };
         for _ in 0..attempts {
             let (version, condition) = match self.transport.get(resource).await {
-                Outcome::Ok(Some(object)) => {
-                    (parse(&object.body).0, PutIf::Matches(object.e_tag))
-                }
+                Outcome::Ok(Some(object)) => (parse(&object.body).0, PutIf::Matches(object.e_tag)),
                 Outcome::Ok(None) => (0, PutIf::Absent),
                 Outcome::Fail(error) | Outcome::Info(error) => return unread(error),
             };
