@@ -63,7 +63,7 @@ pub use plan::{plan, Faults, RealOptions};
 pub use proxy::{LinkState, LinkStats, Proxy};
 pub use redis::{RedisClient, RedisRecipe};
 pub use redlock::RedlockClient;
-pub use run::{execute, execute_recorded, moto_finding, RealFailure, RealRun};
+pub use run::{execute, execute_recorded, RealFailure, RealRun};
 pub use s3::{Resources, S3Objects};
 pub use semaphore::RedisSemaphoreClient;
 pub use servers::{stop_all, ManagedServer, ServerKind, ServerOptions};

@@ -190,7 +190,7 @@ pub fn execute_recorded(
 /// that let two through is the server's race (moto checks the ETag and
 /// writes with no lock between, docs/storage.md), not the lock's failing.
 /// The verdict stays invalid: this only names who lost the update.
-pub fn moto_finding(storage: StorageKind, analysis: &Analysis) -> Option<String> {
+fn moto_finding(storage: StorageKind, analysis: &Analysis) -> Option<String> {
     let lost = analysis
         .result_of(RESOURCE_SAFETY)?
         .violations
