@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lockcheck_checker::import::{InputFormat, ModelChoice};
 use lockcheck_sim::{Backend, FaultKind, Shape, SimOptions};
-use lockcheck_workloads::{StallPoint, Workload, World};
+use lockcheck_workloads::{StallPoint, StorageKind, Workload, World};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -202,10 +202,21 @@ pub struct CheckArgs {
     pub backend: String,
     /// mutex (contention on a few locks), fenced-write (holders write to the
     /// protected resource with their token), cron (replicas run a daily job
-    /// under a lock per day: exactly once a day) or cron-release (broken: the
-    /// day's lock is released after the run).
+    /// under a lock per day: exactly once a day), cron-release (broken: the
+    /// day's lock is released after the run) or unlocked-write (no lock at
+    /// all: clients write as they like, and only the storage keeps them
+    /// safe).
     #[arg(long, default_value = "fenced-write")]
     pub workload: String,
+    /// What holds the protected resources (docs/storage.md): table (a
+    /// table, fenced unless --no-fencing: PostgreSQL's against real
+    /// servers), or an S3 object per resource: s3-put (read, then a plain
+    /// PUT: the last writer wins), s3-cas (read, then a PUT If-Match the
+    /// ETag read, again on a 412), s3-create (write-once effects, PUT
+    /// If-None-Match: *; for the cron workloads). Simulated S3 is in
+    /// memory; real S3 is moto's server, which lockcheck starts.
+    #[arg(long, default_value = "table")]
+    pub storage: String,
     /// Faults, a comma list; or none. A name means the same in both worlds:
     /// pause (a client stalls past its TTL), sigstop (a lock server stops
     /// for a while), kill (a lock server crashes and restarts), clock (a
@@ -453,10 +464,14 @@ impl CheckArgs {
     pub fn workload(&self) -> Result<Workload, String> {
         Workload::parse(&self.workload).ok_or_else(|| {
             format!(
-                "unknown workload {:?}: use mutex, fenced-write, cron or cron-release",
+                "unknown workload {:?}: use mutex, fenced-write, cron, cron-release or unlocked-write",
                 self.workload
             )
         })
+    }
+
+    pub fn storage(&self) -> Result<StorageKind, String> {
+        StorageKind::parse(&self.storage).ok_or_else(|| StorageKind::unknown(&self.storage))
     }
 
     /// The simulator's options, or what is wrong with the arguments.
@@ -490,6 +505,7 @@ impl CheckArgs {
             fencing: !self.no_fencing,
             persistent: self.persistent,
             pause_at: StallPoint::parse_list(&self.pause_at)?,
+            storage: self.storage()?,
         };
         options.check()?;
         Ok(options)

@@ -42,6 +42,7 @@ pub fn real_options(args: &CheckArgs) -> Result<RealOptions, String> {
         etcd_url: args.etcd_url.clone(),
         checks: check_options(args.linearizability_timeout),
         pause_at: StallPoint::parse_list(&args.pause_at)?,
+        storage: args.storage()?,
     })
 }
 
@@ -212,6 +213,9 @@ fn rerun_command(args: &CheckArgs, backend: RealBackend, seed: u64) -> String {
             " --linearizability-timeout {}ms",
             args.linearizability_timeout.as_millis()
         ));
+    }
+    if args.storage != "table" {
+        command.push_str(&format!(" --storage {}", args.storage));
     }
     if args.no_fencing {
         command.push_str(" --no-fencing");

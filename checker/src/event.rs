@@ -165,6 +165,8 @@ pub struct ValueFields {
     /// ended from being taken again (Consul's lock-delay).
     pub lock_delay_ms: Option<u64>,
     pub data: Option<String>,
+    /// write: the version of the resource the write made (on `ok`).
+    pub version: Option<u64>,
     pub fault: Option<String>,
     pub targets: Option<Vec<String>>,
 }
@@ -325,6 +327,7 @@ impl<'de> Visitor<'de> for ValueFieldsVisitor {
                 "permits" => fields.permits = map.next_value().map_err(error)?,
                 "lock_delay_ms" => fields.lock_delay_ms = map.next_value().map_err(error)?,
                 "data" => fields.data = map.next_value().map_err(error)?,
+                "version" => fields.version = map.next_value().map_err(error)?,
                 "fault" => fields.fault = map.next_value().map_err(error)?,
                 "targets" => fields.targets = map.next_value().map_err(error)?,
                 _ => {

@@ -56,6 +56,9 @@ pub struct Op {
     pub permits: Option<u32>,
     /// write: the data sent; read: the data read.
     pub data: Option<Box<str>>,
+    /// write: the version of the resource it made (from `ok`), when the
+    /// storage counts them; they count from 1, and a 0 is left out.
+    pub version: Option<std::num::NonZeroU64>,
     pub error: Option<Box<str>>,
 }
 
@@ -386,6 +389,7 @@ impl HistoryBuilder {
             ttl_ms: fields.ttl_ms,
             permits: fields.permits,
             data: data.map(String::into_boxed_str),
+            version: None,
             error: None,
         });
         self.open.insert(process, id);
@@ -439,6 +443,7 @@ impl HistoryBuilder {
         if event_type == EventType::Ok {
             match op.f {
                 Function::Acquire => op.fence = fields.fence,
+                Function::Write => op.version = fields.version.and_then(std::num::NonZeroU64::new),
                 Function::Read => {
                     op.fence = fields.fence;
                     op.data = fields.data.take().map(String::into_boxed_str);

@@ -19,6 +19,7 @@ mod history;
 pub mod import;
 pub mod linear;
 mod liveness;
+mod lost;
 mod mutex;
 mod once;
 pub mod quote;

@@ -6,6 +6,8 @@
 //!   that landed from a client after its lock had been granted to another
 //!   client (the double charge).
 //! * Reads must return the latest accepted write.
+//! * Writes that record the version they made must lose no acknowledged
+//!   update (`lost.rs`).
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -40,8 +42,10 @@ impl Checker for ResourceSafety {
         let permits = history.permits();
         let mut findings = Findings::new(self.name(), options);
         let mut unguarded = 0u64;
+        let mut lost = crate::lost::lost_updates(history);
         for (key, ops) in per_key.iter().enumerate().filter(|(_, ops)| !ops.is_empty()) {
             let mut violations = stale_writes(history, ops);
+            violations.append(&mut lost[key]);
             let (double_charges, unguarded_here) = double_charges(history, beliefs, permits, ops);
             violations.extend(double_charges);
             unguarded += unguarded_here;

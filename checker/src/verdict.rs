@@ -54,6 +54,8 @@ pub enum ViolationKind {
     DoubleCharge,
     /// A read returned something other than the latest accepted write.
     StaleRead,
+    /// An acknowledged update was written over by one that had not read it.
+    LostUpdate,
     /// A lock stayed unobtainable long after every holder was gone.
     Stuck,
     /// No order of the operations is legal for the model.

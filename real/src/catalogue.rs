@@ -23,10 +23,10 @@ use crate::exec::{ExecClient, ExecProgram, PidSlot};
 use crate::failover::RedisPair;
 use crate::redis::{RedisClient, RedisRecipe};
 use crate::redlock::RedlockClient;
+use crate::s3::Resources;
 use crate::semaphore::RedisSemaphoreClient;
 use crate::servers::ServerKind;
 use crate::sql::{SqlClient, SqlRecipe};
-use crate::storage::Storage;
 use crate::{ClientConfig, RealError};
 
 /// A backend that runs against real servers: a backend of the one
@@ -405,7 +405,8 @@ impl RealBackend {
 }
 
 /// Drives the lock clients `connect` makes, each beside its own session to
-/// the protected resources.
+/// the protected resources: the table, or S3 objects, as the client's
+/// storage URL says.
 async fn drive_stored<C, F, Fut>(
     options: &DriveOptions,
     history: Option<HistoryFile>,
@@ -422,7 +423,7 @@ where
         let (client, config) = (connect(logical, stall), config(logical));
         async move {
             let client = client.await?;
-            Ok((client, Storage::connect(&config).await?))
+            Ok((client, Resources::connect(&config).await?))
         }
     };
     drive_recorded(options, history, connect, nemesis).await

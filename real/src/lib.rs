@@ -31,7 +31,8 @@
 //!   [`schedule`] (a run's faults, every kind from one seeded schedule,
 //!   split among the executors), [`nemesis`] (server faults), [`netfault`] (partitions, slow links),
 //!   [`failover`], [`drive`] (clients and client stalls; `driver.rs`), [`Storage`]
-//!   (the fenced resources).
+//!   (the fenced resources), [`Resources`] (the table or S3 objects, as
+//!   `--storage` says; `s3.rs`) and [`MotoServer`] (the S3 server; `moto.rs`).
 
 use std::time::Duration;
 
@@ -39,12 +40,14 @@ mod catalogue;
 mod driver;
 mod etcd;
 mod exec;
+mod moto;
 mod plan;
 mod provision;
 mod proxy;
 mod redis;
 mod redlock;
 mod run;
+mod s3;
 mod semaphore;
 mod servers;
 mod sql;
@@ -55,11 +58,13 @@ pub use catalogue::{LockService, RealBackend, RealWorld};
 pub use driver::{drive, drive_recorded, drive_with, DriveOptions, StallFault};
 pub use etcd::EtcdClient;
 pub use exec::{ExecClient, ExecProgram};
+pub use moto::MotoServer;
 pub use plan::{plan, Faults, RealOptions};
 pub use proxy::{LinkState, LinkStats, Proxy};
 pub use redis::{RedisClient, RedisRecipe};
 pub use redlock::RedlockClient;
 pub use run::{execute, execute_recorded, RealFailure, RealRun};
+pub use s3::{Resources, S3Objects};
 pub use semaphore::RedisSemaphoreClient;
 pub use servers::{stop_all, ManagedServer, ServerKind, ServerOptions, UnknownServer};
 pub use sql::{advisory_key, mysql_lock_name, SqlClient, SqlRecipe};
@@ -114,7 +119,9 @@ pub struct ClientConfig {
     pub name: String,
     /// Every operation ends within this, as `info` if its outcome is unknown.
     pub deadline: Duration,
-    /// The PostgreSQL URL of the protected resources' table.
+    /// Where the protected resources are: the PostgreSQL URL of their
+    /// table, or an S3 storage's (`s3-cas+http://127.0.0.1:PORT/BUCKET`:
+    /// its kind, endpoint and bucket; `s3.rs`).
     pub storage_url: String,
     /// The storage rejects writes with a token older than one it accepted.
     pub fenced_storage: bool,

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use lockcheck_checker::CheckOptions;
-use lockcheck_workloads::{check_sizes, FaultKind, StallPoint, Workload};
+use lockcheck_workloads::{check_sizes, FaultKind, StallPoint, StorageKind, Workload};
 
 use crate::catalogue::{LockService, RealBackend};
 use crate::netfault::Shape;
@@ -42,6 +42,9 @@ pub struct RealOptions {
     pub checks: CheckOptions,
     /// Where the pause fault may strike a client.
     pub pause_at: Vec<StallPoint>,
+    /// What holds the protected resources: PostgreSQL's table, or an S3
+    /// object per resource on a moto server lockcheck starts (`crate::moto`).
+    pub storage: StorageKind,
 }
 
 impl Default for RealOptions {
@@ -69,6 +72,7 @@ impl Default for RealOptions {
                 ..CheckOptions::default()
             },
             pause_at: StallPoint::ALL.to_vec(),
+            storage: StorageKind::Table,
         }
     }
 }
@@ -151,6 +155,9 @@ impl Faults {
 /// The faults a real run of `backend` has on, or what is wrong with the
 /// options.
 pub fn plan(test: &RealOptions, backend: RealBackend) -> Result<Faults, String> {
+    if let Some(why) = test.storage.refuses(test.workload) {
+        return Err(why);
+    }
     let mut faults = Faults::default();
     for &fault in &test.faults {
         if let Some(why) = backend.refuses(fault) {

@@ -5,19 +5,23 @@
 
 use std::time::{Duration, Instant};
 
-use lockcheck_checker::{analyze_events, Analysis, Event, EventType, Function};
-use lockcheck_workloads::{FaultKind, HistoryFile, Holders, SharedRecorder, WorkloadOptions};
+use lockcheck_checker::names::RESOURCE_SAFETY;
+use lockcheck_checker::{analyze_events, Analysis, Event, EventType, Function, ViolationKind};
+use lockcheck_workloads::{
+    FaultKind, HistoryFile, Holders, SharedRecorder, StorageKind, WorkloadOptions,
+};
 
 use crate::catalogue::{Drive, LockService, RealBackend, ETCD_MIN_TTL_S};
 use crate::driver::DriveOptions;
 use crate::exec::{self, PidSlot};
+use crate::moto::MotoServer;
 use crate::nemesis::{self, ServerAction, ServerFault};
 use crate::netfault::{self, NetFault, Topology};
 use crate::plan::{plan, shapes, Faults, RealOptions};
 use crate::provision::Servers;
 use crate::schedule::{self, FaultTargets, RealFault};
 use crate::storage::Storage;
-use crate::{failover, ClientConfig, RealError};
+use crate::{failover, s3, ClientConfig, RealError};
 
 /// One real test, run and checked.
 #[derive(Debug)]
@@ -97,6 +101,8 @@ pub fn execute_recorded(
     let started = Instant::now();
     let servers = Servers::for_backend(test, backend, faults, chatty)
         .map_err(|error| RealFailure::Server(error.or_interrupted()))?;
+    let moto =
+        start_moto(test, chatty).map_err(|error| RealFailure::Server(error.or_interrupted()))?;
     // etcd grants whole seconds, and raises short TTLs to its minimum (2 s
     // for Debian's 3.4 defaults): stalls must outlast that.
     let asked_ms = test.ttl.as_millis() as u64;
@@ -130,7 +136,7 @@ pub fn execute_recorded(
                 !faults.is_empty(),
             ),
             think_ms: (0, 40),
-            send_fence: test.fencing,
+            send_fence: test.fencing && test.storage.takes_fence(),
             permits: backend.permits(),
             keepalive_ms: backend.keepalive_ms(ttl_ms),
             lock_delay_ms: backend.backend().lock_delay_ms(),
@@ -156,15 +162,68 @@ pub fn execute_recorded(
         failovers: &parts.failovers,
     };
     let events = runtime
-        .block_on(drive_backend(test, backend, &servers, &options, planned, history, watch))
+        .block_on(drive_backend(
+            test,
+            backend,
+            &servers,
+            moto.as_ref(),
+            &options,
+            planned,
+            history,
+            watch,
+        ))
         .map_err(|error| RealFailure::Server(error.or_interrupted()))?;
     let wall_s = started.elapsed().as_secs_f64();
+    drop(moto);
     drop(servers);
     lockcheck_workloads::interrupt::hold_before("check");
-    let analysis = analyze_events(&events, &test.checks).map_err(|error| {
+    let mut analysis = analyze_events(&events, &test.checks).map_err(|error| {
         RealFailure::Internal(format!("the driver recorded a malformed history: {error}"))
     })?;
+    if let Some(finding) = moto_finding(test.storage, &analysis) {
+        analysis.warnings.push(finding);
+    }
     Ok(RealRun { events, analysis, wall_s, faults })
+}
+
+/// What a lost update under `s3-cas` says about the S3 server: a
+/// conditional PUT must refuse a write the client had not read, so one
+/// that let two through is the server's race (moto checks the ETag and
+/// writes with no lock between, docs/storage.md), not the lock's failing.
+/// The verdict stays invalid: this only names who lost the update.
+fn moto_finding(storage: StorageKind, analysis: &Analysis) -> Option<String> {
+    let lost = analysis
+        .result_of(RESOURCE_SAFETY)?
+        .violations
+        .iter()
+        .filter(|violation| violation.kind == ViolationKind::LostUpdate)
+        .count();
+    (storage == StorageKind::S3Cas && lost > 0).then(|| {
+        format!(
+            "finding about the S3 server, not the lock: moto's S3 server lost {lost} update(s) under --storage s3-cas, \
+             letting two conditional PUTs (If-Match the same ETag) both succeed; it checks the ETag and writes with no \
+             lock between (docs/storage.md)"
+        )
+    })
+}
+
+/// The S3 server of a run with an S3 storage, started, with its bucket.
+fn start_moto(test: &RealOptions, chatty: bool) -> Result<Option<MotoServer>, RealError> {
+    if !test.storage.is_s3() {
+        return Ok(None);
+    }
+    let started = Instant::now();
+    let moto = MotoServer::start()?;
+    moto.create_bucket(s3::BUCKET)?;
+    if chatty {
+        eprintln!(
+            "started a private moto S3 server on {} ({:.1} s): storage {}",
+            moto.endpoint(),
+            started.elapsed().as_secs_f64(),
+            test.storage.name()
+        );
+    }
+    Ok(Some(moto))
 }
 
 /// What a run's faults strike: the lock servers lockcheck manages, the
@@ -219,10 +278,12 @@ struct Planned<'a> {
     slots: &'a [PidSlot],
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn drive_backend(
     test: &RealOptions,
     backend: RealBackend,
     servers: &Servers,
+    moto: Option<&MotoServer>,
     options: &DriveOptions,
     planned: Planned<'_>,
     history: Option<HistoryFile>,
@@ -265,11 +326,22 @@ async fn drive_backend(
         done.and(failed_over)
     };
     let workload = &options.workload;
-    Storage::prepare(&servers.storage, workload.resources_in_use()).await?;
+    // The S3 storage is reached directly, not through the proxy: the
+    // network faults strike the lock service's links.
+    let s3_url = match moto {
+        Some(moto) => {
+            s3::prepare(&moto.endpoint(), s3::BUCKET, workload.resources_in_use()).await?;
+            Some(s3::storage_url(test.storage, &moto.endpoint(), s3::BUCKET))
+        }
+        None => {
+            Storage::prepare(&servers.storage, workload.resources_in_use()).await?;
+            None
+        }
+    };
     let config = |logical: u32| ClientConfig {
         name: format!("client-{logical}"),
         deadline: Duration::from_millis((workload.ttl_ms / 4).clamp(20, 2000)),
-        storage_url: servers.routes[logical as usize].1.clone(),
+        storage_url: s3_url.clone().unwrap_or_else(|| servers.routes[logical as usize].1.clone()),
         fenced_storage: test.fencing,
     };
     let exec_env = |logical: u32| servers.exec_env(logical);

@@ -23,6 +23,7 @@ mod protocol;
 mod redis_lock;
 mod redlock;
 mod run;
+mod s3;
 mod server;
 mod storage;
 
@@ -43,5 +44,6 @@ mod shrink;
 pub use shrink::{shrink, Shrunk};
 
 pub mod user;
+pub use s3::SimObjects;
 pub use storage::SimStore;
 pub use user::{run_user, SimRedis, UserEnv};

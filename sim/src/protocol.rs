@@ -116,6 +116,18 @@ pub enum Request {
     Get {
         key: String,
     },
+    /// S3: `GET` an object (the storage host of an S3 run, `crate::s3`).
+    ObjectGet {
+        key: String,
+    },
+    /// S3: `PUT` an object, `If-Match` the ETag given, or `If-None-Match: *`
+    /// when `absent`.
+    ObjectPut {
+        key: String,
+        body: String,
+        if_match: Option<String>,
+        absent: bool,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -139,4 +151,10 @@ pub enum Response {
     },
     /// A Redis key's value, or nil.
     Value(Option<String>),
+    /// An S3 object's ETag and body, or none (404).
+    Object(Option<(String, String)>),
+    /// An S3 `PUT`: done, or refused because its condition did not hold (412).
+    Put {
+        done: bool,
+    },
 }

@@ -9,9 +9,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lockcheck_checker::{Event, EventType, Function};
+use lockcheck_workloads::s3::S3Store;
 use lockcheck_workloads::{
     check_sizes, memory, run_client, Catalogue, ClientPlan, HistoryFile, LockClient, Recorder,
-    ResourceStore, Service, SharedRecorder, Stall, StallPoint, Workload, WorkloadOptions, World,
+    ResourceStore, Service, SharedRecorder, Stall, StallPoint, StorageKind, Workload,
+    WorkloadOptions, World,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -23,6 +25,7 @@ use crate::consul::{self, Consul};
 use crate::etcd::{self, Member};
 use crate::host::{serve, serve_replicated, DownHosts, Knobs, Primary, ReplicaSet};
 use crate::nemesis::{schedule, Action, Fault, FaultKind, Rates, Shape, Targets, DEFAULT_FAULTS};
+use crate::s3::{self, SimObjects};
 use crate::server::ServerState;
 use crate::storage::{SimStore, STORAGE_HOST};
 
@@ -137,6 +140,9 @@ pub struct SimOptions {
     pub persistent: bool,
     /// Where a client's pause may strike (every point: drawn per stall).
     pub pause_at: Vec<StallPoint>,
+    /// What holds the protected resources: the `storage` host's table
+    /// (fenced when `fencing` is on), or an S3 object store.
+    pub storage: StorageKind,
 }
 
 impl Default for SimOptions {
@@ -156,6 +162,7 @@ impl Default for SimOptions {
             fencing: true,
             persistent: false,
             pause_at: StallPoint::ALL.to_vec(),
+            storage: StorageKind::Table,
         }
     }
 }
@@ -187,6 +194,9 @@ impl SimOptions {
         }
         if self.pause_at.is_empty() {
             return Err("--pause-at needs at least one point".to_string());
+        }
+        if let Some(why) = self.storage.refuses(self.workload) {
+            return Err(why);
         }
         let servers = Simulator::lock_hosts(backend).len() as u32;
         if self.faults.contains(&FaultKind::Partition)
@@ -243,6 +253,9 @@ impl SimOptions {
             self.ttl_ms,
             self.seed,
         );
+        if self.storage != StorageKind::Table {
+            arguments.push_str(&format!(" --storage {}", self.storage.name()));
+        }
         let mut shapes = self.partition_shapes.clone();
         shapes.sort();
         shapes.dedup();
@@ -599,25 +612,35 @@ pub fn run_recorded(
     history: Option<HistoryFile>,
 ) -> Result<SimRun, SimError> {
     let (backend, fencing) = (options.backend, options.fencing);
-    run_clients(options, progress, history, move |setup: ClientSetup| {
-        let deadline = setup.deadline;
-        let stall = setup.stall.clone();
-        let client = SimClient::new(
-            backend,
-            fencing,
-            setup.name,
-            deadline,
-            setup.stall,
-            setup.clock,
-            &setup.down,
-        );
-        let store = SimStore::new(deadline).stalling(&stall);
-        let client = match setup.primary {
-            Some(primary) => client.following(primary, deadline),
-            None => client,
-        };
-        (client, store)
-    })
+    match options.storage {
+        StorageKind::Table => run_clients(options, progress, history, move |setup| {
+            let store = SimStore::new(setup.deadline).stalling(&setup.stall);
+            (lock_client(backend, fencing, setup), store)
+        }),
+        kind => run_clients(options, progress, history, move |setup| {
+            let store = S3Store::new(kind, SimObjects::new(setup.deadline, &setup.stall));
+            (lock_client(backend, fencing, setup), store)
+        }),
+    }
+}
+
+/// A logical client's lock client, following the primary of a replica set
+/// when there is one.
+fn lock_client(backend: Backend, fencing: bool, setup: ClientSetup) -> SimClient {
+    let deadline = setup.deadline;
+    let client = SimClient::new(
+        backend,
+        fencing,
+        setup.name,
+        deadline,
+        setup.stall,
+        setup.clock,
+        &setup.down,
+    );
+    match setup.primary {
+        Some(primary) => client.following(primary, deadline),
+        None => client,
+    }
 }
 
 /// The body of every run: as [`run_with_progress`], with each logical
@@ -722,9 +745,17 @@ where
         }
     };
     let primary = replica_set.as_ref().map(|set| set.primary.clone());
-    let storage_state = Rc::new(RefCell::new(ServerState::new(options.fencing)));
     let storage_knobs = Knobs::new(rng.gen(), true);
-    sim.host(STORAGE_HOST, move || serve(storage_state.clone(), storage_knobs.clone()));
+    match options.storage {
+        StorageKind::Table => {
+            let storage_state = Rc::new(RefCell::new(ServerState::new(options.fencing)));
+            sim.host(STORAGE_HOST, move || serve(storage_state.clone(), storage_knobs.clone()));
+        }
+        _ => {
+            let objects = Arc::new(object_store::memory::InMemory::new());
+            sim.host(STORAGE_HOST, move || s3::serve(objects.clone(), storage_knobs.clone()));
+        }
+    }
 
     // Outside a host (the nemesis), events take the driver's time.
     let driver_ns = Arc::new(AtomicU64::new(0));
@@ -756,7 +787,7 @@ where
             (0, 20)
         },
         think_ms: (0, 40),
-        send_fence: options.fencing,
+        send_fence: options.fencing && options.storage.takes_fence(),
         permits: options.backend.semaphore_permits(),
         keepalive_ms: options.backend.keepalive_ms(options.ttl_ms),
         lock_delay_ms: options.backend.lock_delay_ms(),

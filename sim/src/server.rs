@@ -219,11 +219,14 @@ impl ServerState {
                     }
                 }
             }
-            // etcd's requests go to the etcd members (`crate::etcd`).
+            // etcd's requests go to the etcd members (`crate::etcd`), S3's
+            // to an S3 run's storage host (`crate::s3`).
             Request::LeaseGrant { .. }
             | Request::LeaseKeepAlive { .. }
             | Request::LeaseRevoke { .. }
-            | Request::TryLock { .. } => Response::Nil,
+            | Request::TryLock { .. }
+            | Request::ObjectGet { .. }
+            | Request::ObjectPut { .. } => Response::Nil,
             Request::Read { key } => {
                 let (fence, data) = self.resources.get(&key).cloned().unwrap_or_default();
                 Response::Read { fence, data }

@@ -120,6 +120,12 @@ where
             options.backend.sim_name()
         )));
     }
+    if options.storage.is_s3() {
+        return Err(SimError::Unsupported(format!(
+            "run_user writes to the simulated table: the storage must be table, not {}",
+            options.storage.name()
+        )));
+    }
     let lock_host = Simulator::lock_hosts(options.backend)[0];
     run_clients(options, &mut |_| {}, None, move |setup: ClientSetup| {
         let redis = match setup.primary {

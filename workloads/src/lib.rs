@@ -8,6 +8,8 @@
 //!   of its own: [`redis_lock`] (the single-Redis recipes and their broken
 //!   variants), [`redlock`], [`semaphore`], [`lease_table`], [`etcd_lock`];
 //!   and [`user`], the transport traits a user-written recipe is generic over;
+//! - the storages: [`ResourceStore`], [`StorageKind`], and [`s3`], the S3
+//!   storages' recipe over a transport of GETs and PUTs;
 //! - the fault vocabulary: [`FaultKind`] (every fault's name, in both
 //!   worlds) and [`Shape`] (a partition's shapes), and [`schedule()`], the
 //!   seeded schedule of faults each world draws its own way ([`Draws`]),
@@ -31,6 +33,7 @@ pub mod memory;
 mod recorder;
 pub mod redis_lock;
 pub mod redlock;
+pub mod s3;
 mod schedule;
 pub mod semaphore;
 mod stall;
@@ -48,5 +51,5 @@ pub use fault::{FaultKind, Shape};
 pub use recorder::{HistoryFile, Recorder, SharedRecorder};
 pub use schedule::{schedule, Draws, Quiet, Slot, Window, CLIENT_STALL};
 pub use stall::{Freezer, Hold, Stall, StallPoint, StallPoints};
-pub use storage::ResourceStore;
+pub use storage::{ResourceStore, StorageKind};
 pub use workload::{check_sizes, run_client, ClientPlan, Workload, WorkloadOptions};

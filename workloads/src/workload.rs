@@ -28,11 +28,19 @@ pub enum Workload {
     /// Broken: as `Cron`, but the lock is released after the run, so a late
     /// replica (clock skew, slow start) runs the job again.
     CronRelease,
+    /// No lock at all: every client writes to the resources as it likes,
+    /// which is what the storage alone keeps safe (an S3 compare-and-set).
+    UnlockedWrite,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 4] =
-        [Workload::Mutex, Workload::FencedWrite, Workload::Cron, Workload::CronRelease];
+    pub const ALL: [Workload; 5] = [
+        Workload::Mutex,
+        Workload::FencedWrite,
+        Workload::Cron,
+        Workload::CronRelease,
+        Workload::UnlockedWrite,
+    ];
 
     pub fn parse(name: &str) -> Option<Workload> {
         Workload::ALL.into_iter().find(|workload| workload.name() == name)
@@ -44,6 +52,7 @@ impl Workload {
             Workload::FencedWrite => "fenced-write",
             Workload::Cron => "cron",
             Workload::CronRelease => "cron-release",
+            Workload::UnlockedWrite => "unlocked-write",
         }
     }
 }
@@ -105,7 +114,7 @@ impl WorkloadOptions {
             Workload::Cron | Workload::CronRelease => {
                 &self.resources[..self.resources.len().min(1)]
             }
-            Workload::Mutex | Workload::FencedWrite => &self.resources,
+            Workload::Mutex | Workload::FencedWrite | Workload::UnlockedWrite => &self.resources,
         }
     }
 }
@@ -167,6 +176,17 @@ const RENEW_CHANCE: f64 = 0.3;
 fn unit(outcome: Outcome<()>) -> Outcome<Value> {
     match outcome {
         Outcome::Ok(()) => Outcome::Ok(Value::Null),
+        Outcome::Fail(error) => Outcome::Fail(error),
+        Outcome::Info(error) => Outcome::Info(error),
+    }
+}
+
+/// A write's outcome, with the version it made on `ok` when the storage
+/// counts them (`{"version": 7}`).
+fn versioned(outcome: Outcome<Option<u64>>) -> Outcome<Value> {
+    match outcome {
+        Outcome::Ok(Some(version)) => Outcome::Ok(json!({ "version": version })),
+        Outcome::Ok(None) => Outcome::Ok(Value::Null),
         Outcome::Fail(error) => Outcome::Fail(error),
         Outcome::Info(error) => Outcome::Info(error),
     }
@@ -265,6 +285,52 @@ pub async fn run_client<C: LockClient, S: ResourceStore>(
         Workload::Mutex | Workload::FencedWrite => {
             run_locking(client, store, plan, options, rng, recorder, stall).await
         }
+        Workload::UnlockedWrite => run_unlocked(store, plan, options, rng, recorder, stall).await,
+    }
+}
+
+/// The unlocked-write workload: a client picks a resource and writes to
+/// it, with no lock and no token, over and over. After an `info` it goes
+/// on as a new process with a new storage session.
+async fn run_unlocked<S: ResourceStore>(
+    store: &mut S,
+    plan: &ClientPlan,
+    options: &WorkloadOptions,
+    mut rng: SmallRng,
+    recorder: &SharedRecorder,
+    stall: &Stall,
+) {
+    let mut process = i64::from(plan.logical);
+    let mut writes = 0u64;
+    let record = |process: i64, event_type, key: &str, value, error: Option<&str>| {
+        recorder.lock().expect("the recorder is never poisoned").record(
+            Process::Client(process),
+            event_type,
+            Function::Write,
+            Some(key),
+            value,
+            error,
+        );
+    };
+    while tokio::time::Instant::now() < plan.until {
+        pause(&mut rng, options.think_ms).await;
+        let resource = &options.resources[rng.gen_range(0..options.resources.len())];
+        writes += 1;
+        let data = format!("{resource} by {process} #{writes}");
+        record(process, EventType::Invoke, resource, json!({ "data": data }), None);
+        match versioned(store.write_versioned(resource, None, &data).await) {
+            Outcome::Ok(value) => record(process, EventType::Ok, resource, value, None),
+            Outcome::Fail(error) => {
+                record(process, EventType::Fail, resource, Value::Null, Some(&error))
+            }
+            Outcome::Info(error) => {
+                record(process, EventType::Info, resource, Value::Null, Some(&error));
+                process += i64::from(plan.clients);
+                store.reset().await;
+                continue;
+            }
+        }
+        stall.strike(StallPoint::AfterWrite).await;
     }
 }
 
@@ -415,7 +481,7 @@ async fn run_locking<C: LockClient, S: ResourceStore>(
             }
         }
         match options.workload {
-            Workload::Mutex | Workload::Cron | Workload::CronRelease => {
+            Workload::Mutex | Workload::Cron | Workload::CronRelease | Workload::UnlockedWrite => {
                 if options.keepalive_ms.is_none() {
                     work(&mut rng, options.hold_ms, stall).await
                 }
@@ -429,7 +495,7 @@ async fn run_locking<C: LockClient, S: ResourceStore>(
                     None => json!({ "data": data }),
                 };
                 record(process, EventType::Invoke, Function::Write, resource, value, None);
-                let outcome = unit(store.write(resource, fence, &data).await);
+                let outcome = versioned(store.write_versioned(resource, fence, &data).await);
                 let crashed = matches!(outcome, Outcome::Info(_));
                 complete(&mut process, Function::Write, resource, outcome);
                 if crashed {
