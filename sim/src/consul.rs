@@ -123,8 +123,8 @@ impl Consul {
         true
     }
 
-    fn handle(&mut self, request: Request, knobs: &Knobs) -> Reply {
-        let now_ms = knobs.now_ms();
+    /// Answers `request` at `now_ms` on the servers' monotonic clock.
+    fn handle(&mut self, request: Request, now_ms: i64, knobs: &Knobs) -> Reply {
         self.reap(now_ms);
         match request {
             Request::Create { ttl_ms, lock_delay_ms } => {
@@ -177,20 +177,29 @@ impl Consul {
     }
 }
 
+/// The time on the servers' monotonic clock, in ms. Consul is written in
+/// Go, whose timers and time comparisons run on the monotonic clock: a jump
+/// or drift of the wall clock (the `clock` fault, which moves the host's
+/// knobs) neither reaps a session early nor shortens a lock-delay.
+fn monotonic_ms() -> i64 {
+    turmoil::sim_elapsed().unwrap_or_default().as_millis() as i64
+}
+
 /// The software of the Consul host: serves `state` on [`PORT`]. Called
 /// again on every restart; the state survives it.
 pub(crate) async fn serve(
     state: Rc<RefCell<Consul>>,
     knobs: Rc<Knobs>,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    state.borrow_mut().restarted(knobs.now_ms());
+    state.borrow_mut().restarted(monotonic_ms());
     let listener = TcpListener::bind(("0.0.0.0", PORT)).await?;
     loop {
         let (stream, _) = listener.accept().await?;
         let (state, knobs) = (state.clone(), knobs.clone());
         tokio::task::spawn_local(async move {
             serve_requests(stream, &knobs, |request: Request| {
-                std::future::ready(Some(state.borrow_mut().handle(request, &knobs)))
+                let reply = state.borrow_mut().handle(request, monotonic_ms(), &knobs);
+                std::future::ready(Some(reply))
             })
             .await
         });
@@ -270,14 +279,14 @@ mod tests {
     use crate::host::Knobs;
 
     fn create(consul: &mut Consul, knobs: &Knobs, lock_delay_ms: u64) -> u64 {
-        match consul.handle(Request::Create { ttl_ms: 1000, lock_delay_ms }, knobs) {
+        match consul.handle(Request::Create { ttl_ms: 1000, lock_delay_ms }, 0, knobs) {
             Reply::Session(session) => session,
             other => panic!("{other:?}"),
         }
     }
 
-    fn acquire(consul: &mut Consul, knobs: &Knobs, session: u64) -> Reply {
-        consul.handle(Request::Acquire { key: "k".into(), session }, knobs)
+    fn acquire(consul: &mut Consul, now_ms: i64, knobs: &Knobs, session: u64) -> Reply {
+        consul.handle(Request::Acquire { key: "k".into(), session }, now_ms, knobs)
     }
 
     #[test]
@@ -285,29 +294,32 @@ mod tests {
         let knobs = Knobs::new(1, true);
         let mut consul = Consul::default();
         let (a, b) = (create(&mut consul, &knobs, 500), create(&mut consul, &knobs, 500));
-        assert_eq!(acquire(&mut consul, &knobs, a), Reply::Acquired(Some(1)));
-        assert_eq!(acquire(&mut consul, &knobs, b), Reply::Acquired(None));
+        assert_eq!(acquire(&mut consul, 0, &knobs, a), Reply::Acquired(Some(1)));
+        assert_eq!(acquire(&mut consul, 0, &knobs, b), Reply::Acquired(None));
         // Destroyed at 0 ms: the key stays locked for the lock-delay.
-        assert_eq!(consul.handle(Request::Destroy { session: a }, &knobs), Reply::Done(true));
-        assert_eq!(acquire(&mut consul, &knobs, b), Reply::Acquired(None));
-        knobs.clock_offset_ms.set(500);
-        assert_eq!(acquire(&mut consul, &knobs, b), Reply::Acquired(Some(2)));
+        let destroy = Request::Destroy { session: a };
+        assert_eq!(consul.handle(destroy, 0, &knobs), Reply::Done(true));
+        assert_eq!(acquire(&mut consul, 499, &knobs, b), Reply::Acquired(None));
+        assert_eq!(acquire(&mut consul, 500, &knobs, b), Reply::Acquired(Some(2)));
         // A release starts no lock-delay.
         let release = Request::Release { key: "k".into(), session: b };
-        assert_eq!(consul.handle(release, &knobs), Reply::Done(true));
+        assert_eq!(consul.handle(release, 500, &knobs), Reply::Done(true));
         let c = create(&mut consul, &knobs, 500);
-        assert_eq!(acquire(&mut consul, &knobs, c), Reply::Acquired(Some(3)));
+        assert_eq!(acquire(&mut consul, 500, &knobs, c), Reply::Acquired(Some(3)));
     }
 
     #[test]
-    fn a_session_not_renewed_is_reaped_between_one_and_two_ttls() {
+    fn a_session_not_renewed_is_reaped_between_one_and_two_ttls_by_the_monotonic_clock() {
         for seed in 0..20 {
             let knobs = Knobs::new(seed, true);
             let mut consul = Consul::default();
             let a = create(&mut consul, &knobs, 0);
-            assert_eq!(acquire(&mut consul, &knobs, a), Reply::Acquired(Some(1)));
-            knobs.clock_offset_ms.set(999);
-            assert_eq!(consul.handle(Request::Renew { session: a }, &knobs), Reply::Done(true));
+            assert_eq!(acquire(&mut consul, 0, &knobs, a), Reply::Acquired(Some(1)));
+            // A wall-clock jump moves nothing: the servers time by the
+            // monotonic clock they are given.
+            knobs.clock_offset_ms.set(60_000);
+            let renew = Request::Renew { session: a };
+            assert_eq!(consul.handle(renew, 999, &knobs), Reply::Done(true));
             // Renewed at 999 ms: alive until 1,999 ms at least, gone at 2,999.
             consul.reap(1998);
             assert!(consul.sessions.contains_key(&a), "seed {seed}: reaped before its TTL");

@@ -183,6 +183,12 @@ pub fn cells() -> Vec<Cell> {
             SAFE,
             "lock-delay 15 s outlasts a stall of 1.5 to 3 s: no overlap (liveness allows the delay)",
         ),
+        cell(
+            B::Consul,
+            &[F::Clock],
+            SAFE,
+            "sessions and lock-delays run on Go's monotonic clock: a wall-clock jump is harmless",
+        ),
         Cell {
             time_limit: Some(Duration::from_secs(300)),
             ..cell(
