@@ -45,6 +45,8 @@ const RUNS: &[&str] = &[
     "--backend sim-etcd --nemesis pause,sigstop,kill --seed 22",
     "--backend sim-etcd-5 --nemesis partition --partition-shapes ring,halves --seed 23",
     "--backend sim-etcd-no-quorum --nemesis partition --seed 24",
+    "--backend sim-consul --nemesis pause,sigstop,kill --seed 25",
+    "--backend sim-consul-no-delay --nemesis pause --seed 26",
 ];
 
 /// Simulated time per run: long enough for every fault to strike a few
