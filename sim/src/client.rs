@@ -9,7 +9,7 @@ use lockcheck_workloads::{Catalogue, FaultKind, Grant, LockClient, Outcome, Stal
 use crate::consul;
 use crate::etcd::ETCD_HOSTS;
 use crate::etcd_client::Members;
-use crate::host::{Connection, DownHosts, Failure, Primary};
+use crate::host::{Connection, DownHosts, Primary};
 use crate::nemesis::refused_in_sim;
 
 pub use lockcheck_workloads::Backend;
@@ -77,10 +77,6 @@ pub struct SimClient {
     /// This client's clock, ahead of simulated time by this much (a skew
     /// nemesis moves it); only a recipe that trusts the client's clock reads it.
     clock_offset_ms: std::rc::Rc<std::cell::Cell<i64>>,
-}
-
-pub(crate) fn unknown<T>(failure: Failure) -> Outcome<T> {
-    failure.outcome()
 }
 
 impl SimClient {

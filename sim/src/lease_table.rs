@@ -5,7 +5,7 @@
 use lockcheck_workloads::lease_table::{self, LeaseStore, Taken};
 use lockcheck_workloads::{Grant, Outcome};
 
-use crate::client::{unknown, SimClient};
+use crate::client::SimClient;
 use crate::host::{Connection, Failure};
 use crate::protocol::{Request, Response};
 
@@ -70,12 +70,14 @@ impl SimClient {
         // The broken variant expires leases by the client's clock.
         let now_ms = self.caller_now_ms();
         let mut leases = SimLeases(&mut self.instances[0]);
-        lease_table::acquire(&mut leases, key, owner, ttl_ms, now_ms).await.unwrap_or_else(unknown)
+        lease_table::acquire(&mut leases, key, owner, ttl_ms, now_ms)
+            .await
+            .unwrap_or_else(Failure::outcome)
     }
 
     pub(crate) async fn release_lease(&mut self, key: &str, grant: &Grant) -> Outcome<()> {
         let mut leases = SimLeases(&mut self.instances[0]);
-        lease_table::release(&mut leases, key, grant).await.unwrap_or_else(unknown)
+        lease_table::release(&mut leases, key, grant).await.unwrap_or_else(Failure::outcome)
     }
 
     pub(crate) async fn renew_lease(
@@ -85,6 +87,6 @@ impl SimClient {
         ttl_ms: u64,
     ) -> Outcome<()> {
         let mut leases = SimLeases(&mut self.instances[0]);
-        lease_table::renew(&mut leases, key, grant, ttl_ms).await.unwrap_or_else(unknown)
+        lease_table::renew(&mut leases, key, grant, ttl_ms).await.unwrap_or_else(Failure::outcome)
     }
 }

@@ -17,7 +17,6 @@ use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload, UpdateVersion};
 use turmoil::net::TcpListener;
 
-use crate::client::unknown;
 use crate::host::{serve_requests, Connection, Knobs, PORT};
 use crate::protocol::{Request, Response};
 use crate::storage::STORAGE_HOST;
@@ -97,7 +96,7 @@ impl ObjectTransport for SimObjects {
                 Outcome::Ok(object.map(|(e_tag, body)| Object { e_tag, body }))
             }
             Ok(_) => Outcome::Info("bad-reply".into()),
-            Err(failure) => unknown(failure),
+            Err(failure) => failure.outcome(),
         }
     }
 
@@ -112,7 +111,7 @@ impl ObjectTransport for SimObjects {
             Ok(Response::Put { done: true }) => Outcome::Ok(Put::Done),
             Ok(Response::Put { done: false }) => Outcome::Ok(Put::Refused),
             Ok(_) => Outcome::Info("bad-reply".into()),
-            Err(failure) => unknown(failure),
+            Err(failure) => failure.outcome(),
         }
     }
 

@@ -39,8 +39,13 @@ pub trait LockClient {
 impl<T> Outcome<T> {
     /// The same outcome with its success value dropped.
     pub fn map_unit(self) -> Outcome<()> {
+        self.map(|_| ())
+    }
+
+    /// The same outcome with its success value mapped by `f`.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Outcome<U> {
         match self {
-            Outcome::Ok(_) => Outcome::Ok(()),
+            Outcome::Ok(value) => Outcome::Ok(f(value)),
             Outcome::Fail(error) => Outcome::Fail(error),
             Outcome::Info(error) => Outcome::Info(error),
         }

@@ -140,11 +140,7 @@ impl<T: ObjectTransport> ResourceStore for S3Store<T> {
             StorageKind::S3Cas => self.update(resource, data, true).await,
             StorageKind::S3Put | StorageKind::Table => self.update(resource, data, false).await,
         };
-        match outcome {
-            Outcome::Ok(version) => Outcome::Ok(Some(version)),
-            Outcome::Fail(error) => Outcome::Fail(error),
-            Outcome::Info(error) => Outcome::Info(error),
-        }
+        outcome.map(Some)
     }
 
     /// The object's data: no token (S3 keeps none).

@@ -29,11 +29,7 @@ pub trait ResourceStore {
         fence: Option<u64>,
         data: &str,
     ) -> Outcome<Option<u64>> {
-        match self.write(resource, fence, data).await {
-            Outcome::Ok(()) => Outcome::Ok(None),
-            Outcome::Fail(error) => Outcome::Fail(error),
-            Outcome::Info(error) => Outcome::Info(error),
-        }
+        self.write(resource, fence, data).await.map(|()| None)
     }
 }
 

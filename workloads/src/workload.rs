@@ -174,22 +174,13 @@ const RENEW_CHANCE: f64 = 0.3;
 
 /// An outcome with nothing to record on `ok`.
 fn unit(outcome: Outcome<()>) -> Outcome<Value> {
-    match outcome {
-        Outcome::Ok(()) => Outcome::Ok(Value::Null),
-        Outcome::Fail(error) => Outcome::Fail(error),
-        Outcome::Info(error) => Outcome::Info(error),
-    }
+    outcome.map(|()| Value::Null)
 }
 
 /// A write's outcome, with the version it made on `ok` when the storage
 /// counts them (`{"version": 7}`).
 fn versioned(outcome: Outcome<Option<u64>>) -> Outcome<Value> {
-    match outcome {
-        Outcome::Ok(Some(version)) => Outcome::Ok(json!({ "version": version })),
-        Outcome::Ok(None) => Outcome::Ok(Value::Null),
-        Outcome::Fail(error) => Outcome::Fail(error),
-        Outcome::Info(error) => Outcome::Info(error),
-    }
+    outcome.map(|version| version.map_or(Value::Null, |version| json!({ "version": version })))
 }
 
 fn grant_value(grant: &Grant) -> Value {
