@@ -41,7 +41,7 @@ use etcd_client::{
 use tokio::time::{timeout, timeout_at, Instant};
 
 use super::{ClientConfig, RealError};
-use lockcheck_workloads::etcd_lock::{EtcdLock, EtcdSession, Unanswered};
+use lockcheck_workloads::etcd_lock::{Bound, EtcdLock, EtcdSession, Unanswered};
 use lockcheck_workloads::{Grant, LockClient, Outcome, Stall, StallPoint};
 
 /// How long `connect` may take to reach the cluster.
@@ -187,10 +187,11 @@ impl Channel {
     /// transaction puts this lease's key under the lock's prefix (unless it
     /// is there) and reads it back with the prefix's first-created key.
     /// The lease holds the lock if its key is that first one: the key's
-    /// create revision is the token. Else another came first: `None`, and
-    /// the recipe revokes the lease, which deletes the key. Nothing here
+    /// create revision is the token. Else another came first: the key
+    /// waits in the queue ([`Bound::Queued`]) until the recipe revokes the
+    /// lease, which deletes it. Nothing here
     /// waits for a holder, as the Lock API's call would.
-    async fn take(&mut self, name: &str, lease: u64) -> Result<Option<u64>, Unanswered> {
+    async fn take(&mut self, name: &str, lease: u64) -> Result<Bound, Unanswered> {
         let mut client = self.client().await?;
         let lease_id = i64::try_from(lease).map_err(|_| Unanswered::NotSent)?;
         let prefix = format!("{}/", lock_name(name));
@@ -230,8 +231,8 @@ impl Channel {
             return Err(Unanswered::Unknown("fence-lost"));
         };
         match first.and_then(|revision| u64::try_from(revision).ok()) {
-            Some(first) if first == own => Ok(Some(own)),
-            Some(_) => Ok(None),
+            Some(first) if first == own => Ok(Bound::Holds(own)),
+            Some(_) => Ok(Bound::Queued),
             None => Err(Unanswered::Unknown("fence-lost")),
         }
     }
@@ -274,7 +275,7 @@ impl EtcdSession for Channel {
         self.checked(granted).await
     }
 
-    async fn lock(&mut self, name: &str, lease: u64) -> Result<Option<u64>, Unanswered> {
+    async fn lock(&mut self, name: &str, lease: u64) -> Result<Bound, Unanswered> {
         let taken = self.take(name, lease).await;
         self.checked(taken).await
     }

@@ -3,7 +3,7 @@
 //! members. The simulated TryLock answers busy by itself and never blocks,
 //! so no read comes before it.
 
-use lockcheck_workloads::etcd_lock::{EtcdSession, Unanswered};
+use lockcheck_workloads::etcd_lock::{Bound, EtcdSession, Unanswered};
 
 use crate::host::{Connection, Failure};
 use crate::protocol::{Request, Response};
@@ -88,10 +88,11 @@ impl EtcdSession for Members<'_> {
         }
     }
 
-    async fn lock(&mut self, name: &str, lease: u64) -> Result<Option<u64>, Unanswered> {
+    async fn lock(&mut self, name: &str, lease: u64) -> Result<Bound, Unanswered> {
+        // The simulated TryLock puts no key when the lock is taken.
         match self.ask_leader(&Request::TryLock { name: name.into(), lease }).await {
-            Ok(Response::Fence(revision)) => Ok(Some(revision)),
-            Ok(_) => Ok(None),
+            Ok(Response::Fence(revision)) => Ok(Bound::Holds(revision)),
+            Ok(_) => Ok(Bound::Refused),
             Err(failure) => Err(unanswered(failure)),
         }
     }

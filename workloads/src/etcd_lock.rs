@@ -48,9 +48,8 @@ pub trait EtcdSession {
     /// Grants a lease of `ttl_ms`: its id and the TTL the cluster granted
     /// (a real etcd grants whole seconds, at least its minimum).
     async fn grant(&mut self, ttl_ms: u64) -> Result<(u64, u64), Unanswered>;
-    /// Binds lock `name` to `lease`: the lock key's create revision if the
-    /// lease now holds the lock, `None` if another does.
-    async fn lock(&mut self, name: &str, lease: u64) -> Result<Option<u64>, Unanswered>;
+    /// Binds lock `name` to `lease`.
+    async fn lock(&mut self, name: &str, lease: u64) -> Result<Bound, Unanswered>;
     /// One keepalive of `lease`: `true` if it was still alive.
     async fn keep_alive(&mut self, lease: u64) -> Result<bool, Unanswered>;
     /// Revokes `lease`, deleting its keys: `true` if it still existed.
@@ -59,6 +58,20 @@ pub trait EtcdSession {
     /// ([`crate::StallPoint::BetweenCommands`]) strikes. A transport without
     /// a pause point does nothing.
     async fn between_commands(&mut self) {}
+}
+
+/// What binding a lock key to a lease came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// The lease holds the lock: its key's create revision.
+    Holds(u64),
+    /// Another lease holds the lock, and nothing of this one's was left
+    /// behind (a TryLock that puts no key when the lock is taken).
+    Refused,
+    /// Another lease holds the lock, and this lease's key waits behind it
+    /// (etcd's recipe puts the key first and looks second): it becomes the
+    /// holder when the keys before it go, unless the lease is revoked first.
+    Queued,
 }
 
 /// A lock this client holds.
@@ -113,11 +126,23 @@ impl EtcdLock {
         // bound to it spends it.
         session.between_commands().await;
         let revision = match session.lock(name, lease).await {
-            Ok(Some(revision)) => revision,
-            Ok(None) => {
+            Ok(Bound::Holds(revision)) => revision,
+            Ok(Bound::Refused) => {
                 // Busy: give the lease back (it would expire anyway).
                 let _ = session.revoke(lease).await;
                 return Outcome::Fail("busy".into());
+            }
+            // Busy, with a key of ours in the queue: only its revocation
+            // makes the refusal certain. A key left waiting takes the lock
+            // when the holder goes, with nobody believing it holds it, and
+            // every acquire until the lease runs out is refused: the
+            // acquire's outcome is unknown.
+            Ok(Bound::Queued) => {
+                return match session.revoke(lease).await {
+                    Ok(_) => Outcome::Fail("busy".into()),
+                    Err(Unanswered::NotSent) => self.give_up(lease, "unavailable"),
+                    Err(Unanswered::Unknown(reason)) => self.give_up(lease, reason),
+                };
             }
             Err(Unanswered::NotSent) => return Outcome::Fail("unavailable".into()),
             Err(Unanswered::Unknown(reason)) => return self.give_up(lease, reason),
@@ -196,14 +221,16 @@ impl EtcdLock {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::btree_map::Entry;
     use std::collections::BTreeMap;
 
-    use super::{EtcdLock, EtcdSession, Unanswered};
+    use super::{Bound, EtcdLock, EtcdSession, Unanswered};
     use crate::{Grant, Outcome};
 
     /// One member that applies everything at once; `silent` makes its
     /// calls go unanswered after they were applied, `took_ms` is how long a
-    /// grant takes.
+    /// grant takes. With `queues`, a lock call on a taken lock leaves its
+    /// key waiting, as the real recipe's put does.
     #[derive(Debug, Default)]
     struct Cluster {
         now_ms: u64,
@@ -215,6 +242,13 @@ mod tests {
         /// Every lease is gone by its first keepalive.
         lost: bool,
         asked: Vec<&'static str>,
+        queues: bool,
+        /// Waiting keys: lock name and lease, in the order they were put.
+        waiting: Vec<(String, u64)>,
+        /// The read before the lock call misses the holder (it came after).
+        blind: bool,
+        /// Revocations are applied and go unanswered.
+        silent_revoke: bool,
     }
 
     impl Cluster {
@@ -234,7 +268,7 @@ mod tests {
 
         async fn is_taken(&mut self, name: &str) -> Result<bool, Unanswered> {
             self.asked.push("is_taken");
-            let taken = self.locks.contains_key(name);
+            let taken = self.locks.contains_key(name) && !self.blind;
             self.answer(taken)
         }
 
@@ -246,15 +280,19 @@ mod tests {
             self.answer((lease, ttl_ms.max(2000)))
         }
 
-        async fn lock(&mut self, name: &str, lease: u64) -> Result<Option<u64>, Unanswered> {
+        async fn lock(&mut self, name: &str, lease: u64) -> Result<Bound, Unanswered> {
             self.asked.push("lock");
+            self.revision += 1;
             if self.locks.contains_key(name) {
-                return self.answer(None);
+                if self.queues {
+                    self.waiting.push((name.to_string(), lease));
+                    return self.answer(Bound::Queued);
+                }
+                return self.answer(Bound::Refused);
             }
             self.locks.insert(name.to_string(), lease);
-            self.revision += 1;
             let revision = self.revision;
-            self.answer(Some(revision))
+            self.answer(Bound::Holds(revision))
         }
 
         async fn keep_alive(&mut self, lease: u64) -> Result<bool, Unanswered> {
@@ -267,6 +305,19 @@ mod tests {
             self.asked.push("revoke");
             let existed = self.leases.insert(lease, false) == Some(true);
             self.locks.retain(|_, holder| *holder != lease);
+            self.waiting.retain(|(_, waiter)| *waiter != lease);
+            // The first waiting key of a lock let go holds it.
+            for (name, waiter) in std::mem::take(&mut self.waiting) {
+                match self.locks.entry(name) {
+                    Entry::Occupied(taken) => self.waiting.push((taken.key().clone(), waiter)),
+                    Entry::Vacant(free) => {
+                        free.insert(waiter);
+                    }
+                }
+            }
+            if self.silent_revoke {
+                return Err(Unanswered::Unknown("timeout"));
+            }
             self.answer(existed)
         }
     }
@@ -319,6 +370,27 @@ mod tests {
         assert_eq!(lock.release(&mut cluster, "l").await, Outcome::Info("timeout".into()));
         assert_eq!(lock.reset(), vec![1]);
         assert_eq!(lock.reset(), Vec::<u64>::new());
+    }
+
+    #[tokio::test]
+    async fn a_busy_answer_whose_waiting_key_stays_is_unknown() {
+        let mut cluster = Cluster { queues: true, blind: true, ..Cluster::default() };
+        let (mut a, mut b, mut c) = (EtcdLock::new(true), EtcdLock::new(true), EtcdLock::new(true));
+        let Outcome::Ok(_) = a.acquire(&mut cluster, "l", 1000).await else { panic!() };
+        // Queued behind a, and withdrawn: certainly refused.
+        assert_eq!(b.acquire(&mut cluster, "l", 1000).await, Outcome::Fail("busy".into()));
+        assert!(cluster.waiting.is_empty());
+        assert_eq!(b.reset(), Vec::<u64>::new());
+        // Queued, and the withdrawal unanswered: the key may stay and take
+        // the lock when a lets go, so the refusal is not certain.
+        cluster.silent_revoke = true;
+        assert_eq!(b.acquire(&mut cluster, "l", 1000).await, Outcome::Info("timeout".into()));
+        assert_eq!(b.reset(), vec![3]);
+        // Here the revocation was applied, so a's release frees the lock.
+        cluster.silent_revoke = false;
+        assert_eq!(a.release(&mut cluster, "l").await, Outcome::Ok(()));
+        cluster.blind = false;
+        assert!(matches!(c.acquire(&mut cluster, "l", 1000).await, Outcome::Ok(_)));
     }
 
     #[tokio::test]
