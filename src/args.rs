@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lockcheck_checker::import::{InputFormat, ModelChoice};
-use lockcheck_sim::{Backend, FaultKind, Shape, SimOptions};
-use lockcheck_workloads::{StallPoint, StorageKind, Workload, World};
+use lockcheck_workloads::{
+    Backend, FaultKind, RunOptions, Services, Shape, StallPoint, StorageKind, UrlService, Workload,
+    World,
+};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -376,24 +378,11 @@ pub struct CheckArgs {
     pub stats: bool,
 }
 
-/// The environment variables that hold each URL option, for a password
-/// kept off the command line: `(flag, variable)`.
 /// `check`'s partition shapes when none are given: every one.
 pub const DEFAULT_PARTITION_SHAPES: &str = "client,isolate-one,halves,ring";
 
 /// `--pause-at`'s default: a pause may strike anywhere.
 pub const DEFAULT_PAUSE_AT: &str = "all";
-
-/// `check`'s search time when none is given, as its `--linearizability-timeout`
-/// default says.
-pub const DEFAULT_LINEARIZABILITY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-pub const URL_VARIABLES: [(&str, &str); 4] = [
-    ("--postgres-url", "LOCKCHECK_POSTGRES_URL"),
-    ("--redis-url", "LOCKCHECK_REDIS_URL"),
-    ("--mysql-url", "LOCKCHECK_MYSQL_URL"),
-    ("--etcd-url", "LOCKCHECK_ETCD_URL"),
-];
 
 /// Whether `url`'s password reads as lockcheck's mask (`postgres://u:***@h`,
 /// or `redis://***@h` for a userinfo masked whole): a URL copied from a
@@ -440,25 +429,24 @@ fn unmask(
 }
 
 impl CheckArgs {
-    /// These arguments with every URL whose password is masked (copied from
-    /// a replay line: `--postgres-url 'postgres://u:***@h/db'`) taken from
-    /// its environment variable ([`URL_VARIABLES`]) instead; what is wrong
-    /// if one is not there.
-    pub fn with_secrets(&self) -> Result<CheckArgs, String> {
-        let env = |variable: &str| std::env::var(variable).ok();
-        let mut args = self.clone();
-        let one = |url: &Option<String>, (flag, variable): (&str, &str)| {
-            let given: Vec<String> = url.iter().cloned().collect();
-            unmask(flag, variable, &given, env(variable).as_deref())
-                .map(|urls| urls.into_iter().next())
-        };
-        args.postgres_url = one(&self.postgres_url, URL_VARIABLES[0])?;
-        args.mysql_url = one(&self.mysql_url, URL_VARIABLES[2])?;
-        let (flag, variable) = URL_VARIABLES[1];
-        args.redis_url = unmask(flag, variable, &self.redis_url, env(variable).as_deref())?;
-        let (flag, variable) = URL_VARIABLES[3];
-        args.etcd_url = unmask(flag, variable, &self.etcd_url, env(variable).as_deref())?;
-        Ok(args)
+    /// The services given by URL, each URL whose password is masked (copied
+    /// from a replay line: `--postgres-url 'postgres://u:***@h/db'`) taken
+    /// from its environment variable instead; what is wrong if one is not
+    /// there.
+    pub fn services(&self) -> Result<Services, String> {
+        let mut services = Services::default();
+        for service in UrlService::ALL {
+            let given = match service {
+                UrlService::Postgres => self.postgres_url.iter().cloned().collect(),
+                UrlService::Redis => self.redis_url.clone(),
+                UrlService::Mysql => self.mysql_url.iter().cloned().collect(),
+                UrlService::Etcd => self.etcd_url.clone(),
+            };
+            let variable = service.variable();
+            let from_env = std::env::var(variable).ok();
+            services.set(service, unmask(service.flag(), variable, &given, from_env.as_deref())?);
+        }
+        Ok(services)
     }
 
     pub fn workload(&self) -> Result<Workload, String> {
@@ -475,40 +463,60 @@ impl CheckArgs {
     }
 
     /// The simulator's options, or what is wrong with the arguments.
-    pub fn sim_options(&self) -> Result<SimOptions, String> {
-        let backend = Backend::parse_in(World::Simulated, &self.backend).ok_or_else(|| {
+    /// The run these arguments ask for, in the world its backend's name
+    /// says, or what is wrong with them. A simulated run takes no servers
+    /// (a URL in the environment is for real runs); the seed is the first
+    /// one, 0 when none is given.
+    pub fn run_options(&self) -> Result<RunOptions, String> {
+        let Some((backend, world)) = Backend::parse(&self.backend) else {
             let names: Vec<&str> =
                 Backend::all_in(World::Simulated).map(|backend| backend.sim_name()).collect();
-            format!(
-                "unknown backend {:?}: the simulated ones are {}",
+            return Err(format!(
+                "unknown backend {:?}: the simulated ones are {} (lockcheck backends lists the real ones)",
                 self.backend,
                 names.join(", ")
-            )
-        })?;
-        let workload = self.workload()?;
+            ));
+        };
+        crate::exit::check_gate(&self.gate)?;
+        let defaults = RunOptions::new(world, backend);
         let faults = match self.nemesis.as_deref() {
             Some(names) => FaultKind::parse_list(names)?,
-            None => lockcheck_sim::DEFAULT_FAULTS.to_vec(),
+            None => defaults.faults.clone(),
         };
-        let partition_shapes = Shape::parse_list(&self.partition_shapes)?;
-        let options = SimOptions {
-            backend,
-            workload,
+        let options = RunOptions {
+            workload: self.workload()?,
             faults,
-            partition_shapes,
+            partition_shapes: Shape::parse_list(&self.partition_shapes)?,
             swarm: self.swarm,
             time_limit: self.time_limit,
             clients: self.clients,
             locks: self.locks,
-            ttl_ms: self.ttl.as_millis() as u64,
+            ttl: self.ttl,
             seed: self.seed.unwrap_or_default(),
             fencing: !self.no_fencing,
             persistent: self.persistent,
             pause_at: StallPoint::parse_list(&self.pause_at)?,
             storage: self.storage()?,
+            linearizability_timeout: self.linearizability_timeout,
+            gate: self.gate.clone(),
+            ..defaults
         };
-        options.check()?;
-        Ok(options)
+        match world {
+            World::Simulated => {
+                lockcheck_sim::Simulated::check(&options)?;
+                Ok(options)
+            }
+            World::Real if self.swarm || self.seeds > 1 => {
+                Err("--swarm and --seeds apply to the simulated backends only".to_string())
+            }
+            World::Real => Ok(RunOptions {
+                restart_delay: self.restart_delay,
+                services: self.services()?,
+                servers: self.servers.clone(),
+                exec: self.exec.clone(),
+                ..options
+            }),
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use lockcheck_checker::{write_events, Analysis, Verdict};
 use lockcheck_reports::Analyzed;
-use lockcheck_sim::{check_run, run_recorded, shrink, SimError, SimOptions, SimRun};
+use lockcheck_sim::{check_run, run_recorded, shrink, RunOptions, SimError, SimRun, Simulated};
 use lockcheck_workloads::interrupt::{self, hold_before};
 use lockcheck_workloads::memory::{self, format_size};
 use lockcheck_workloads::HistoryFile;
@@ -23,17 +23,13 @@ use lockcheck_runs::{interrupted_at, last_words, stored_so_far, Stored};
 /// `lockcheck check` on a simulated backend (`main` sends a real one to
 /// `crate::real`).
 pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
-    let base = match args.sim_options() {
+    let base = match args.run_options() {
         Ok(options) => options,
         Err(message) => {
             eprintln!("lockcheck: {message}");
             return Ok(exit::USAGE.into());
         }
     };
-    if let Err(message) = exit::check_gate(&args.gate) {
-        eprintln!("lockcheck: {message}");
-        return Ok(exit::USAGE.into());
-    }
     if let Err(message) = memory_budget(args.max_memory, &base) {
         eprintln!("lockcheck: {message}");
         return Ok(exit::USAGE.into());
@@ -47,7 +43,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     let progress = Progress::count(seeds, "seeds");
     let mut so_far = SoFar::default();
     for seed in first_seed..first_seed.saturating_add(seeds) {
-        let options = SimOptions { seed, swarm: seeds > 1 || base.swarm, ..base.clone() };
+        let options = RunOptions { seed, swarm: seeds > 1 || base.swarm, ..base.clone() };
         if let Some(signal) = interrupt::signal() {
             return Ok(interrupted_at(signal, &seen(&tally, seed, "before seed")));
         }
@@ -178,7 +174,7 @@ impl SoFar {
 
 /// Sets the process's memory budget (`--max-memory`, or three quarters of
 /// the machine), and refuses a run whose estimate does not fit in it.
-fn memory_budget(max_memory: Option<u64>, options: &SimOptions) -> Result<(), String> {
+fn memory_budget(max_memory: Option<u64>, options: &RunOptions) -> Result<(), String> {
     let machine = memory::machine_bytes();
     if let (Some(asked), Some(machine)) = (max_memory, machine) {
         if asked > machine {
@@ -215,7 +211,7 @@ fn memory_budget(max_memory: Option<u64>, options: &SimOptions) -> Result<(), St
 }
 
 fn simulate(
-    options: &SimOptions,
+    options: &RunOptions,
     history: Option<HistoryFile>,
     progress: &Progress,
     so_far: &SoFar,
@@ -243,7 +239,7 @@ pub fn check(sim: &SimRun, linearizability_timeout: Duration) -> anyhow::Result<
 /// it (and stores its history beside the run's).
 fn shrink_failure(
     args: &CheckArgs,
-    options: &SimOptions,
+    options: &RunOptions,
     sim: &SimRun,
     analysis: &Analysis,
     dir: Option<&Path>,
@@ -282,19 +278,19 @@ fn shrink_failure(
 const SHRINK_BUDGET: u32 = 60;
 
 /// The command that replays this run exactly.
-fn replay_command(options: &SimOptions) -> String {
-    format!("lockcheck {}", options.check_arguments())
+fn replay_command(options: &RunOptions) -> String {
+    options.replay().to_string()
 }
 
 /// Makes the seed's store folder, for its history to be written as the
 /// simulation records it.
-fn store_begin(args: &CheckArgs, options: &SimOptions) -> anyhow::Result<Stored> {
+fn store_begin(args: &CheckArgs, options: &RunOptions) -> anyhow::Result<Stored> {
     let test = format!("{}-{}", options.backend.sim_name(), options.workload.name());
     Ok(lockcheck_runs::begin(&args.store, &test, options.seed, &replay_command(options))?)
 }
 
 fn store_finish(
-    options: &SimOptions,
+    options: &RunOptions,
     sim: &SimRun,
     analysis: &Analysis,
     stored: &Stored,
@@ -330,7 +326,7 @@ fn seen(tally: &[(u64, Verdict)], seed: u64, at: &str) -> String {
 /// Markdown once for all seeds, by `run`, so that the document stays whole.
 fn report(
     args: &CheckArgs,
-    options: &SimOptions,
+    options: &RunOptions,
     sim: &SimRun,
     analysis: &Analysis,
     dir: Option<&Path>,

@@ -95,9 +95,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if let Err(reason) = lockcheck_workloads::interrupt::install_cooperative() {
                 anyhow::bail!("cannot catch signals: {reason}");
             }
-            match lockcheck_real::RealBackend::parse(&args.backend) {
-                Some(backend) => real::run_check(&args, backend),
-                None => check::run(&args),
+            match lockcheck_workloads::Backend::parse(&args.backend) {
+                Some((_, lockcheck_workloads::World::Real)) => real::run(&args),
+                _ => check::run(&args),
             }
         }
         Command::Matrix(args) if args.sim => matrix_sim::run(&args),

@@ -12,7 +12,6 @@ use lockcheck_real::{RealBackend, RealRun};
 
 use crate::args::MatrixArgs;
 use crate::matrix::{Layout, Ran, World};
-use crate::options::check_options;
 use lockcheck_runs::Progress;
 
 /// The real world of the matrix: its cells' runs on private servers, as
@@ -83,10 +82,7 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
         violated_within: args.violated_within,
         safe_runs: args.safe_seeds,
         time_limit: args.time_limit,
-        checks: check_options(
-            args.linearizability_timeout
-                .unwrap_or(lockcheck_sim::Effort::default().linearizability_timeout),
-        ),
+        linearizability_timeout: args.linearizability_timeout,
         first_seed: 0,
     };
     match args.runs_needed {
@@ -150,35 +146,37 @@ mod tests {
 
     use clap::Parser;
     use lockcheck_real::matrix::cells;
-    use lockcheck_real::RealOptions;
+    use lockcheck_workloads::{Backend, RunOptions, World};
 
     use crate::args::{Cli, Command};
-    use crate::real::real_options;
 
-    /// What `lockcheck check ARGS` runs against real servers.
-    fn parsed(line: &str) -> RealOptions {
+    /// What `lockcheck check ARGS` runs.
+    fn parsed(line: &str) -> RunOptions {
         let words = ["lockcheck", "check"].into_iter().chain(line.split_whitespace());
         match Cli::try_parse_from(words) {
-            Ok(Cli { command: Command::Check(check) }) => real_options(&check).unwrap(),
+            Ok(Cli { command: Command::Check(check) }) => check.run_options().unwrap(),
             other => panic!("{line}: {other:?}"),
         }
     }
 
     #[test]
-    fn the_real_defaults_are_check_defaults() {
-        assert_eq!(parsed("--backend redis"), RealOptions::default());
+    fn the_defaults_are_check_defaults_in_both_worlds() {
+        assert_eq!(parsed("--backend redis"), RunOptions::new(World::Real, Backend::Redis));
+        assert_eq!(parsed("--backend sim-redis"), RunOptions::default());
     }
 
     #[test]
     fn each_cell_replays_as_the_check_line_the_matrix_prints() {
         for cell in cells() {
-            let line = lockcheck_real::matrix::check_line(&cell, 3, Duration::from_millis(2500));
             let options = lockcheck_real::matrix::cell_options(
                 &cell,
                 Duration::from_millis(2500),
-                crate::options::check_options(Duration::from_secs(10)),
+                Duration::from_secs(3),
+                3,
             );
-            assert_eq!(parsed(&line), options, "{line}");
+            let line = options.replay().to_string();
+            let arguments = line.strip_prefix("lockcheck check ").expect("a check line");
+            assert_eq!(parsed(arguments), options, "{line}");
         }
     }
 }

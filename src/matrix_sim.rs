@@ -97,7 +97,7 @@ impl World for Simulated {
             runs: result.seeds,
             matches: result.matches,
             found: result.found,
-            replay: format!("lockcheck {}", result.options.check_arguments()),
+            replay: format!("lockcheck {}", result.options.replay().arguments()),
         })
     }
 }
@@ -170,7 +170,7 @@ pub fn sweep(args: &BenchArgs) -> anyhow::Result<u8> {
                 cell.backend.sim_name(),
                 alarm.seed,
                 alarm.found,
-                alarm.options.check_arguments()
+                alarm.options.replay().arguments()
             )
         }));
     }

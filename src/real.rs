@@ -6,45 +6,14 @@
 use std::process::ExitCode;
 
 use lockcheck_checker::{Analysis, Event, Verdict};
-use lockcheck_real::{execute_recorded, RealBackend, RealError, RealFailure, RealOptions, RealRun};
+use lockcheck_real::{execute_recorded, plan, RealBackend, RealError, RealFailure, RealRun};
 use lockcheck_reports::Analyzed;
-use lockcheck_workloads::{interrupt, FaultKind, Shape, StallPoint};
+use lockcheck_workloads::{interrupt, RunOptions};
 
 use crate::args::{CheckArgs, Format};
 use crate::exit;
-use crate::options::{check_options, random_seed};
+use crate::options::random_seed;
 use crate::output::{print, render};
-
-/// The real world's options from `check`'s arguments, or what is wrong with
-/// them.
-pub fn real_options(args: &CheckArgs) -> Result<RealOptions, String> {
-    let workload = args.workload()?;
-    exit::check_gate(&args.gate)?;
-    if args.swarm || args.seeds > 1 {
-        return Err("--swarm and --seeds apply to the simulated backends only".to_string());
-    }
-    Ok(RealOptions {
-        workload,
-        faults: FaultKind::parse_list(args.nemesis.as_deref().unwrap_or("pause"))?,
-        partition_shapes: Shape::parse_list(&args.partition_shapes)?,
-        clients: args.clients,
-        locks: args.locks,
-        ttl: args.ttl,
-        time_limit: args.time_limit,
-        fencing: !args.no_fencing,
-        persistent: args.persistent,
-        restart_delay: args.restart_delay,
-        servers: args.servers.clone(),
-        exec: args.exec.clone(),
-        postgres_url: args.postgres_url.clone(),
-        redis_url: args.redis_url.clone(),
-        mysql_url: args.mysql_url.clone(),
-        etcd_url: args.etcd_url.clone(),
-        checks: check_options(args.linearizability_timeout),
-        pause_at: StallPoint::parse_list(&args.pause_at)?,
-        storage: args.storage()?,
-    })
-}
 
 /// Prints why a real test came to no verdict and gives the exit code.
 pub fn failure_exit(failure: &RealFailure) -> ExitCode {
@@ -61,43 +30,35 @@ pub fn failure_exit(failure: &RealFailure) -> ExitCode {
     }
 }
 
-/// `lockcheck check` on a real backend. A replay line's masked URLs are
-/// taken from the environment.
-pub fn run_check(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
-    match args.with_secrets() {
-        Ok(args) => run(&args, backend),
-        Err(message) => {
-            eprintln!("lockcheck: {message}");
-            Ok(exit::USAGE.into())
-        }
-    }
-}
-
-pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
+/// `lockcheck check` on a real backend: planned once, run, stored as it is
+/// recorded. A replay line's masked URLs are taken from the environment.
+pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     let seed = args.seed.unwrap_or_else(random_seed);
     eprintln!("seed: {seed}");
-    let test = match real_options(args)
-        .and_then(|test| lockcheck_real::plan(&test, backend).map(|_| test))
-    {
-        Ok(test) => test,
+    let planned = match args.run_options().and_then(|test| plan(&RunOptions { seed, ..test })) {
+        Ok(planned) => planned,
         Err(message) => return Ok(failure_exit(&RealFailure::Usage(message))),
     };
-    let rerun = rerun_command(args, backend, seed);
+    let (test, backend) = (&planned.test, planned.backend);
+    // Real servers' timing is not the seed's: a rerun draws the same
+    // schedule, not always the same history.
+    let rerun = test.replay().to_string();
     // The run's folder first: its history is written as it is recorded.
     let stored = match args.no_store {
         true => None,
         false => {
-            let test = format!("{}-{}", backend.name(), args.workload);
-            Some(lockcheck_runs::begin(&args.store, &test, seed, &rerun)?)
+            let name = format!("{}-{}", backend.name(), test.workload.name());
+            Some(lockcheck_runs::begin(&args.store, &name, seed, &rerun)?)
         }
     };
     lockcheck_runs::last_words(seed, stored.as_ref());
     let history = stored.as_ref().map(|stored| stored.history.clone());
     let progress = lockcheck_runs::Progress::timed(args.time_limit);
-    let label =
-        format!("{} --nemesis {}", backend.name(), args.nemesis.as_deref().unwrap_or("pause"));
+    let faults: Vec<&str> = test.faults.iter().map(|fault| fault.name()).collect();
+    let faults = if faults.is_empty() { "none".to_string() } else { faults.join(",") };
+    let label = format!("{} --nemesis {faults}", backend.name());
     let outcome = progress.watch(&label, args.time_limit, || {
-        execute_recorded(&test, backend, seed, true, history, &lockcheck_runs::progress::recording)
+        execute_recorded(&planned, true, history, &lockcheck_runs::progress::recording)
     });
     drop(progress);
     let outcome = match outcome {
@@ -144,8 +105,6 @@ pub fn run(args: &CheckArgs, backend: RealBackend) -> anyhow::Result<ExitCode> {
             text.push_str(&format!("stored in {}\n", dir.display()));
         }
         if analysis.verdict != Verdict::Valid {
-            // Real servers' timing is not the seed's: a rerun draws the
-            // same schedule, not always the same history.
             text.push_str(&format!("rerun: {rerun}\n"));
         }
     }
@@ -167,79 +126,6 @@ fn unavailable(error: &RealError) -> ExitCode {
         RealError::Setup { .. } => exit::INTERNAL.into(),
         _ => exit::UNAVAILABLE.into(),
     }
-}
-
-/// The command that runs the same test again (the same schedule of
-/// faults; the servers' timing may differ).
-fn rerun_command(args: &CheckArgs, backend: RealBackend, seed: u64) -> String {
-    let mut command = format!(
-        "lockcheck check --backend {} --workload {} --nemesis {} --time-limit {}s --clients {} --locks {} --ttl {}ms --seed {seed}",
-        backend.name(),
-        args.workload,
-        args.nemesis.as_deref().unwrap_or("pause"),
-        args.time_limit.as_secs_f64(),
-        args.clients,
-        args.locks,
-        args.ttl.as_millis(),
-    );
-    // A URL's password is never printed nor stored: the line shows it
-    // masked, and says where a replay finds it.
-    let mut secrets = Vec::new();
-    for ((flag, variable), urls) in crate::args::URL_VARIABLES.iter().zip([
-        args.postgres_url.as_slice(),
-        args.redis_url.as_slice(),
-        args.mysql_url.as_slice(),
-        args.etcd_url.as_slice(),
-    ]) {
-        if urls.is_empty() {
-            continue;
-        }
-        let shown = lockcheck_checker::redact(&urls.join(","));
-        if shown == urls.join(",") {
-            command.push_str(&format!(" {flag} {shown}"));
-        } else {
-            command.push_str(&format!(" {flag} '{shown}'"));
-            secrets.push(*variable);
-        }
-    }
-    if args.partition_shapes != crate::args::DEFAULT_PARTITION_SHAPES {
-        command.push_str(&format!(" --partition-shapes {}", args.partition_shapes));
-    }
-    if args.pause_at != crate::args::DEFAULT_PAUSE_AT {
-        command.push_str(&format!(" --pause-at {}", args.pause_at));
-    }
-    if args.linearizability_timeout != crate::args::DEFAULT_LINEARIZABILITY_TIMEOUT {
-        command.push_str(&format!(
-            " --linearizability-timeout {}ms",
-            args.linearizability_timeout.as_millis()
-        ));
-    }
-    if args.storage != "table" {
-        command.push_str(&format!(" --storage {}", args.storage));
-    }
-    if args.no_fencing {
-        command.push_str(" --no-fencing");
-    }
-    if args.persistent {
-        command.push_str(" --persistent");
-    }
-    if let Some(delay) = args.restart_delay {
-        command.push_str(&format!(" --restart-delay {}ms", delay.as_millis()));
-    }
-    if !args.gate.is_empty() {
-        command.push_str(&format!(" --gate {}", args.gate.join(",")));
-    }
-    if !args.servers.is_empty() {
-        command.push_str(&format!(" --servers {}", args.servers.join(",")));
-    }
-    if !args.exec.is_empty() {
-        command.push_str(&format!(" -- {}", args.exec.join(" ")));
-    }
-    if !secrets.is_empty() {
-        // A shell comment: the line still runs as it is.
-        command.push_str(&format!("  # password redacted: pass the URL in {}", secrets.join(", ")));
-    }
-    lockcheck_checker::redact(&command)
 }
 
 fn finish_store(
@@ -280,22 +166,14 @@ mod tests {
             "--backend etcd --nemesis partition --partition-shapes client --ttl 2s",
             "--backend redis --nemesis pause,kill --clients 3 --locks 1 --time-limit 2500ms --no-fencing --persistent --restart-delay 0ms --gate mutual-exclusion",
             "--backend redlock --nemesis kill --linearizability-timeout 3s --workload mutex",
+            "--backend redis --storage s3-cas --pause-at after-grant --redis-url redis://127.0.0.1:1",
             "--backend exec --servers redis*5 -- python3 lock.py --flag",
         ] {
-            let backend = lockcheck_real::RealBackend::parse(
-                line.split_whitespace().nth(1).expect("a backend"),
-            )
-            .expect("a real backend");
-            let args = check_args(line);
-            let rerun = super::rerun_command(&args, backend, 7);
+            let args = check_args(&format!("{line} --seed 7"));
+            let options = args.run_options().expect("options");
+            let rerun = options.replay().to_string();
             let replayed = check_args(rerun.strip_prefix("lockcheck check ").expect("a check line"));
-            assert_eq!(
-                super::real_options(&replayed),
-                super::real_options(&args),
-                "{line}\nreplays as {rerun}"
-            );
-            assert_eq!(replayed.seed, Some(7), "{rerun}");
-            assert_eq!(replayed.gate, args.gate, "{rerun}");
+            assert_eq!(replayed.run_options(), Ok(options), "{line}\nreplays as {rerun}");
         }
     }
 }

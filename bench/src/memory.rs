@@ -5,7 +5,7 @@
 
 use std::process::{Command, Stdio};
 
-use lockcheck_sim::{SimOptions, BASE_BYTES, BYTES_PER_CLIENT, BYTES_PER_CLIENT_SECOND};
+use lockcheck_sim::{RunOptions, Simulated, BASE_BYTES, BYTES_PER_CLIENT, BYTES_PER_CLIENT_SECOND};
 use lockcheck_workloads::memory::format_size;
 
 use crate::child::stats_field;
@@ -66,11 +66,11 @@ fn memory_backend(args: &BenchOptions, backend: &str) -> Result<Outcome, BenchEr
         let base_rss = *base.get_or_insert(measured.peak_rss);
         let client_seconds = f64::from(clients) * seconds as f64;
         let per_client_second = measured.peak_rss.saturating_sub(base_rss) as f64 / client_seconds;
-        let options = SimOptions {
+        let options = RunOptions {
             backend: parsed,
             clients,
             time_limit: std::time::Duration::from_secs(seconds),
-            ..SimOptions::default()
+            ..RunOptions::default()
         };
         let estimate = options.memory_estimate();
         let fits = measured.peak_rss <= estimate;

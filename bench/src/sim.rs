@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use lockcheck_checker::CheckOptions;
-use lockcheck_sim::{check_run, Backend, SimOptions};
+use lockcheck_sim::{check_run, Backend, RunOptions};
 use lockcheck_workloads::World;
 
 use crate::{BenchError, BenchOptions, Outcome};
@@ -24,7 +24,7 @@ pub fn sim(options: &BenchOptions) -> Result<Outcome, BenchError> {
 
 /// The default `check` run on one backend, seed after seed.
 fn sim_backend(options: &BenchOptions, backend: Backend) -> Result<(), BenchError> {
-    let base = SimOptions { backend, ..SimOptions::default() };
+    let base = RunOptions { backend, ..RunOptions::default() };
     println!(
         "simulator: the default check on {} ({}, faults {}), {} simulated s, seeds 0..{}",
         base.backend.sim_name(),
@@ -45,7 +45,7 @@ fn sim_backend(options: &BenchOptions, backend: Backend) -> Result<(), BenchErro
     let (mut simulated, mut wall, mut ops, mut slowest, mut checks) =
         (0.0, 0.0, 0u64, 0.0f64, 0.0f64);
     for seed in 0..options.sim_seeds.max(1) {
-        let run_options = SimOptions { seed, ..base.clone() };
+        let run_options = RunOptions { seed, ..base.clone() };
         let started = Instant::now();
         let sim = lockcheck_sim::run(&run_options)?;
         let analysis = check_run(&sim, &check_options).map_err(BenchError::Malformed)?;

@@ -5,9 +5,10 @@
 //! drivers.
 //!
 //! A map:
-//! - A real test: [`RealOptions`] (what `lockcheck check --backend <real>`
-//!   asks), [`plan`] (the faults it turns on, or why the options make no
-//!   test), [`execute`] / [`execute_recorded`] (servers started, clients
+//! - A real test: a [`lockcheck_workloads::RunOptions`] in the real world
+//!   (what `lockcheck check --backend <real>` asks), [`plan`] (checked once:
+//!   the [`Plan`] of its backend and the faults it turns on, or why the
+//!   options make no test), [`execute`] / [`execute_recorded`] (servers started, clients
 //!   driven, faults struck, history checked: a [`RealRun`] or a
 //!   [`RealFailure`]).
 //! - The catalogue's real view: [`RealBackend`] (a backend of the one
@@ -59,7 +60,7 @@ pub use driver::{drive, drive_recorded, drive_with, DriveOptions, StallFault};
 pub use etcd::EtcdClient;
 pub use exec::{ExecClient, ExecProgram};
 pub use moto::MotoServer;
-pub use plan::{plan, Faults, RealOptions};
+pub use plan::{plan, Faults, Plan};
 pub use proxy::{LinkState, LinkStats, Proxy};
 pub use redis::{RedisClient, RedisRecipe};
 pub use redlock::RedlockClient;

@@ -9,14 +9,14 @@ use lockcheck_checker::names::FENCE_MONOTONICITY as FENCE;
 use lockcheck_checker::names::LINEARIZABILITY as LINEAR;
 use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
 use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
-use lockcheck_checker::{CheckOptions, Event, Expect, Function, Judgement, Process};
-use lockcheck_workloads::{Backend, SharedRecorder};
+use lockcheck_checker::{Event, Expect, Function, Judgement, Process};
+use lockcheck_workloads::{Backend, RunOptions, SharedRecorder, World};
 
 use crate::catalogue::RealBackend;
 use crate::netfault::Shape;
-use crate::plan::RealOptions;
+use crate::plan::plan;
 use crate::run::{execute_recorded, RealFailure, RealRun};
-use lockcheck_workloads::{Cell, FaultKind, StallPoint};
+use lockcheck_workloads::{Cell, FaultKind, StallPoint, DEFAULT_LINEARIZABILITY_TIMEOUT};
 
 /// `backend` under `faults` with a lease of `ttl_ms`: a cell still to be
 /// given its time, expectation and note by [`cell`].
@@ -67,7 +67,7 @@ pub fn check_args(cell: &RealCell) -> String {
     if cell.faults.contains(&FaultKind::Pause) && cell.pause_at != StallPoint::ALL {
         args.push_str(&format!(" --pause-at {}", StallPoint::list(cell.pause_at)));
     }
-    args.push_str(&format!(" --ttl {}", duration(cell.ttl.unwrap_or(RealOptions::default().ttl))));
+    args.push_str(&format!(" --ttl {}", duration(cell.ttl.unwrap_or(defaults(cell).ttl))));
     if let Some(delay) = cell.restart_delay {
         args.push_str(&format!(" --restart-delay {}", duration(delay)));
     }
@@ -80,10 +80,20 @@ pub fn check_args(cell: &RealCell) -> String {
     args
 }
 
-/// The options of one run of a real cell.
-pub fn cell_options(cell: &RealCell, time_limit: Duration, checks: CheckOptions) -> RealOptions {
-    let defaults = RealOptions::default();
-    RealOptions {
+/// `lockcheck check --backend <cell's backend>` with no other option.
+fn defaults(cell: &RealCell) -> RunOptions {
+    RunOptions::new(World::Real, cell.backend.backend())
+}
+
+/// The options of a real cell's runs, from `seed` on.
+pub fn cell_options(
+    cell: &RealCell,
+    time_limit: Duration,
+    linearizability_timeout: Duration,
+    seed: u64,
+) -> RunOptions {
+    let defaults = defaults(cell);
+    RunOptions {
         workload: cell.workload,
         faults: cell.faults.to_vec(),
         partition_shapes: cell.shapes.to_vec(),
@@ -92,16 +102,11 @@ pub fn cell_options(cell: &RealCell, time_limit: Duration, checks: CheckOptions)
         restart_delay: cell.restart_delay,
         fencing: cell.fencing,
         persistent: cell.persistent,
-        checks,
+        linearizability_timeout,
         pause_at: cell.pause_at.to_vec(),
+        seed,
         ..defaults
     }
-}
-
-/// The cell's arguments as `check` takes them, for one run: what a
-/// mismatch prints to replay it.
-pub fn check_line(cell: &RealCell, seed: u64, time_limit: Duration) -> String {
-    format!("{} --time-limit {}ms --seed {seed}", check_args(cell), time_limit.as_millis())
 }
 
 /// Runs a violated cell may take when neither the matrix nor the cell
@@ -125,7 +130,8 @@ pub struct Effort {
     pub safe_runs: Option<u64>,
     /// Wall time per run.
     pub time_limit: Option<Duration>,
-    pub checks: CheckOptions,
+    /// How long a run's linearizability search may take [default: check's].
+    pub linearizability_timeout: Option<Duration>,
     /// The seed of a cell's first run.
     pub first_seed: u64,
 }
@@ -249,10 +255,13 @@ pub fn run_cell(
 ) -> Result<CellResult, RealFailure> {
     let runs = effort.runs(cell);
     let time_limit = effort.time_limit(cell);
-    let test = cell_options(cell, time_limit, effort.checks.clone());
+    let timeout = effort.linearizability_timeout.unwrap_or(DEFAULT_LINEARIZABILITY_TIMEOUT);
+    let first = effort.first_seed;
+    let planned =
+        plan(&cell_options(cell, time_limit, timeout, first)).map_err(RealFailure::Usage)?;
+    let replay = |seed: u64| planned.seeded(seed).test.replay().to_string();
     let args = check_args(cell);
     let what = args.strip_prefix("--backend ").unwrap_or(&args);
-    let first = effort.first_seed;
     // The runs of a violated cell that decided nothing: they showed nothing.
     let mut missed = Vec::new();
     let outcome = cell.expect.judge_runs_from(
@@ -263,12 +272,12 @@ pub fn run_cell(
         |seed| {
             let label = format!("{what}, run {}/{runs}", seed - first + 1);
             let run = progress(&label, time_limit, &mut |recording| {
-                execute_recorded(&test, cell.backend, seed, false, None, recording)
+                execute_recorded(&planned.seeded(seed), false, None, recording)
             })?;
             let undecided = matches!(cell.expect.judge(&run.analysis, ""), Judgement::Undecided);
             if cell.expect.seeks_violation() && undecided {
                 missed.push(Missed {
-                    replay: format!("lockcheck check {}", check_line(cell, seed, time_limit)),
+                    replay: replay(seed),
                     summary: summary(&run),
                     events: run.events.clone(),
                 });
@@ -282,7 +291,7 @@ pub fn run_cell(
         matches: outcome.matches,
         runs: outcome.runs,
         found: outcome.found,
-        replay: format!("lockcheck check {}", check_line(cell, seed, time_limit)),
+        replay: replay(seed),
         decided: outcome.decided.map(|(_, run)| run),
         missed,
     })
@@ -477,8 +486,8 @@ mod tests {
     fn every_cell_is_a_test_plan_accepts() {
         for cell in cells() {
             let options =
-                super::cell_options(&cell, Duration::from_secs(8), CheckOptions::default());
-            if let Err(why) = plan(&options, cell.backend) {
+                super::cell_options(&cell, Duration::from_secs(8), Duration::from_secs(10), 0);
+            if let Err(why) = plan(&options) {
                 panic!("{}: {why}", super::check_args(&cell));
             }
         }

@@ -1,79 +1,25 @@
 //! What a real run asks for, checked before any server starts: the options
 //! of `lockcheck check` against real servers, and the faults they turn on.
 
-use std::time::Duration;
-
-use lockcheck_checker::CheckOptions;
-use lockcheck_workloads::{check_sizes, FaultKind, StallPoint, StorageKind, Workload};
+use lockcheck_workloads::{check_sizes, FaultKind, RunOptions, UrlService, World};
 
 use crate::catalogue::{LockService, RealBackend};
 use crate::netfault::Shape;
 use crate::servers::ServerKind;
 
-/// A real test: what `lockcheck check --backend <real>` asks for.
+/// A real test checked, its backend and faults settled: what a run
+/// executes, planned once.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RealOptions {
-    pub workload: Workload,
-    /// The faults that strike (none: a run without faults).
-    pub faults: Vec<FaultKind>,
-    /// The partition shapes asked for.
-    pub partition_shapes: Vec<Shape>,
-    pub clients: u32,
-    pub locks: u32,
-    pub ttl: Duration,
-    /// Wall time the clients run.
-    pub time_limit: Duration,
-    /// Grants carry a fencing token, writes send it and the storage fences.
-    pub fencing: bool,
-    /// The lock servers keep their keys across a restart.
-    pub persistent: bool,
-    /// How long a killed lock server stays down [default: drawn].
-    pub restart_delay: Option<Duration>,
-    /// The exec backend's servers (`redis*5`, `postgres`, …).
-    pub servers: Vec<String>,
-    /// The exec backend's program and its arguments.
-    pub exec: Vec<String>,
-    /// Running servers to use instead of private ones.
-    pub postgres_url: Option<String>,
-    pub redis_url: Vec<String>,
-    pub mysql_url: Option<String>,
-    pub etcd_url: Vec<String>,
-    /// The checkers' options.
-    pub checks: CheckOptions,
-    /// Where the pause fault may strike a client.
-    pub pause_at: Vec<StallPoint>,
-    /// What holds the protected resources: PostgreSQL's table, or an S3
-    /// object per resource on a moto server lockcheck starts (`crate::moto`).
-    pub storage: StorageKind,
+pub struct Plan {
+    pub test: RunOptions,
+    pub backend: RealBackend,
+    pub faults: Faults,
 }
 
-impl Default for RealOptions {
-    /// `lockcheck check --backend <real>` with no other option.
-    fn default() -> Self {
-        RealOptions {
-            workload: Workload::FencedWrite,
-            faults: vec![FaultKind::Pause],
-            partition_shapes: Shape::ALL.to_vec(),
-            clients: 5,
-            locks: 2,
-            ttl: Duration::from_secs(1),
-            time_limit: Duration::from_secs(60),
-            fencing: true,
-            persistent: false,
-            restart_delay: None,
-            servers: Vec::new(),
-            exec: Vec::new(),
-            postgres_url: None,
-            redis_url: Vec::new(),
-            mysql_url: None,
-            etcd_url: Vec::new(),
-            checks: CheckOptions {
-                linearizability_time_limit: Some(Duration::from_secs(10)),
-                ..CheckOptions::default()
-            },
-            pause_at: StallPoint::ALL.to_vec(),
-            storage: StorageKind::Table,
-        }
+impl Plan {
+    /// The same test with another seed (a matrix cell's next run).
+    pub fn seeded(&self, seed: u64) -> Plan {
+        Plan { test: RunOptions { seed, ..self.test.clone() }, ..self.clone() }
     }
 }
 
@@ -152,9 +98,22 @@ impl Faults {
     }
 }
 
+/// The real test `test` asks for, its faults on, or what is wrong with the
+/// options.
+pub fn plan(test: &RunOptions) -> Result<Plan, String> {
+    let Some(backend) = RealBackend::new(test.backend).filter(|_| test.world == World::Real) else {
+        return Err(format!(
+            "{} is not a real backend: lockcheck backends lists the real ones",
+            test.backend_name()
+        ));
+    };
+    let faults = faults(test, backend)?;
+    Ok(Plan { test: test.clone(), backend, faults })
+}
+
 /// The faults a real run of `backend` has on, or what is wrong with the
 /// options.
-pub fn plan(test: &RealOptions, backend: RealBackend) -> Result<Faults, String> {
+fn faults(test: &RunOptions, backend: RealBackend) -> Result<Faults, String> {
     if let Some(why) = test.storage.refuses(test.workload) {
         return Err(why);
     }
@@ -193,10 +152,10 @@ pub fn plan(test: &RealOptions, backend: RealBackend) -> Result<Faults, String> 
         (_, true) => {}
     }
     let given_url = match backend.service() {
-        LockService::Redis { .. } => !test.redis_url.is_empty(),
-        LockService::Etcd => !test.etcd_url.is_empty(),
-        LockService::Mariadb => test.mysql_url.is_some(),
-        LockService::Postgres => test.postgres_url.is_some(),
+        LockService::Redis { .. } => test.services.given(UrlService::Redis),
+        LockService::Etcd => test.services.given(UrlService::Etcd),
+        LockService::Mariadb => test.services.given(UrlService::Mysql),
+        LockService::Postgres => test.services.given(UrlService::Postgres),
         LockService::Exec => false,
     };
     if under_faketime() {
@@ -218,24 +177,25 @@ pub fn plan(test: &RealOptions, backend: RealBackend) -> Result<Faults, String> 
     }
     shapes(test, backend)?;
     let several = matches!(backend.service(), LockService::Redis { instances } if instances > 1);
-    if several && !test.redis_url.is_empty() {
-        if test.redis_url.len() < 3 {
+    let redis = test.services.urls(UrlService::Redis);
+    if several && !redis.is_empty() {
+        if redis.len() < 3 {
             return Err(format!(
                 "{} needs several independent Redis (five is usual): --redis-url has {}",
                 backend.name(),
-                test.redis_url.len()
+                redis.len()
             ));
         }
-    } else if test.redis_url.len() > 1 {
+    } else if redis.len() > 1 {
         return Err(format!("{} uses one Redis: --redis-url has several", backend.name()));
     }
-    check_sizes(test.clients, test.locks, test.ttl.as_millis() as u64, test.time_limit)?;
+    check_sizes(test.clients, test.locks, test.ttl_ms(), test.time_limit)?;
     Ok(faults)
 }
 
 /// The servers `--servers` asks for the exec backend: each kind with how
 /// many (`redis*5`: five Redis, for a Redlock).
-pub(crate) fn exec_servers(test: &RealOptions) -> Result<Vec<(ServerKind, usize)>, String> {
+pub(crate) fn exec_servers(test: &RunOptions) -> Result<Vec<(ServerKind, usize)>, String> {
     let mut servers = Vec::new();
     for word in test.servers.iter().map(|word| word.trim()).filter(|word| !word.is_empty()) {
         let (name, count) = match word.split_once('*') {
@@ -268,9 +228,9 @@ fn under_faketime() -> bool {
 /// lockcheck starts behind its proxy (five members when `ring` is asked
 /// for, three otherwise). Shapes that cannot strike the backend are left
 /// out; none left is an error.
-pub(crate) fn shapes(test: &RealOptions, backend: RealBackend) -> Result<Vec<Shape>, String> {
+pub(crate) fn shapes(test: &RunOptions, backend: RealBackend) -> Result<Vec<Shape>, String> {
     let mut shapes = Vec::new();
-    let cluster = backend.service() == LockService::Etcd && test.etcd_url.is_empty();
+    let cluster = backend.service() == LockService::Etcd && !test.services.given(UrlService::Etcd);
     for &shape in &test.partition_shapes {
         if shape == Shape::Client || cluster {
             shapes.push(shape);
@@ -290,17 +250,15 @@ pub(crate) fn shapes(test: &RealOptions, backend: RealBackend) -> Result<Vec<Sha
 mod tests {
     use std::time::Duration;
 
-    use lockcheck_checker::CheckOptions;
-    use lockcheck_workloads::{FaultKind, Shape};
+    use lockcheck_workloads::{Backend, FaultKind, RunOptions, Shape, UrlService, World};
 
-    use super::{plan, RealOptions};
+    use super::{plan, Faults};
     use crate::catalogue::RealBackend;
 
-    fn options(nemesis: &str) -> RealOptions {
-        RealOptions {
+    fn options(nemesis: &str) -> RunOptions {
+        RunOptions {
             faults: FaultKind::parse_list(nemesis).unwrap(),
-            checks: CheckOptions::default(),
-            ..RealOptions::default()
+            ..RunOptions::new(World::Real, Backend::Redis)
         }
     }
 
@@ -308,8 +266,14 @@ mod tests {
         RealBackend::parse(name).unwrap()
     }
 
-    fn refused(options: &RealOptions, name: &str) -> String {
-        match plan(options, backend(name)) {
+    /// The faults of `options` run on backend `name`.
+    fn planned(options: &RunOptions, name: &str) -> Result<Faults, String> {
+        let test = RunOptions { backend: backend(name).backend(), ..options.clone() };
+        plan(&test).map(|plan| plan.faults)
+    }
+
+    fn refused(options: &RunOptions, name: &str) -> String {
+        match planned(options, name) {
             Ok(faults) => panic!("{name} {:?}: accepted with {}", options.faults, faults.names()),
             Err(message) => message,
         }
@@ -318,7 +282,7 @@ mod tests {
     #[test]
     fn holds_last_as_long_as_the_faults_on_need_to_break_them() {
         let hold = |nemesis: &str, name: &str| {
-            let faults = plan(&options(nemesis), backend(name)).unwrap();
+            let faults = planned(&options(nemesis), name).unwrap();
             backend(name).hold_ms(
                 500,
                 faults.hold_needed_ms(backend(name), 500),
@@ -350,18 +314,14 @@ mod tests {
     #[test]
     fn every_fault_that_applies_is_taken_by_its_name() {
         let faults =
-            plan(&options("pause,sigstop,kill,partition,slow-net,clock"), backend("redis"))
-                .unwrap();
+            planned(&options("pause,sigstop,kill,partition,slow-net,clock"), "redis").unwrap();
         assert_eq!(faults.names(), "pause,sigstop,kill,partition,slow-net,clock");
+        assert_eq!(planned(&options("failover"), "redis-fenced").unwrap().names(), "failover");
         assert_eq!(
-            plan(&options("failover"), backend("redis-fenced")).unwrap().names(),
-            "failover"
-        );
-        assert_eq!(
-            plan(&options("conn-kill"), backend("postgres-advisory")).unwrap().names(),
+            planned(&options("conn-kill"), "postgres-advisory").unwrap().names(),
             "conn-kill"
         );
-        assert_eq!(plan(&options("none"), backend("etcd")).unwrap().names(), "none");
+        assert_eq!(planned(&options("none"), "etcd").unwrap().names(), "none");
     }
 
     #[test]
@@ -373,7 +333,7 @@ mod tests {
         assert!(refused(&options("loss"), "redis").contains("simulated only"));
         assert!(refused(&options("skew"), "etcd").contains("machine's clock"));
         // delay is slow-net's other name, in both worlds.
-        assert_eq!(plan(&options("delay"), backend("redis")).unwrap().names(), "slow-net");
+        assert_eq!(planned(&options("delay"), "redis").unwrap().names(), "slow-net");
     }
 
     #[test]
@@ -383,10 +343,10 @@ mod tests {
         program.exec = vec!["true".to_string()];
         assert!(refused(&program, "redis").contains("a program after --"));
         let mut given = options("kill");
-        given.redis_url = vec!["redis://127.0.0.1:1".to_string()];
+        given.services = given.services.with(UrlService::Redis, &["redis://127.0.0.1:1"]);
         assert!(refused(&given, "redis").contains("need the lock servers lockcheck starts"));
         let mut two = options("pause");
-        two.redis_url = vec!["redis://a:1".to_string(), "redis://b:1".to_string()];
+        two.services = two.services.with(UrlService::Redis, &["redis://a:1", "redis://b:1"]);
         assert!(refused(&two, "redlock").contains("several independent Redis"));
         assert!(refused(&two, "redis").contains("uses one Redis"));
         let mut shapes = options("partition");
@@ -431,5 +391,7 @@ mod tests {
             assert_eq!(backend(name).name(), name);
         }
         assert_eq!(RealBackend::parse("sim-redis"), None);
+        let simulated = RunOptions::new(World::Simulated, Backend::Redis);
+        assert!(plan(&simulated).unwrap_err().contains("not a real backend"));
     }
 }

@@ -6,13 +6,13 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use lockcheck_workloads::FaultKind;
+use lockcheck_workloads::{FaultKind, RunOptions, UrlService};
 
 use crate::catalogue::{LockService, RealBackend, ETCD_MEMBERS, ETCD_RING_MEMBERS};
 use crate::failover::RedisPair;
 use crate::nemesis::SharedServer;
 use crate::netfault::{proxied_url, Shape, Topology};
-use crate::plan::{exec_servers, shapes, Faults, RealOptions};
+use crate::plan::{exec_servers, shapes, Faults};
 use crate::proxy::Proxy;
 use crate::servers::{ManagedServer, ServerKind, ServerOptions};
 use crate::RealError;
@@ -80,7 +80,7 @@ impl Servers {
     }
 
     pub(crate) fn for_backend(
-        test: &RealOptions,
+        test: &RunOptions,
         backend: RealBackend,
         faults: Faults,
         chatty: bool,
@@ -101,8 +101,8 @@ impl Servers {
         let storage_options = ServerOptions { faketime: false, ..options.clone() };
         let service = backend.service();
         let postgres_locks = service == LockService::Postgres;
-        servers.storage = match &test.postgres_url {
-            Some(url) => url.clone(),
+        servers.storage = match test.services.url(UrlService::Postgres) {
+            Some(url) => url.to_string(),
             None => {
                 let options = if postgres_locks { &options } else { &storage_options };
                 servers.start(STORAGE, 1, postgres_locks, options)?.remove(0)
@@ -127,10 +127,10 @@ impl Servers {
                     let urls = vec![pair.urls()[0].clone()];
                     servers.pair = Some(pair);
                     urls
-                } else if test.redis_url.is_empty() {
+                } else if !test.services.given(UrlService::Redis) {
                     servers.start(ServerKind::Redis, instances, true, &options)?
                 } else {
-                    test.redis_url.clone()
+                    test.services.urls(UrlService::Redis).to_vec()
                 };
             }
             LockService::Etcd => {
@@ -139,8 +139,9 @@ impl Servers {
                     false => Vec::new(),
                 };
                 let split = asked.iter().any(|shape| *shape != Shape::Client);
-                servers.etcd = match (&servers.proxy, test.etcd_url.is_empty()) {
-                    (_, false) => test.etcd_url.clone(),
+                let given = test.services.urls(UrlService::Etcd);
+                servers.etcd = match (&servers.proxy, given.is_empty()) {
+                    (_, false) => given.to_vec(),
                     (Some(proxy), true) if split => {
                         let started = Instant::now();
                         let count = if asked.contains(&Shape::Ring) {
@@ -168,8 +169,8 @@ impl Servers {
                 };
             }
             LockService::Mariadb => {
-                servers.mysql = Some(match &test.mysql_url {
-                    Some(url) => url.clone(),
+                servers.mysql = Some(match test.services.url(UrlService::Mysql) {
+                    Some(url) => url.to_string(),
                     None => servers.start(ServerKind::Mariadb, 1, true, &options)?.remove(0),
                 });
             }

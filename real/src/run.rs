@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use lockcheck_checker::names::RESOURCE_SAFETY;
 use lockcheck_checker::{analyze_events, Analysis, Event, EventType, Function, ViolationKind};
 use lockcheck_workloads::{
-    FaultKind, HistoryFile, Holders, SharedRecorder, StorageKind, WorkloadOptions,
+    FaultKind, HistoryFile, Holders, RunOptions, SharedRecorder, StorageKind, WorkloadOptions,
 };
 
 use crate::catalogue::{Drive, LockService, RealBackend, ETCD_MIN_TTL_S};
@@ -17,7 +17,7 @@ use crate::exec::{self, PidSlot};
 use crate::moto::MotoServer;
 use crate::nemesis::{self, ServerAction, ServerFault};
 use crate::netfault::{self, NetFault, Topology};
-use crate::plan::{plan, shapes, Faults, RealOptions};
+use crate::plan::{plan, shapes, Faults, Plan};
 use crate::provision::Servers;
 use crate::schedule::{self, FaultTargets, RealFault};
 use crate::storage::Storage;
@@ -73,30 +73,25 @@ impl std::fmt::Display for RealFailure {
     }
 }
 
-/// Runs one real test with `seed` and checks its history; `chatty`: say on
+/// Plans and runs one real test and checks its history; `chatty`: say on
 /// stderr which servers were started.
-pub fn execute(
-    test: &RealOptions,
-    backend: RealBackend,
-    seed: u64,
-    chatty: bool,
-) -> Result<RealRun, RealFailure> {
-    execute_recorded(test, backend, seed, chatty, None, &|_| {})
+pub fn execute(test: &RunOptions, chatty: bool) -> Result<RealRun, RealFailure> {
+    let planned = plan(test).map_err(RealFailure::Usage)?;
+    execute_recorded(&planned, chatty, None, &|_| {})
 }
 
-/// As [`execute`], writing each event to `history` as it is recorded, and
-/// handing the run's recorder to `watch` (a progress display) when the
-/// clients start. An
-/// interrupt ends it with [`RealError::Interrupted`], the servers stopped.
+/// Runs a planned test ([`plan`]), writing each event to `history` as it
+/// is recorded, and handing the run's recorder to `watch` (a progress
+/// display) when the clients start. An interrupt ends it with
+/// [`RealError::Interrupted`], the servers stopped.
 pub fn execute_recorded(
-    test: &RealOptions,
-    backend: RealBackend,
-    seed: u64,
+    planned: &Plan,
     chatty: bool,
     history: Option<HistoryFile>,
     watch: &dyn Fn(&SharedRecorder),
 ) -> Result<RealRun, RealFailure> {
-    let faults = plan(test, backend).map_err(RealFailure::Usage)?;
+    let Plan { test, backend, faults } = planned;
+    let (test, backend, faults, seed) = (test, *backend, *faults, test.seed);
     let workload = test.workload;
     let started = Instant::now();
     let servers = Servers::for_backend(test, backend, faults, chatty)
@@ -105,7 +100,7 @@ pub fn execute_recorded(
         start_moto(test, chatty).map_err(|error| RealFailure::Server(error.or_interrupted()))?;
     // etcd grants whole seconds, and raises short TTLs to its minimum (2 s
     // for Debian's 3.4 defaults): stalls must outlast that.
-    let asked_ms = test.ttl.as_millis() as u64;
+    let asked_ms = test.ttl_ms();
     let ttl_ms = backend.granted_ttl_ms(asked_ms);
     if ttl_ms != asked_ms && chatty {
         eprintln!(
@@ -177,7 +172,7 @@ pub fn execute_recorded(
     drop(moto);
     drop(servers);
     lockcheck_workloads::interrupt::hold_before("check");
-    let mut analysis = analyze_events(&events, &test.checks).map_err(|error| {
+    let mut analysis = analyze_events(&events, &test.checks()).map_err(|error| {
         RealFailure::Internal(format!("the driver recorded a malformed history: {error}"))
     })?;
     if let Some(finding) = moto_finding(test.storage, &analysis) {
@@ -208,7 +203,7 @@ fn moto_finding(storage: StorageKind, analysis: &Analysis) -> Option<String> {
 }
 
 /// The S3 server of a run with an S3 storage, started, with its bucket.
-fn start_moto(test: &RealOptions, chatty: bool) -> Result<Option<MotoServer>, RealError> {
+fn start_moto(test: &RunOptions, chatty: bool) -> Result<Option<MotoServer>, RealError> {
     if !test.storage.is_s3() {
         return Ok(None);
     }
@@ -238,7 +233,7 @@ struct Struck<'a> {
 /// Every fault of the run, from the one schedule its seed draws: the
 /// faults on, striking what `struck` says.
 fn planned_faults(
-    test: &RealOptions,
+    test: &RunOptions,
     backend: RealBackend,
     faults: Faults,
     struck: Struck<'_>,
@@ -280,7 +275,7 @@ struct Planned<'a> {
 
 #[allow(clippy::too_many_arguments)]
 async fn drive_backend(
-    test: &RealOptions,
+    test: &RunOptions,
     backend: RealBackend,
     servers: &Servers,
     moto: Option<&MotoServer>,

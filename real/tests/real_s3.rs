@@ -12,8 +12,10 @@ use std::time::Duration;
 
 use lockcheck_checker::names::{EXACTLY_ONCE, RESOURCE_SAFETY};
 use lockcheck_checker::{Analysis, EventType, Function, Verdict, ViolationKind};
-use lockcheck_real::{execute, MotoServer, RealBackend, RealOptions, RealRun};
-use lockcheck_workloads::{FaultKind, StallPoint, StorageKind, Workload};
+use lockcheck_real::{execute, MotoServer, RealRun};
+use lockcheck_workloads::{
+    Backend, FaultKind, RunOptions, StallPoint, StorageKind, Workload, World,
+};
 
 /// Runs a violated cell gets to show its violation in: a real stall must
 /// strike a holder, and its lock go to another, before the stale write.
@@ -26,20 +28,20 @@ fn require_moto() {
     }
 }
 
-fn options(workload: Workload, storage: StorageKind, faults: &[FaultKind]) -> RealOptions {
-    RealOptions {
+fn options(workload: Workload, storage: StorageKind, faults: &[FaultKind]) -> RunOptions {
+    RunOptions {
         workload,
         storage,
         faults: faults.to_vec(),
         ttl: Duration::from_millis(500),
         time_limit: Duration::from_secs(4),
-        checks: common::check_options(),
-        ..RealOptions::default()
+        linearizability_timeout: Duration::from_secs(60),
+        ..RunOptions::new(World::Real, Backend::Redis)
     }
 }
 
-fn run(options: &RealOptions, seed: u64) -> RealRun {
-    execute(options, RealBackend::parse("redis").expect("redis is a real backend"), seed, false)
+fn run(options: &RunOptions, seed: u64) -> RealRun {
+    execute(&RunOptions { seed, ..options.clone() }, false)
         .unwrap_or_else(|failure| panic!("seed {seed}: {failure}"))
 }
 
@@ -59,7 +61,7 @@ fn acknowledged_writes(run: &RealRun) -> usize {
 #[test]
 fn a_plain_put_by_a_stalled_holder_lands() {
     require_moto();
-    let options = RealOptions {
+    let options = RunOptions {
         pause_at: vec![StallPoint::AfterGrant],
         ..options(Workload::FencedWrite, StorageKind::S3Put, &[FaultKind::Pause])
     };
@@ -80,7 +82,7 @@ fn a_plain_put_by_a_stalled_holder_lands() {
 fn a_compare_and_set_with_no_lock_loses_nothing_or_names_moto() {
     require_moto();
     // Eight writers on one object: contention on every update.
-    let options = RealOptions {
+    let options = RunOptions {
         clients: 8,
         locks: 1,
         ..options(Workload::UnlockedWrite, StorageKind::S3Cas, &[])
@@ -116,7 +118,7 @@ fn a_compare_and_set_with_no_lock_loses_nothing_or_names_moto() {
 #[test]
 fn a_plain_put_with_no_lock_loses_updates() {
     require_moto();
-    let options = RealOptions {
+    let options = RunOptions {
         clients: 8,
         locks: 1,
         ..options(Workload::UnlockedWrite, StorageKind::S3Put, &[])

@@ -17,7 +17,7 @@ use lockcheck_real::schedule::{schedule, split, FaultTargets};
 use lockcheck_real::ClientConfig;
 use lockcheck_real::{drive, DriveOptions};
 use lockcheck_real::{RealRedis, RedisClient, Storage};
-use lockcheck_sim::{check_run, run_user, Backend, FaultKind, SimOptions, SimRun, UserEnv};
+use lockcheck_sim::{check_run, run_user, Backend, FaultKind, RunOptions, SimRun, UserEnv};
 use lockcheck_workloads::user::{RedisCommands, Uncertain};
 use lockcheck_workloads::{Grant, LockClient, Outcome, Workload, WorkloadOptions};
 
@@ -98,13 +98,13 @@ impl<R: RedisCommands> LockClient for MyLock<R> {
 
 // ---- Simulated ----
 
-fn sim_options(seed: u64) -> SimOptions {
-    SimOptions {
+fn sim_options(seed: u64) -> RunOptions {
+    RunOptions {
         backend: Backend::Redis,
         faults: vec![FaultKind::Pause],
         time_limit: Duration::from_secs(30),
         seed,
-        ..SimOptions::default()
+        ..RunOptions::default()
     }
 }
 
@@ -174,7 +174,7 @@ fn the_same_seed_gives_the_same_history() {
 
 #[test]
 fn run_user_refuses_a_backend_other_than_sim_redis() {
-    let options = SimOptions { backend: Backend::Redlock, ..sim_options(0) };
+    let options = RunOptions { backend: Backend::Redlock, ..sim_options(0) };
     let error = run_user(&options, correct).expect_err("sim-redlock is refused");
     assert!(error.to_string().contains("sim-redis"), "{error}");
 }

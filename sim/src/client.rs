@@ -138,7 +138,7 @@ impl SimClient {
     }
 }
 
-/// A recipe of the real world only: [`crate::SimOptions::check`] refuses
+/// A recipe of the real world only: [`crate::RunOptions::check`] refuses
 /// its backend before any client runs.
 fn not_simulated<T>(recipe: Recipe) -> Outcome<T> {
     unreachable!("{recipe:?} has no simulated service")

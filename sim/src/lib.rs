@@ -2,7 +2,7 @@
 //! clients running the shared workloads against them, and a nemesis that
 //! pauses, kills, delays and shifts clocks, all driven by one seed.
 //!
-//! Start at `run.rs`: [`run`] builds a simulation from [`SimOptions`] and
+//! Start at `run.rs`: [`run`] builds a simulation from [`RunOptions`] and
 //! returns the recorded history. `server.rs` holds the services' semantics,
 //! `client.rs` the catalogue ([`Backend`]) and the simulated client, which
 //! runs the recipes both worlds share (`lockcheck_workloads::redis_lock`,
@@ -28,9 +28,10 @@ mod server;
 mod storage;
 
 pub use client::{Backend, SimClient, Simulator, REDLOCK_HOSTS};
+pub use lockcheck_workloads::RunOptions;
 pub use nemesis::{refused_in_sim, Action, Fault, FaultKind, Shape, Targets, DEFAULT_FAULTS};
 pub use run::{
-    run, run_recorded, run_with_progress, SimError, SimOptions, SimRun, SimStats, BASE_BYTES,
+    run, run_recorded, run_with_progress, SimError, SimRun, SimStats, Simulated, BASE_BYTES,
     BYTES_PER_CLIENT, BYTES_PER_CLIENT_SECOND, MAX_CLIENTS,
 };
 

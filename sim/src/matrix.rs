@@ -12,7 +12,8 @@ use crate::client::Backend;
 use crate::nemesis::{FaultKind, Shape};
 use lockcheck_workloads::{StallPoint, Workload};
 
-use crate::run::{run, SimError, SimOptions, SimRun};
+use crate::run::{run, SimError, SimRun};
+use lockcheck_workloads::RunOptions;
 
 /// One cell of the simulated table.
 pub type Cell = lockcheck_workloads::Cell<Backend>;
@@ -294,7 +295,7 @@ pub struct CellResult {
     /// One line for the table.
     pub found: String,
     /// The options of the telling seed (or the first), for a replay command.
-    pub options: SimOptions,
+    pub options: RunOptions,
 }
 
 /// How hard to look.
@@ -339,7 +340,7 @@ pub struct FalseAlarm {
     /// What it found, in one line.
     pub found: String,
     /// The options of that seed's run, for a replay command.
-    pub options: SimOptions,
+    pub options: RunOptions,
 }
 
 /// Runs a safe (or kept) cell over `seeds`, on `threads` threads, and
@@ -364,7 +365,7 @@ pub fn sweep_cell(
                 if seed >= seeds.end {
                     break;
                 }
-                let options = SimOptions { seed, ..base.clone() };
+                let options = RunOptions { seed, ..base.clone() };
                 let outcome = run(&options).map_err(MatrixError::from).and_then(|sim| {
                     check_run(&sim, &check_options)
                         .map_err(|error| MatrixError::History { seed, error: Box::new(error) })
@@ -391,8 +392,8 @@ pub fn sweep_cell(
 }
 
 /// The simulator's and the checkers' options for one cell's runs.
-fn cell_options(cell: &Cell, effort: &Effort) -> (SimOptions, CheckOptions) {
-    let base = SimOptions {
+fn cell_options(cell: &Cell, effort: &Effort) -> (RunOptions, CheckOptions) {
+    let base = RunOptions {
         backend: cell.backend,
         workload: cell.workload,
         faults: cell.faults.to_vec(),
@@ -401,8 +402,8 @@ fn cell_options(cell: &Cell, effort: &Effort) -> (SimOptions, CheckOptions) {
         fencing: cell.fencing,
         persistent: cell.persistent,
         time_limit: cell.time_limit.unwrap_or(effort.time_limit),
-        ttl_ms: cell.ttl.map_or(SimOptions::default().ttl_ms, |ttl| ttl.as_millis() as u64),
-        ..SimOptions::default()
+        ttl: cell.ttl.unwrap_or(RunOptions::default().ttl),
+        ..RunOptions::default()
     };
     let check_options = CheckOptions {
         linearizability_time_limit: Some(effort.linearizability_timeout),
@@ -431,7 +432,7 @@ pub fn run_cell_with_progress(
         seeds,
         ("seed", "seed"),
         |seed| {
-            let sim = run(&SimOptions { seed, ..base.clone() })?;
+            let sim = run(&RunOptions { seed, ..base.clone() })?;
             progress(seed, &sim);
             check_run(&sim, &check_options)
                 .map_err(|error| MatrixError::History { seed, error: Box::new(error) })
@@ -444,6 +445,6 @@ pub fn run_cell_with_progress(
         seeds: outcome.runs,
         seed,
         found: outcome.found,
-        options: SimOptions { seed: seed.unwrap_or(effort.first_seed), ..base },
+        options: RunOptions { seed: seed.unwrap_or(effort.first_seed), ..base },
     })
 }

@@ -13,14 +13,7 @@ pub use lockcheck_workloads::{FaultKind, Shape};
 /// The faults of a default simulated run: every one that strikes the lock
 /// service. `pause` and `sigstop` share a slot of the schedule
 /// ([`lockcheck_workloads::Slot`]).
-pub const DEFAULT_FAULTS: [FaultKind; 6] = [
-    FaultKind::Pause,
-    FaultKind::Sigstop,
-    FaultKind::Clock,
-    FaultKind::Kill,
-    FaultKind::SlowNet,
-    FaultKind::Loss,
-];
+pub const DEFAULT_FAULTS: [FaultKind; 6] = lockcheck_workloads::DEFAULT_SIM_FAULTS;
 
 /// Why the simulator cannot carry out `kind`, if it cannot: the faults of
 /// real processes, sessions and links.
@@ -315,7 +308,8 @@ mod tests {
     use rand::SeedableRng;
 
     use super::*;
-    use crate::run::{run, SimOptions};
+    use crate::run::run;
+    use lockcheck_workloads::RunOptions;
 
     fn actions(kinds: &[FaultKind], seed: u64) -> Vec<Action> {
         let rates = Rates {
@@ -355,11 +349,11 @@ mod tests {
 
     #[test]
     fn a_run_names_the_fault_that_struck() {
-        let options = SimOptions {
+        let options = RunOptions {
             faults: vec![FaultKind::Sigstop, FaultKind::Pause],
             time_limit: Duration::from_secs(30),
             seed: 4,
-            ..SimOptions::default()
+            ..RunOptions::default()
         };
         let sim = run(&options).expect("the simulation runs");
         let mut named = std::collections::BTreeMap::new();

@@ -12,7 +12,7 @@ use lockcheck_checker::{Event, EventType, Function};
 use lockcheck_workloads::s3::S3Store;
 use lockcheck_workloads::{
     check_sizes, memory, run_client, Catalogue, ClientPlan, HistoryFile, LockClient, Recorder,
-    ResourceStore, Service, SharedRecorder, Stall, StallPoint, StorageKind, Workload,
+    ResourceStore, RunOptions, Service, SharedRecorder, Stall, StallPoint, StorageKind,
     WorkloadOptions, World,
 };
 use rand::rngs::SmallRng;
@@ -24,7 +24,7 @@ use crate::client::{Backend, SimClient, Simulator, REPLICATED_HOSTS};
 use crate::consul::{self, Consul};
 use crate::etcd::{self, Member};
 use crate::host::{serve, serve_replicated, DownHosts, Knobs, Primary, ReplicaSet};
-use crate::nemesis::{schedule, Action, Fault, FaultKind, Rates, Shape, Targets, DEFAULT_FAULTS};
+use crate::nemesis::{schedule, Action, Fault, FaultKind, Rates, Targets};
 use crate::s3::{self, SimObjects};
 use crate::server::ServerState;
 use crate::storage::{SimStore, STORAGE_HOST};
@@ -113,71 +113,25 @@ pub const BYTES_PER_CLIENT: u64 = 128 << 10;
 /// this bound leaves room above the largest).
 pub const BYTES_PER_CLIENT_SECOND: u64 = 32 << 10;
 
-/// Everything a run depends on: the same options and seed give the same
-/// history, byte for byte.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SimOptions {
-    pub backend: Backend,
-    pub workload: Workload,
-    /// The faults that may strike (empty: none).
-    pub faults: Vec<FaultKind>,
-    /// The shapes a partition may take (those that split nothing in this
-    /// backend are left out; a client cut off always applies).
-    pub partition_shapes: Vec<Shape>,
-    /// Let the seed also choose which of `faults` are on, and how often
-    /// (swarm testing).
-    pub swarm: bool,
-    /// Simulated time the clients run for.
-    pub time_limit: Duration,
-    pub clients: u32,
-    pub locks: u32,
-    pub ttl_ms: u64,
-    pub seed: u64,
-    /// Grants carry a fencing token, writes send it and the storage fences.
-    pub fencing: bool,
-    /// The lock server keeps its state across a restart (a lease table's
-    /// database always does).
-    pub persistent: bool,
-    /// Where a client's pause may strike (every point: drawn per stall).
-    pub pause_at: Vec<StallPoint>,
-    /// What holds the protected resources: the `storage` host's table
-    /// (fenced when `fencing` is on), or an S3 object store.
-    pub storage: StorageKind,
-}
-
-impl Default for SimOptions {
-    /// `lockcheck check` with no arguments.
-    fn default() -> Self {
-        SimOptions {
-            backend: Backend::Redis,
-            workload: Workload::FencedWrite,
-            faults: DEFAULT_FAULTS.to_vec(),
-            partition_shapes: Shape::ALL.to_vec(),
-            swarm: false,
-            time_limit: Duration::from_secs(60),
-            clients: 5,
-            locks: 2,
-            ttl_ms: 1000,
-            seed: 0,
-            fencing: true,
-            persistent: false,
-            pause_at: StallPoint::ALL.to_vec(),
-            storage: StorageKind::Table,
-        }
-    }
-}
-
 /// The simulated backends' names, for an error.
 fn simulated_names() -> String {
     let names: Vec<&str> = Backend::all_in(World::Simulated).map(Backend::sim_name).collect();
     names.join(", ")
 }
 
-impl SimOptions {
+/// What the simulator adds to a run's options: whether it can simulate
+/// them, and the memory it would take.
+pub trait Simulated {
     /// What is wrong with these options, if anything: a fault that cannot
     /// strike the backend, partition shapes that split nothing in it, or
     /// sizes out of range.
-    pub fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), String>;
+    /// About how much memory the run takes.
+    fn memory_estimate(&self) -> u64;
+}
+
+impl Simulated for RunOptions {
+    fn check(&self) -> Result<(), String> {
         let backend = self.backend;
         if !backend.runs_in(World::Simulated) {
             return Err(format!(
@@ -224,61 +178,18 @@ impl SimOptions {
                 self.clients
             ));
         }
-        check_sizes(self.clients, self.locks, self.ttl_ms, self.time_limit)
+        check_sizes(self.clients, self.locks, self.ttl_ms(), self.time_limit)
     }
 
     /// About how much memory the run needs at most, its check included:
     /// [`BASE_BYTES`], [`BYTES_PER_CLIENT`] for each client, and its history,
     /// which grows with its clients and its simulated time
     /// ([`BYTES_PER_CLIENT_SECOND`]).
-    pub fn memory_estimate(&self) -> u64 {
+    fn memory_estimate(&self) -> u64 {
         let client_seconds = f64::from(self.clients) * self.time_limit.as_secs_f64();
         BASE_BYTES
             .saturating_add(u64::from(self.clients) * BYTES_PER_CLIENT)
             .saturating_add((client_seconds * BYTES_PER_CLIENT_SECOND as f64) as u64)
-    }
-
-    /// The `check` arguments that replay this run exactly, e.g.
-    /// `check --backend sim-redis … --seed 7`.
-    pub fn check_arguments(&self) -> String {
-        let faults: Vec<&str> = self.faults.iter().map(|kind| kind.name()).collect();
-        let mut arguments = format!(
-            "check --backend {} --workload {} --nemesis {} --time-limit {}s --clients {} --locks {} --ttl {}ms --seed {}",
-            self.backend.sim_name(),
-            self.workload.name(),
-            if faults.is_empty() { "none".to_string() } else { faults.join(",") },
-            self.time_limit.as_secs_f64(),
-            self.clients,
-            self.locks,
-            self.ttl_ms,
-            self.seed,
-        );
-        if self.storage != StorageKind::Table {
-            arguments.push_str(&format!(" --storage {}", self.storage.name()));
-        }
-        let mut shapes = self.partition_shapes.clone();
-        shapes.sort();
-        shapes.dedup();
-        if shapes != Shape::ALL {
-            let names: Vec<&str> = shapes.iter().map(|shape| shape.name()).collect();
-            arguments.push_str(&format!(" --partition-shapes {}", names.join(",")));
-        }
-        let mut points = self.pause_at.clone();
-        points.sort();
-        points.dedup();
-        if points != StallPoint::ALL {
-            arguments.push_str(&format!(" --pause-at {}", StallPoint::list(&points)));
-        }
-        for (on, flag) in [
-            (self.swarm, " --swarm"),
-            (!self.fencing, " --no-fencing"),
-            (self.persistent, " --persistent"),
-        ] {
-            if on {
-                arguments.push_str(flag);
-            }
-        }
-        arguments
     }
 }
 
@@ -399,7 +310,7 @@ fn fault_value(
 }
 
 /// Picks the faults and their rates for a seed.
-fn plan_faults(options: &SimOptions, rng: &mut SmallRng) -> (Vec<FaultKind>, Rates) {
+fn plan_faults(options: &RunOptions, rng: &mut SmallRng) -> (Vec<FaultKind>, Rates) {
     let mut kinds = options.faults.clone();
     kinds.sort();
     kinds.dedup();
@@ -410,7 +321,7 @@ fn plan_faults(options: &SimOptions, rng: &mut SmallRng) -> (Vec<FaultKind>, Rat
     let mut rates = Rates {
         gap_ms: (500, 3000),
         quiet_start: Duration::from_secs(1).min(options.time_limit / 10),
-        quiet_end: Duration::from_millis(options.ttl_ms * 3).min(options.time_limit / 5),
+        quiet_end: Duration::from_millis(options.ttl_ms() * 3).min(options.time_limit / 5),
     };
     if options.swarm && !kinds.is_empty() {
         // A coin per slot of the schedule: pause and sigstop, sharing one,
@@ -589,13 +500,13 @@ impl Nemesis {
 }
 
 /// Runs one simulated test.
-pub fn run(options: &SimOptions) -> Result<SimRun, SimError> {
+pub fn run(options: &RunOptions) -> Result<SimRun, SimError> {
     run_with_progress(options, &mut |_| {})
 }
 
 /// As [`run`], calling `progress` with the simulated time now and then.
 pub fn run_with_progress(
-    options: &SimOptions,
+    options: &RunOptions,
     progress: &mut dyn FnMut(Duration),
 ) -> Result<SimRun, SimError> {
     run_recorded(options, progress, None)
@@ -607,7 +518,7 @@ pub fn run_with_progress(
 /// ([`lockcheck_workloads::interrupt`]) ends the run with
 /// [`SimError::Interrupted`]; `history` keeps what was recorded until then.
 pub fn run_recorded(
-    options: &SimOptions,
+    options: &RunOptions,
     progress: &mut dyn FnMut(Duration),
     history: Option<HistoryFile>,
 ) -> Result<SimRun, SimError> {
@@ -646,7 +557,7 @@ fn lock_client(backend: Backend, fencing: bool, setup: ClientSetup) -> SimClient
 /// The body of every run: as [`run_with_progress`], with each logical
 /// client's lock client built by `make` (inside its simulated host).
 pub(crate) fn run_clients<C, S, F>(
-    options: &SimOptions,
+    options: &RunOptions,
     progress: &mut dyn FnMut(Duration),
     history: Option<HistoryFile>,
     make: F,
@@ -663,11 +574,11 @@ where
     let targets = Targets {
         clients: options.clients,
         servers: lock_hosts.len() as u32,
-        ttl_ms: options.ttl_ms,
+        ttl_ms: options.ttl_ms(),
         // Redlock's delayed restart: down longer than any lease it granted.
         // (A consensus member's restart keeps its disk: any length will do.)
         min_down_ms: match options.backend {
-            backend if backend.delays_restart() => backend.min_down_ms(options.ttl_ms),
+            backend if backend.delays_restart() => backend.min_down_ms(options.ttl_ms()),
             backend if backend.is_consensus() => 1,
             _ => 0,
         },
@@ -703,7 +614,7 @@ where
     // hosts of every other run stay as they were (and so do their histories).
     let replica_set = kinds.contains(&FaultKind::Failover).then(|| {
         let lag_ms = 2 * TICK.as_millis() as u64;
-        ReplicaSet::new(REPLICATED_HOSTS, (lag_ms, (options.ttl_ms / 4).max(lag_ms)))
+        ReplicaSet::new(REPLICATED_HOSTS, (lag_ms, (options.ttl_ms() / 4).max(lag_ms)))
     });
     let nemesis_hosts: &'static [&'static str] = match &replica_set {
         Some(set) => {
@@ -774,25 +685,25 @@ where
         workload: options.workload,
         locks: (0..options.locks).map(|lock| format!("lock-{lock}")).collect(),
         resources: (0..options.locks).map(|lock| format!("resource-{lock}")).collect(),
-        ttl_ms: options.ttl_ms,
+        ttl_ms: options.ttl_ms(),
         // Redlock's holds last long enough for a crash and restart of its
         // instances to fall inside one (the failure it is known for), and so
         // do a replicated Redis' for a failover.
         hold_ms: if options.backend.is_consensus() {
             // An etcd session's holder works a long job under its keepalive.
-            (0, options.ttl_ms * 2)
+            (0, options.ttl_ms() * 2)
         } else if options.backend.is_independent() || replica_set.is_some() {
-            (0, options.ttl_ms / 3)
+            (0, options.ttl_ms() / 3)
         } else {
             (0, 20)
         },
         think_ms: (0, 40),
         send_fence: options.fencing && options.storage.takes_fence(),
         permits: options.backend.semaphore_permits(),
-        keepalive_ms: options.backend.keepalive_ms(options.ttl_ms),
+        keepalive_ms: options.backend.keepalive_ms(options.ttl_ms()),
         lock_delay_ms: options.backend.lock_delay_ms(),
     };
-    let deadline = Duration::from_millis((options.ttl_ms / 4).clamp(20, 2000));
+    let deadline = Duration::from_millis((options.ttl_ms() / 4).clamp(20, 2000));
     let down_hosts = DownHosts::default();
     let stalls: Vec<Stall> = (0..options.clients).map(|_| Stall::default()).collect();
     let client_clocks: Vec<Rc<Cell<i64>>> =

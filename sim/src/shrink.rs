@@ -11,12 +11,13 @@ use std::time::Duration;
 use lockcheck_checker::{Analysis, CheckOptions, Event, Verdict};
 
 use crate::matrix::{check_run, MatrixError};
-use crate::run::{run, SimOptions};
+use crate::run::run;
+use lockcheck_workloads::RunOptions;
 
 /// The smallest failing run found.
 #[derive(Debug, Clone)]
 pub struct Shrunk {
-    pub options: SimOptions,
+    pub options: RunOptions,
     pub events: usize,
     /// The smallest failing run's history; `None` when nothing smaller failed.
     pub history: Option<Vec<Event>>,
@@ -35,26 +36,26 @@ fn failing(analysis: &Analysis) -> Vec<&'static str> {
 }
 
 /// Candidates one step smaller than `options`, most promising first.
-fn smaller(options: &SimOptions) -> Vec<SimOptions> {
+fn smaller(options: &RunOptions) -> Vec<RunOptions> {
     let mut candidates = Vec::new();
-    let shortest = Duration::from_millis(options.ttl_ms * 4);
+    let shortest = Duration::from_millis(options.ttl_ms() * 4);
     if options.time_limit / 2 >= shortest {
-        candidates.push(SimOptions { time_limit: options.time_limit / 2, ..options.clone() });
+        candidates.push(RunOptions { time_limit: options.time_limit / 2, ..options.clone() });
     }
     if options.time_limit * 3 / 4 >= shortest {
-        candidates.push(SimOptions { time_limit: options.time_limit * 3 / 4, ..options.clone() });
+        candidates.push(RunOptions { time_limit: options.time_limit * 3 / 4, ..options.clone() });
     }
     if options.clients > 2 {
-        candidates.push(SimOptions { clients: options.clients - 1, ..options.clone() });
+        candidates.push(RunOptions { clients: options.clients - 1, ..options.clone() });
     }
     if options.locks > 1 {
-        candidates.push(SimOptions { locks: 1, ..options.clone() });
+        candidates.push(RunOptions { locks: 1, ..options.clone() });
     }
     if options.faults.len() > 1 {
         for drop in 0..options.faults.len() {
             let mut faults = options.faults.clone();
             faults.remove(drop);
-            candidates.push(SimOptions { faults, ..options.clone() });
+            candidates.push(RunOptions { faults, ..options.clone() });
         }
     }
     candidates
@@ -63,7 +64,7 @@ fn smaller(options: &SimOptions) -> Vec<SimOptions> {
 /// Shrinks a failing run: the checkers that fail in `analysis` must still
 /// fail (at least one of them) in the run reported. At most `budget` runs.
 pub fn shrink(
-    options: &SimOptions,
+    options: &RunOptions,
     analysis: &Analysis,
     events: usize,
     check_options: &CheckOptions,
@@ -110,14 +111,14 @@ mod tests {
 
     #[test]
     fn a_pause_violation_shrinks_to_a_smaller_run_that_still_fails() {
-        let options = SimOptions {
+        let options = RunOptions {
             backend: Backend::Redis,
             faults: vec![FaultKind::Pause, FaultKind::SlowNet],
             time_limit: Duration::from_secs(20),
             // The classic stall, between the grant and the write: its
             // violation lives in a few operations around one stall.
             pause_at: vec![lockcheck_workloads::StallPoint::AfterGrant],
-            ..SimOptions::default()
+            ..RunOptions::default()
         };
         let check_options = CheckOptions::default();
         let sim = run(&options).unwrap();

@@ -12,8 +12,9 @@ use lockcheck_workloads::LockClient;
 use crate::client::{Backend, Simulator};
 use crate::host::{Connection, Failure};
 use crate::protocol::{Request, Response};
-use crate::run::{run_clients, ClientSetup, SimError, SimOptions, SimRun};
+use crate::run::{run_clients, ClientSetup, SimError, SimRun};
 use crate::storage::SimStore;
+use lockcheck_workloads::RunOptions;
 
 /// The simulated Redis, one connection of one client: each command ends
 /// within the run's deadline; a lost connection reconnects on the next one.
@@ -108,7 +109,7 @@ impl RedisCommands for SimRedis {
 /// same history. `options.backend` must be `sim-redis` (the one simulated
 /// Redis the client's [`SimRedis`] talks to); with the failover fault, it
 /// follows the replica set's primary.
-pub fn run_user<C, F>(options: &SimOptions, make: F) -> Result<SimRun, SimError>
+pub fn run_user<C, F>(options: &RunOptions, make: F) -> Result<SimRun, SimError>
 where
     C: LockClient + 'static,
     F: Fn(UserEnv) -> C + Clone + 'static,

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use lockcheck_checker::{Event, EventType, Function, Process};
-use lockcheck_sim::{run, Backend, FaultKind, SimOptions};
+use lockcheck_sim::{run, Backend, FaultKind, RunOptions};
 use lockcheck_workloads::StallPoint;
 use serde_json::Value;
 
@@ -18,13 +18,13 @@ fn value(event: &Event) -> Value {
         .map_or(Value::Null, |raw| serde_json::from_str(raw.get()).expect("a value is JSON"))
 }
 
-fn options(backend: Backend, faults: &[FaultKind], seed: u64) -> SimOptions {
-    SimOptions {
+fn options(backend: Backend, faults: &[FaultKind], seed: u64) -> RunOptions {
+    RunOptions {
         backend,
         faults: faults.to_vec(),
         time_limit: std::time::Duration::from_secs(40),
         seed,
-        ..SimOptions::default()
+        ..RunOptions::default()
     }
 }
 
@@ -41,10 +41,11 @@ fn invoked_after(events: &[Event], after: usize) -> BTreeSet<String> {
 /// Checks one run: after the first end of each kind of fault, every
 /// operation the workload has is invoked again; after every `info`, the
 /// logical client acquires again (unless the run was about to end).
-fn check(options: &SimOptions) -> Vec<String> {
+fn check(options: &RunOptions) -> Vec<String> {
     let sim = run(options).expect("the simulation runs");
     let events = &sim.events;
-    let replay = options.check_arguments();
+    let replay = options.replay();
+    let replay = replay.arguments();
     let mut problems = Vec::new();
     let mut first_stop: BTreeMap<String, usize> = BTreeMap::new();
     for (at, event) in events.iter().enumerate() {
@@ -172,7 +173,7 @@ fn a_stalled_client_acts_again_and_every_point_strikes() {
                         "{}: client {client} never acted after its stall at {point} (event {}); {}",
                         backend.sim_name(),
                         event.index,
-                        options.check_arguments()
+                        options.replay().arguments()
                     ));
                 }
             }

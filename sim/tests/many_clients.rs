@@ -7,17 +7,17 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use lockcheck_checker::{EventType, Process};
-use lockcheck_sim::{run, Backend, SimOptions, MAX_CLIENTS};
+use lockcheck_sim::{run, Backend, RunOptions, Simulated, MAX_CLIENTS};
 
 #[test]
 fn every_backend_runs_a_thousand_clients_under_its_default_faults() {
     for backend in Backend::all_in(lockcheck_workloads::World::Simulated) {
-        let options = SimOptions {
+        let options = RunOptions {
             backend,
             clients: 1000,
             time_limit: Duration::from_secs(2),
             seed: 3,
-            ..SimOptions::default()
+            ..RunOptions::default()
         };
         options.check().unwrap_or_else(|why| panic!("{}: {why}", backend.sim_name()));
         let sim = run(&options).unwrap_or_else(|error| panic!("{}: {error}", backend.sim_name()));
@@ -43,24 +43,24 @@ fn every_backend_runs_a_thousand_clients_under_its_default_faults() {
 
 #[test]
 fn a_run_past_the_client_limit_is_refused() {
-    let options = SimOptions { clients: MAX_CLIENTS + 1, ..SimOptions::default() };
+    let options = RunOptions { clients: MAX_CLIENTS + 1, ..RunOptions::default() };
     let why = options.check().expect_err("refused");
     assert!(why.contains(&MAX_CLIENTS.to_string()), "{why}");
-    assert_eq!(SimOptions { clients: MAX_CLIENTS, ..options }.check(), Ok(()));
+    assert_eq!(RunOptions { clients: MAX_CLIENTS, ..options }.check(), Ok(()));
 }
 
 #[test]
 fn a_time_limit_below_a_millisecond_is_refused() {
-    let options = SimOptions { time_limit: Duration::from_nanos(1), ..SimOptions::default() };
+    let options = RunOptions { time_limit: Duration::from_nanos(1), ..RunOptions::default() };
     let why = options.check().expect_err("refused");
     assert!(why.contains("1ms"), "{why}");
 }
 
 #[test]
 fn the_memory_estimate_grows_with_clients_and_time() {
-    let small = SimOptions::default();
-    let more_clients = SimOptions { clients: 50, ..small.clone() };
-    let longer = SimOptions { time_limit: small.time_limit * 10, ..small.clone() };
+    let small = RunOptions::default();
+    let more_clients = RunOptions { clients: 50, ..small.clone() };
+    let longer = RunOptions { time_limit: small.time_limit * 10, ..small.clone() };
     assert!(small.memory_estimate() < more_clients.memory_estimate());
     assert!(small.memory_estimate() < longer.memory_estimate());
     // The default run fits in far less than a small machine.

@@ -48,7 +48,7 @@ fn every_simulated_cell_comes_out_as_the_truth_table_says() {
                 cell.backend.sim_name(),
                 cell.note,
                 result.found,
-                result.options.check_arguments()
+                result.options.replay().arguments()
             ));
         }
     }

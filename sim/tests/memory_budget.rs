@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use lockcheck_sim::{run_recorded, SimError, SimOptions};
+use lockcheck_sim::{run_recorded, RunOptions, SimError};
 use lockcheck_workloads::{memory, HistoryFile};
 
 #[test]
@@ -17,11 +17,11 @@ fn a_run_over_its_budget_stops_with_its_history_so_far() {
     let path = dir.join("history.jsonl");
     let _ = std::fs::remove_file(&path);
     let history = HistoryFile::create(&path).expect("a history file");
-    let options = SimOptions {
+    let options = RunOptions {
         clients: 20,
         time_limit: Duration::from_secs(30),
         seed: 1,
-        ..SimOptions::default()
+        ..RunOptions::default()
     };
     let result = run_recorded(&options, &mut |_| {}, Some(history));
     memory::set_budget(None);

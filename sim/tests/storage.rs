@@ -11,7 +11,7 @@ use lockcheck_checker::{
     analyze, default_checkers, Analysis, CheckOptions, EventType, Function, HistoryBuilder,
     Verdict, ViolationKind,
 };
-use lockcheck_sim::{run, Backend, FaultKind, SimOptions};
+use lockcheck_sim::{run, Backend, FaultKind, RunOptions, Simulated};
 use lockcheck_workloads::{StallPoint, StorageKind, Workload};
 
 /// Seeds a violated cell gets to show its violation in.
@@ -20,26 +20,27 @@ const FIND_WITHIN: u64 = 10;
 /// Seeds a safe cell must stay valid over.
 const SAFE_SEEDS: u64 = 8;
 
-fn options(workload: Workload, storage: StorageKind, faults: &[FaultKind]) -> SimOptions {
-    SimOptions {
+fn options(workload: Workload, storage: StorageKind, faults: &[FaultKind]) -> RunOptions {
+    RunOptions {
         backend: Backend::Redis,
         workload,
         storage,
         faults: faults.to_vec(),
         time_limit: Duration::from_secs(20),
-        ..SimOptions::default()
+        ..RunOptions::default()
     }
 }
 
 /// One run, checked; and the line that replays it.
-fn checked(options: &SimOptions) -> (Analysis, Vec<lockcheck_checker::Event>, String) {
-    let sim = run(options).unwrap_or_else(|error| panic!("{}: {error}", options.check_arguments()));
+fn checked(options: &RunOptions) -> (Analysis, Vec<lockcheck_checker::Event>, String) {
+    let sim =
+        run(options).unwrap_or_else(|error| panic!("{}: {error}", options.replay().arguments()));
     let mut builder = HistoryBuilder::new();
     for event in &sim.events {
         builder.push(event).expect("the simulator records well-formed histories");
     }
     let analysis = analyze(&builder.finish(), &default_checkers(), &CheckOptions::default());
-    (analysis, sim.events, format!("lockcheck {}", options.check_arguments()))
+    (analysis, sim.events, format!("lockcheck {}", options.replay().arguments()))
 }
 
 fn kinds(analysis: &Analysis, checker: &str) -> Vec<ViolationKind> {
@@ -49,9 +50,9 @@ fn kinds(analysis: &Analysis, checker: &str) -> Vec<ViolationKind> {
 }
 
 /// The first seed below [`FIND_WITHIN`] whose `checker` finds `kind`.
-fn found_within(base: &SimOptions, checker: &str, kind: ViolationKind) -> Option<(u64, Analysis)> {
+fn found_within(base: &RunOptions, checker: &str, kind: ViolationKind) -> Option<(u64, Analysis)> {
     (0..FIND_WITHIN).find_map(|seed| {
-        let (analysis, _, _) = checked(&SimOptions { seed, ..base.clone() });
+        let (analysis, _, _) = checked(&RunOptions { seed, ..base.clone() });
         kinds(&analysis, checker).contains(&kind).then_some((seed, analysis))
     })
 }
@@ -66,7 +67,7 @@ fn acknowledged_writes(events: &[lockcheck_checker::Event]) -> usize {
 
 #[test]
 fn a_plain_put_by_a_stalled_holder_lands() {
-    let base = SimOptions {
+    let base = RunOptions {
         pause_at: vec![StallPoint::AfterGrant],
         ..options(Workload::FencedWrite, StorageKind::S3Put, &[FaultKind::Pause])
     };
@@ -74,12 +75,12 @@ fn a_plain_put_by_a_stalled_holder_lands() {
     let (seed, analysis) = found.unwrap_or_else(|| {
         panic!(
             "no stale write landed within {FIND_WITHIN} seeds: lockcheck {}",
-            base.check_arguments()
+            base.replay().arguments()
         )
     });
     assert_eq!(analysis.verdict_of(RESOURCE_SAFETY), Some(Verdict::Invalid), "seed {seed}");
     // The same stalls against the fenced table: the token stops them.
-    let fenced = SimOptions { seed, storage: StorageKind::Table, ..base.clone() };
+    let fenced = RunOptions { seed, storage: StorageKind::Table, ..base.clone() };
     let (analysis, _, replay) = checked(&fenced);
     assert_eq!(analysis.verdict_of(RESOURCE_SAFETY), Some(Verdict::Valid), "{replay}");
 }
@@ -89,7 +90,7 @@ fn a_compare_and_set_never_loses_an_update_even_with_no_lock() {
     let faults = [FaultKind::Pause];
     let cas = options(Workload::UnlockedWrite, StorageKind::S3Cas, &faults);
     for seed in 0..SAFE_SEEDS {
-        let (analysis, events, replay) = checked(&SimOptions { seed, ..cas.clone() });
+        let (analysis, events, replay) = checked(&RunOptions { seed, ..cas.clone() });
         assert_eq!(
             analysis.verdict,
             Verdict::Valid,
@@ -100,12 +101,12 @@ fn a_compare_and_set_never_loses_an_update_even_with_no_lock() {
         assert!(acknowledged_writes(&events) > 100, "{replay}: too few writes to show anything");
     }
     // The same clients with a plain PUT lose updates: the checker sees them.
-    let put = SimOptions { storage: StorageKind::S3Put, ..cas };
+    let put = RunOptions { storage: StorageKind::S3Put, ..cas };
     let found = found_within(&put, RESOURCE_SAFETY, ViolationKind::LostUpdate);
     assert!(
         found.is_some(),
         "no lost update within {FIND_WITHIN} seeds: lockcheck {}",
-        put.check_arguments()
+        put.replay().arguments()
     );
 }
 
@@ -117,7 +118,7 @@ fn a_create_once_effect_happens_once() {
     for faults in [&[][..], &[FaultKind::Pause]] {
         let create = options(Workload::CronRelease, StorageKind::S3Create, faults);
         for seed in 0..SAFE_SEEDS {
-            let (analysis, events, replay) = checked(&SimOptions { seed, ..create.clone() });
+            let (analysis, events, replay) = checked(&RunOptions { seed, ..create.clone() });
             assert_eq!(analysis.verdict_of(EXACTLY_ONCE), Some(Verdict::Valid), "{replay}");
             let refused = events
                 .iter()
@@ -130,7 +131,7 @@ fn a_create_once_effect_happens_once() {
             }
         }
     }
-    let table = SimOptions { seed: 6, ..options(Workload::CronRelease, StorageKind::Table, &[]) };
+    let table = RunOptions { seed: 6, ..options(Workload::CronRelease, StorageKind::Table, &[]) };
     let (analysis, _, replay) = checked(&table);
     assert_eq!(analysis.verdict_of(EXACTLY_ONCE), Some(Verdict::Invalid), "{replay}");
 }
@@ -140,5 +141,5 @@ fn a_create_once_storage_needs_units_of_work() {
     let options = options(Workload::FencedWrite, StorageKind::S3Create, &[]);
     let why = options.check().expect_err("refused");
     assert!(why.contains("cron"), "{why}");
-    assert!(options.check_arguments().contains("--storage s3-create"));
+    assert!(options.replay().arguments().contains("--storage s3-create"));
 }

@@ -9,7 +9,7 @@ use lockcheck_checker::{
     analyze, default_checkers, write_events, Analysis, CheckOptions, Checker, EventType, Function,
     HistoryBuilder, Verdict, ViolationKind,
 };
-use lockcheck_sim::{run, Backend, FaultKind, Shape, SimOptions, SimRun};
+use lockcheck_sim::{run, Backend, FaultKind, RunOptions, Shape, SimRun};
 
 use lockcheck_checker::names::FENCE_MONOTONICITY as FENCE;
 use lockcheck_checker::names::LINEARIZABILITY as LINEAR;
@@ -23,7 +23,7 @@ const FIND_WITHIN: u64 = 20;
 
 /// One simulated run and what the default checkers said about it.
 struct Checked {
-    options: SimOptions,
+    options: RunOptions,
     sim: SimRun,
     analysis: Analysis,
 }
@@ -129,37 +129,37 @@ impl Checked {
 }
 
 /// The `lockcheck check` command line that replays `options`.
-fn replay(options: &SimOptions) -> String {
-    format!("cargo run --release -- {}", options.check_arguments())
+fn replay(options: &RunOptions) -> String {
+    format!("cargo run --release -- {}", options.replay().arguments())
 }
 
 /// The options of `lockcheck check --backend B --nemesis F`.
-fn options(backend: Backend, faults: &[FaultKind]) -> SimOptions {
-    SimOptions { backend, faults: faults.to_vec(), ..SimOptions::default() }
+fn options(backend: Backend, faults: &[FaultKind]) -> RunOptions {
+    RunOptions { backend, faults: faults.to_vec(), ..RunOptions::default() }
 }
 
-fn simulate(options: &SimOptions) -> SimRun {
+fn simulate(options: &RunOptions) -> SimRun {
     run(options).unwrap_or_else(|error| {
         panic!("seed {}: {error}; replay: {}", options.seed, replay(options))
     })
 }
 
 /// Runs `options` with `seed` and checks the history as `lockcheck check` does.
-fn check(options: &SimOptions, seed: u64) -> Checked {
+fn check(options: &RunOptions, seed: u64) -> Checked {
     check_with(options, seed, &default_checkers())
 }
 
 /// As [`check`], without the linearizability search: for a scenario that
 /// asserts nothing of it, over seeds whose histories (pauses between a
 /// grant and its fence) make that search the whole of the test's time.
-fn check_without_linearizability(options: &SimOptions, seed: u64) -> Checked {
+fn check_without_linearizability(options: &RunOptions, seed: u64) -> Checked {
     let mut checkers = default_checkers();
     checkers.retain(|checker| checker.name() != LINEAR);
     check_with(options, seed, &checkers)
 }
 
-fn check_with(options: &SimOptions, seed: u64, checkers: &[Box<dyn Checker>]) -> Checked {
-    let options = SimOptions { seed, ..options.clone() };
+fn check_with(options: &RunOptions, seed: u64, checkers: &[Box<dyn Checker>]) -> Checked {
+    let options = RunOptions { seed, ..options.clone() };
     let sim = simulate(&options);
     let mut builder = HistoryBuilder::with_capacity(sim.events.len());
     for event in &sim.events {
@@ -183,7 +183,7 @@ fn check_with(options: &SimOptions, seed: u64, checkers: &[Box<dyn Checker>]) ->
 }
 
 /// The first seed in `0..FIND_WITHIN` whose run `shows` the violation.
-fn find(options: &SimOptions, what: &str, shows: impl Fn(&Checked) -> bool) -> Checked {
+fn find(options: &RunOptions, what: &str, shows: impl Fn(&Checked) -> bool) -> Checked {
     let mut seen = Vec::new();
     for seed in 0..FIND_WITHIN {
         let checked = check(options, seed);
@@ -195,7 +195,7 @@ fn find(options: &SimOptions, what: &str, shows: impl Fn(&Checked) -> bool) -> C
     }
     panic!(
         "{what}: not found in seeds 0..{FIND_WITHIN} (the tool is blind to this cell); replay: {}\n{}",
-        replay(&SimOptions { seed: 0, ..options.clone() }),
+        replay(&RunOptions { seed: 0, ..options.clone() }),
         seen.join("\n")
     );
 }
@@ -212,7 +212,7 @@ fn events_bytes(sim: &SimRun) -> Vec<u8> {
 fn the_same_options_and_seed_give_the_same_history_byte_for_byte() {
     let all_faults = FaultKind::ALL;
     for backend in Backend::all_in(lockcheck_workloads::World::Simulated) {
-        let options = SimOptions { seed: 7, ..options(backend, &all_faults) };
+        let options = RunOptions { seed: 7, ..options(backend, &all_faults) };
         let first = events_bytes(&simulate(&options));
         let second = events_bytes(&simulate(&options));
         assert!(!first.is_empty(), "seed 7: an empty history; replay: {}", replay(&options));
@@ -223,7 +223,7 @@ fn the_same_options_and_seed_give_the_same_history_byte_for_byte() {
             second.len(),
             replay(&options)
         );
-        let other = SimOptions { seed: 8, ..options.clone() };
+        let other = RunOptions { seed: 8, ..options.clone() };
         assert!(
             events_bytes(&simulate(&other)) != first,
             "seeds 7 and 8 gave the same history: the seed does not reach the run; replay: {}",
@@ -231,7 +231,7 @@ fn the_same_options_and_seed_give_the_same_history_byte_for_byte() {
         );
     }
     // And the default run, as `lockcheck check` does it.
-    let default = SimOptions { seed: 7, ..SimOptions::default() };
+    let default = RunOptions { seed: 7, ..RunOptions::default() };
     assert_eq!(events_bytes(&simulate(&default)), events_bytes(&simulate(&default)));
 }
 
@@ -271,7 +271,7 @@ fn redis_under_pause_violates_mutual_exclusion_but_fenced_storage_rejects_the_st
 
 #[test]
 fn redis_under_pause_without_fencing_lets_the_stale_write_land() {
-    let options = SimOptions { fencing: false, ..options(Backend::Redis, &[FaultKind::Pause]) };
+    let options = RunOptions { fencing: false, ..options(Backend::Redis, &[FaultKind::Pause]) };
     let checked = find(&options, "sim-redis pause unfenced", |checked| {
         checked.is(MUTEX, Verdict::Invalid) && checked.is(RESOURCE, Verdict::Invalid)
     });
@@ -291,7 +291,7 @@ fn redis_under_pause_without_fencing_lets_the_stale_write_land() {
 #[test]
 fn redis_without_faults_stays_valid_over_200_seeds() {
     let options =
-        SimOptions { time_limit: Duration::from_secs(10), ..options(Backend::Redis, &[]) };
+        RunOptions { time_limit: Duration::from_secs(10), ..options(Backend::Redis, &[]) };
     let started = Instant::now();
     let mut lock_ops = 0;
     for seed in 0..200 {
@@ -362,7 +362,7 @@ fn lease_table_by_the_database_clock_is_safe_under_client_skew() {
 
     // The same skew (the fault schedule depends only on the seed) breaks the
     // recipe that trusts the client's clock: the valid runs above had teeth.
-    let broken = SimOptions { backend: Backend::LeaseTableClientClock, ..options.clone() };
+    let broken = RunOptions { backend: Backend::LeaseTableClientClock, ..options.clone() };
     let caught = find(&broken, "sim-lease-table-client-clock skew", |checked| {
         checked.is(MUTEX, Verdict::Invalid)
     });
@@ -411,13 +411,13 @@ fn lease_table_under_pause_violates_mutual_exclusion_but_fenced_storage_is_safe(
 
 #[test]
 fn redis_restart_is_safe_with_persistence_and_violated_without() {
-    let persistent = SimOptions { persistent: true, ..options(Backend::Redis, &[FaultKind::Kill]) };
+    let persistent = RunOptions { persistent: true, ..options(Backend::Redis, &[FaultKind::Kill]) };
     for seed in 0..FIND_WITHIN {
         let checked = check(&persistent, seed);
         assert!(checked.fault_starts("kill") > 0, "no kill struck; {}", checked.context());
         checked.expect_all_valid("sim-redis --persistent under kill: a false positive");
     }
-    let volatile = SimOptions { persistent: false, ..persistent };
+    let volatile = RunOptions { persistent: false, ..persistent };
     let checked = find(&volatile, "sim-redis kill without persistence", |checked| {
         checked.is(MUTEX, Verdict::Invalid) || checked.is(FENCE, Verdict::Invalid)
     });
@@ -515,10 +515,10 @@ fn failover_asked_of_a_backend_without_a_replica_changes_nothing() {
     // Only a single Redis has a replica to fail over to; everyone else runs
     // as if failover had not been asked for, byte for byte.
     for backend in Backend::all_in(lockcheck_workloads::World::Simulated) {
-        let without = SimOptions { seed: 3, ..options(backend, &lockcheck_sim::DEFAULT_FAULTS) };
+        let without = RunOptions { seed: 3, ..options(backend, &lockcheck_sim::DEFAULT_FAULTS) };
         let mut faults = lockcheck_sim::DEFAULT_FAULTS.to_vec();
         faults.push(FaultKind::Failover);
-        let with = SimOptions { faults, ..without.clone() };
+        let with = RunOptions { faults, ..without.clone() };
         let (without_run, with_run) = (simulate(&without), simulate(&with));
         let same = events_bytes(&without_run) == events_bytes(&with_run);
         let can_fail_over = backend.fails_over();
@@ -551,7 +551,7 @@ fn histories_without_failover_are_the_ones_from_before_it() {
     // faults changed when the simulator began recording a delay fault as
     // slow-net, its name in both worlds (30 bytes: the name, nothing else).
     // The two with pause changed again when a pause began to strike at any
-    // point of a client's life (`SimOptions::pause_at`); aimed after the
+    // point of a client's life (`RunOptions::pause_at`); aimed after the
     // grant alone, a pause records what it did before (tests/cli_golden.rs).
     // The Redlock one changed once more when a kill of instances that come
     // back at once, empty, began to take out a majority every time. The
@@ -559,16 +559,16 @@ fn histories_without_failover_are_the_ones_from_before_it() {
     // sigstop, its name in both worlds (4 bytes: the name of two events,
     // nothing else; the default faults gained sigstop, which shares
     // pause's draws).
-    let pinned: [(SimOptions, usize, u64); 4] = [
-        (SimOptions { seed: 42, ..SimOptions::default() }, 1_152_053, 0x2a64_e909_5249_e31b),
-        (SimOptions { seed: 5, ..options(Backend::Redis, &[]) }, 1_297_954, 0x21d6_3eaf_9510_ad85),
+    let pinned: [(RunOptions, usize, u64); 4] = [
+        (RunOptions { seed: 42, ..RunOptions::default() }, 1_152_053, 0x2a64_e909_5249_e31b),
+        (RunOptions { seed: 5, ..options(Backend::Redis, &[]) }, 1_297_954, 0x21d6_3eaf_9510_ad85),
         (
-            SimOptions { seed: 7, persistent: true, ..options(Backend::Redis, &[FaultKind::Kill]) },
+            RunOptions { seed: 7, persistent: true, ..options(Backend::Redis, &[FaultKind::Kill]) },
             2_103_426,
             0x6f7e_390b_93f2_45a7,
         ),
         (
-            SimOptions {
+            RunOptions {
                 seed: 7,
                 ..options(Backend::RedlockNoDelay, &lockcheck_sim::DEFAULT_FAULTS)
             },
@@ -591,8 +591,8 @@ fn histories_without_failover_are_the_ones_from_before_it() {
 // etcd (docs/guide.md#etcd): a Raft cluster, a lease per acquisition, the lock
 // key's create revision as the token.
 
-fn partition_options(backend: Backend, shapes: &[Shape]) -> SimOptions {
-    SimOptions { partition_shapes: shapes.to_vec(), ..options(backend, &[FaultKind::Partition]) }
+fn partition_options(backend: Backend, shapes: &[Shape]) -> RunOptions {
+    RunOptions { partition_shapes: shapes.to_vec(), ..options(backend, &[FaultKind::Partition]) }
 }
 
 #[test]

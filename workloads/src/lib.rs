@@ -33,6 +33,7 @@ pub mod memory;
 mod recorder;
 pub mod redis_lock;
 pub mod redlock;
+mod run_options;
 pub mod s3;
 mod schedule;
 pub mod semaphore;
@@ -49,6 +50,10 @@ pub use cell::Cell;
 pub use client::{Grant, LockClient, Outcome};
 pub use fault::{FaultKind, Shape};
 pub use recorder::{HistoryFile, Recorder, SharedRecorder};
+pub use run_options::{
+    Replay, RunOptions, Services, UrlService, DEFAULT_LINEARIZABILITY_TIMEOUT, DEFAULT_REAL_FAULTS,
+    DEFAULT_SIM_FAULTS,
+};
 pub use schedule::{schedule, Draws, Quiet, Slot, Window, CLIENT_STALL};
 pub use stall::{Freezer, Hold, Stall, StallPoint, StallPoints};
 pub use storage::{ResourceStore, StorageKind};
