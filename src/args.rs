@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lockcheck_checker::import::{InputFormat, ModelChoice};
+use lockcheck_commands::{AnalyzeRequest, CheckRequest, ConformanceRequest, MatrixRequest};
 use lockcheck_workloads::{
     Backend, FaultKind, RunOptions, Services, Shape, StallPoint, StorageKind, UrlService, Workload,
     World,
@@ -88,6 +89,17 @@ pub enum InputFormatArg {
     JepsenLog,
     /// porcupine's key-value files (get, put, append).
     PorcupineKv,
+}
+
+impl From<Format> for lockcheck_commands::Format {
+    fn from(format: Format) -> lockcheck_commands::Format {
+        match format {
+            Format::Text => lockcheck_commands::Format::Text,
+            Format::Json => lockcheck_commands::Format::Json,
+            Format::Junit => lockcheck_commands::Format::Junit,
+            Format::Markdown => lockcheck_commands::Format::Markdown,
+        }
+    }
 }
 
 impl From<InputFormatArg> for InputFormat {
@@ -183,6 +195,37 @@ pub struct AnalyzeArgs {
 }
 
 /// A cap on a line: a size of at least one byte.
+impl AnalyzeArgs {
+    /// What `analyze` is asked, or why the model does not fit the format.
+    pub fn request(&self) -> Result<AnalyzeRequest, String> {
+        let (input_format, model) =
+            (InputFormat::from(self.input_format), ModelChoice::from(self.model));
+        if !model.fits(input_format) {
+            let name =
+                self.input_format.to_possible_value().map(|value| value.get_name().to_string());
+            return Err(format!(
+                "the {model} model does not fit --input-format {}",
+                name.unwrap_or_default()
+            ));
+        }
+        Ok(AnalyzeRequest {
+            files: self.files.clone(),
+            format: self.format.into(),
+            html_dir: self.html_dir.clone(),
+            input_format,
+            model,
+            liveness_bound: self.liveness_bound,
+            no_linearizability: self.no_linearizability,
+            linearizability_timeout: self.linearizability_timeout,
+            all_keys: self.all_keys,
+            linearizability_memory: self.linearizability_memory,
+            max_violations: self.max_violations,
+            stats: self.stats,
+            max_line_bytes: self.max_line_bytes,
+        })
+    }
+}
+
 fn parse_line_cap(text: &str) -> Result<u64, String> {
     match lockcheck_workloads::memory::parse_size(text)? {
         0 => Err(format!("{text:?} is no room for a line: give at least 1 byte")),
@@ -463,6 +506,24 @@ impl CheckArgs {
     }
 
     /// The simulator's options, or what is wrong with the arguments.
+    /// What `check` is asked: the run (its seed drawn when none is given)
+    /// and what to do around it.
+    pub fn request(&self) -> Result<CheckRequest, String> {
+        let options = RunOptions {
+            seed: self.seed.unwrap_or_else(lockcheck_commands::options::random_seed),
+            ..self.run_options()?
+        };
+        Ok(CheckRequest {
+            options,
+            seeds: self.seeds,
+            format: self.format.into(),
+            store: (!self.no_store).then(|| self.store.clone()),
+            shrink: !self.no_shrink,
+            stats: self.stats,
+            max_memory: self.max_memory,
+        })
+    }
+
     /// The run these arguments ask for, in the world its backend's name
     /// says, or what is wrong with them. A simulated run takes no servers
     /// (a URL in the environment is for real runs); the seed is the first
@@ -477,7 +538,7 @@ impl CheckArgs {
                 names.join(", ")
             ));
         };
-        crate::exit::check_gate(&self.gate)?;
+        lockcheck_commands::exit::check_gate(&self.gate)?;
         let defaults = RunOptions::new(world, backend);
         let faults = match self.nemesis.as_deref() {
             Some(names) => FaultKind::parse_list(names)?,
@@ -558,6 +619,19 @@ pub struct MatrixArgs {
     /// k*1000), with their median and maximum
     #[arg(long, value_name = "SAMPLES")]
     pub runs_needed: Option<u64>,
+}
+
+impl MatrixArgs {
+    pub fn request(&self) -> MatrixRequest {
+        MatrixRequest {
+            backends: self.backends.clone(),
+            violated_within: self.violated_within,
+            safe_seeds: self.safe_seeds,
+            time_limit: self.time_limit,
+            linearizability_timeout: self.linearizability_timeout,
+            runs_needed: self.runs_needed,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -682,6 +756,15 @@ pub struct ConformanceArgs {
     pub linearizability_timeout: Duration,
 }
 
+impl ConformanceArgs {
+    pub fn request(&self) -> ConformanceRequest {
+        ConformanceRequest {
+            porcupine: self.porcupine.clone(),
+            linearizability_timeout: self.linearizability_timeout,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BenchPart {
     Analyze,
@@ -802,5 +885,72 @@ mod secret_tests {
                 "redis://:x@c:3".to_string()
             ])
         );
+    }
+}
+
+/// The one replay line ([`RunOptions::replay`]) read back by this command
+/// line: every option that shapes a run comes back the same.
+#[cfg(test)]
+mod replay_tests {
+    use std::time::Duration;
+
+    use clap::Parser;
+    use lockcheck_real::matrix::cells;
+    use lockcheck_workloads::{Backend, RunOptions, World};
+
+    use super::{CheckArgs, Cli, Command};
+
+    fn check_args(line: &str) -> CheckArgs {
+        let words = ["lockcheck", "check"].into_iter().chain(line.split_whitespace());
+        match Cli::try_parse_from(words) {
+            Ok(Cli { command: Command::Check(check) }) => *check,
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    /// What `lockcheck check ARGS` runs.
+    fn parsed(line: &str) -> RunOptions {
+        check_args(line).run_options().unwrap_or_else(|error| panic!("{line}: {error}"))
+    }
+
+    #[test]
+    fn the_defaults_are_check_defaults_in_both_worlds() {
+        assert_eq!(parsed("--backend redis"), RunOptions::new(World::Real, Backend::Redis));
+        assert_eq!(parsed("--backend sim-redis"), RunOptions::default());
+    }
+
+    #[test]
+    fn a_replay_line_replays_the_same_options_in_both_worlds() {
+        for line in [
+            "--backend redis",
+            "--backend etcd --nemesis partition --partition-shapes client --ttl 2s",
+            "--backend redis --nemesis pause,kill --clients 3 --locks 1 --time-limit 2500ms --no-fencing --persistent --restart-delay 0ms --gate mutual-exclusion",
+            "--backend redlock --nemesis kill --linearizability-timeout 3s --workload mutex",
+            "--backend redis --storage s3-cas --pause-at after-grant --redis-url redis://127.0.0.1:1",
+            "--backend exec --servers redis*5 -- python3 lock.py --flag",
+            "--backend sim-redis",
+            "--backend sim-etcd-5 --nemesis partition --partition-shapes ring,halves --swarm",
+            "--backend sim-consul --storage s3-put --no-fencing --pause-at in-flight --ttl 1500ms",
+        ] {
+            let options = parsed(&format!("{line} --seed 7"));
+            let replay = options.replay().to_string();
+            let arguments = replay.strip_prefix("lockcheck check ").expect("a check line");
+            assert_eq!(parsed(arguments), options, "{line}\nreplays as {replay}");
+        }
+    }
+
+    #[test]
+    fn each_real_cell_replays_as_the_line_the_matrix_prints() {
+        for cell in cells() {
+            let options = lockcheck_real::matrix::cell_options(
+                &cell,
+                Duration::from_millis(2500),
+                Duration::from_secs(3),
+                3,
+            );
+            let line = options.replay().to_string();
+            let arguments = line.strip_prefix("lockcheck check ").expect("a check line");
+            assert_eq!(parsed(arguments), options, "{line}");
+        }
     }
 }

@@ -10,8 +10,8 @@ use lockcheck_sim::{Backend, FaultKind, Simulator};
 use lockcheck_workloads::Catalogue;
 
 use crate::args::BackendsArgs;
-use crate::exit;
-use crate::output::print;
+use lockcheck_commands::exit;
+use lockcheck_commands::print;
 
 /// One backend of either world, as its catalogue describes it.
 struct Entry {

@@ -7,7 +7,7 @@ use anyhow::Context;
 use lockcheck_bench::{BenchOptions, Outcome, Part};
 
 use crate::args::{BenchArgs, BenchPart};
-use crate::exit;
+use lockcheck_commands::exit;
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     let options = BenchOptions {
@@ -42,7 +42,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             BenchPart::OneLock => Part::OneLock,
             BenchPart::Hard => Part::Hard,
             BenchPart::Sweep => {
-                code = code.max(crate::matrix_sim::sweep(args)?);
+                code = code.max(lockcheck_commands::matrix_sim::sweep(
+                    args.sweep_seeds,
+                    &args.sweep_backends,
+                )?);
                 println!();
                 continue;
             }

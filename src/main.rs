@@ -24,19 +24,9 @@ macro_rules! println {
     };
 }
 
-mod analyze;
 mod args;
 mod backends;
 mod bench;
-mod check;
-mod conformance;
-mod exit;
-mod matrix;
-mod matrix_real;
-mod matrix_sim;
-mod options;
-mod output;
-mod real;
 mod report;
 mod serve;
 mod synth;
@@ -44,7 +34,8 @@ mod synth;
 use std::process::ExitCode;
 
 use clap::Parser;
-use lockcheck_workloads::interrupt;
+use lockcheck_commands::{analyze, check, conformance, exit, matrix_real, matrix_sim, real};
+use lockcheck_workloads::{interrupt, World};
 
 use crate::args::{Cli, Command};
 
@@ -87,7 +78,10 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Analyze(args) => analyze::run(&args),
+        Command::Analyze(args) => match args.request() {
+            Ok(request) => analyze::run(&request),
+            Err(message) => usage(&message),
+        },
         Command::Check(args) => {
             // Ctrl-C, SIGTERM or SIGHUP at any moment of a check: the
             // servers are stopped, the history so far is kept, the exit code
@@ -95,18 +89,28 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if let Err(reason) = lockcheck_workloads::interrupt::install_cooperative() {
                 anyhow::bail!("cannot catch signals: {reason}");
             }
-            match lockcheck_workloads::Backend::parse(&args.backend) {
-                Some((_, lockcheck_workloads::World::Real)) => real::run(&args),
-                _ => check::run(&args),
+            let request = match args.request() {
+                Ok(request) => request,
+                Err(message) => return usage(&message),
+            };
+            match request.options.world {
+                World::Real => real::run(&request),
+                World::Simulated => check::run(&request),
             }
         }
-        Command::Matrix(args) if args.sim => matrix_sim::run(&args),
-        Command::Matrix(args) => matrix_real::run(&args),
+        Command::Matrix(args) if args.sim => matrix_sim::run(&args.request()),
+        Command::Matrix(args) => matrix_real::run(&args.request()),
         Command::Backends(args) => backends::run(&args),
         Command::Report(args) => report::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Synth(args) => synth::run(&args),
         Command::Bench(args) => bench::run(&args),
-        Command::Conformance(args) => conformance::run(&args),
+        Command::Conformance(args) => conformance::run(&args.request()),
     }
+}
+
+/// Says what is wrong with the arguments: exit 64.
+fn usage(message: &str) -> anyhow::Result<ExitCode> {
+    eprintln!("lockcheck: {message}");
+    Ok(exit::USAGE.into())
 }

@@ -11,8 +11,8 @@ use lockcheck_runs::report::{check_events, locate, read_events};
 use lockcheck_runs::write_file;
 
 use crate::args::ReportArgs;
-use crate::exit;
-use crate::output::{print, render};
+use lockcheck_commands::exit;
+use lockcheck_commands::{print, render};
 
 /// A history read and checked, its HTML report written.
 pub struct Reported {
@@ -55,8 +55,13 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     };
     let html = reported.html.display().to_string();
     let analyzed = Analyzed { source: &reported.source, analysis: &reported.analysis };
-    let text =
-        render(args.format, reported.analysis.verdict, &[analyzed], Some(&events), Some(&html));
+    let text = render(
+        args.format.into(),
+        reported.analysis.verdict,
+        &[analyzed],
+        Some(&events),
+        Some(&html),
+    );
     print(&text)?;
     Ok(exit::for_verdict(reported.analysis.verdict).into())
 }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use lockcheck_runs::serve::Server;
 
 use crate::args::ServeArgs;
-use crate::exit;
+use lockcheck_commands::exit;
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let server = match Server::bind(&args.store, args.port) {

@@ -9,7 +9,7 @@ use lockcheck_checker::synth::{generate, SynthOptions};
 use lockcheck_checker::write_events;
 
 use crate::args::SynthArgs;
-use crate::exit;
+use lockcheck_commands::exit;
 
 pub fn options(args: &SynthArgs) -> SynthOptions {
     SynthOptions {

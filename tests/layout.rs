@@ -11,8 +11,9 @@ use std::path::Path;
 use common::files_under;
 
 /// The crates' source folders, by crate.
-const CRATES: [&str; 8] = [
+const CRATES: [&str; 9] = [
     "src",
+    "commands/src",
     "checker/src",
     "workloads/src",
     "sim/src",
@@ -23,7 +24,8 @@ const CRATES: [&str; 8] = [
 ];
 
 /// The library crates, by folder.
-const LIBRARIES: [&str; 7] = ["checker", "workloads", "sim", "real", "reports", "runs", "bench"];
+const LIBRARIES: [&str; 8] =
+    ["checker", "workloads", "sim", "real", "reports", "runs", "bench", "commands"];
 
 /// Crates that talk to real servers; only `real/` may depend on them (and
 /// `bench/` on `lockcheck-real`, see below).
@@ -196,20 +198,35 @@ fn only_the_real_world_crate_depends_on_drivers() {
         assert!(found.is_empty(), "{crate_dir}/Cargo.toml depends on {found:?}");
     }
     // The benchmarks measure real servers too (`bench --only real`), by
-    // `lockcheck_real::bench`: `bench/` is the one other crate that may
-    // depend on the real world's crate, and, like every crate but `real/`,
-    // on no driver itself.
-    let bench = std::fs::read_to_string(root().join("bench/Cargo.toml")).unwrap();
-    let found: Vec<String> = dependencies(&bench)
-        .into_iter()
-        .filter(|name| DRIVERS[..4].contains(&name.as_str()))
-        .collect();
-    assert!(found.is_empty(), "bench/Cargo.toml depends on {found:?}");
+    // `lockcheck_real::bench`, and the commands run real tests: `bench/`
+    // and `commands/` are the other crates that may depend on the real
+    // world's crate, and, like every crate but `real/`, on no driver itself.
+    for crate_dir in ["bench", "commands"] {
+        let manifest = std::fs::read_to_string(root().join(crate_dir).join("Cargo.toml")).unwrap();
+        let found: Vec<String> = dependencies(&manifest)
+            .into_iter()
+            .filter(|name| DRIVERS[..4].contains(&name.as_str()))
+            .collect();
+        assert!(found.is_empty(), "{crate_dir}/Cargo.toml depends on {found:?}");
+    }
     let real = std::fs::read_to_string(root().join("real/Cargo.toml")).unwrap();
     let real = dependencies(&real);
     for driver in &DRIVERS[..4] {
         assert!(real.iter().any(|name| name == driver), "real/ lost {driver}: {real:?}");
     }
+}
+
+/// The binary reads the command line and hands plain options to the
+/// libraries: what a command does is `commands/`'s.
+const BINARY_LINES: usize = 1_500;
+
+#[test]
+fn the_binary_is_the_command_line_and_little_else() {
+    let lines: usize = files_under(&root().join("src"))
+        .iter()
+        .map(|file| std::fs::read_to_string(file).unwrap().lines().count())
+        .sum();
+    assert!(lines < BINARY_LINES, "src/ has {lines} lines, {BINARY_LINES} at most");
 }
 
 #[test]

@@ -8,9 +8,9 @@ use std::time::Instant;
 
 use lockcheck_sim::{cells, run_cell_with_progress, sweep_cell, Cell, Effort, Expect};
 
-use crate::args::{BenchArgs, MatrixArgs};
 use crate::exit;
 use crate::matrix::{Layout, Ran, World};
+use crate::MatrixRequest;
 use lockcheck_runs::Progress;
 
 /// The faults column: the cell's faults and whatever else it sets that a
@@ -103,7 +103,7 @@ impl World for Simulated {
 }
 
 /// `lockcheck matrix --sim`.
-pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: &MatrixRequest) -> anyhow::Result<ExitCode> {
     let defaults = Effort::default();
     let effort = Effort {
         violated_within: args.violated_within.unwrap_or(defaults.violated_within).max(1),
@@ -126,25 +126,25 @@ pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
 /// over many seeds, on every core. A safe cell that finds a violation is a
 /// false alarm, the worst defect a CI gate can have: each is printed with
 /// the command that replays it, and the sweep exits 1.
-pub fn sweep(args: &BenchArgs) -> anyhow::Result<u8> {
+pub fn sweep(sweep_seeds: u64, sweep_backends: &[String]) -> anyhow::Result<u8> {
     let effort = Effort::default();
     let threads = std::thread::available_parallelism().map_or(1, |cores| cores.get());
     let cells: Vec<Cell> = cells()
         .into_iter()
         .filter(|cell| cell.expect == Expect::Safe)
         .filter(|cell| {
-            args.sweep_backends.is_empty()
-                || args.sweep_backends.iter().any(|name| name == cell.backend.sim_name())
+            sweep_backends.is_empty()
+                || sweep_backends.iter().any(|name| name == cell.backend.sim_name())
         })
         .collect();
     if cells.is_empty() {
-        eprintln!("lockcheck: no safe cell has the backends {:?}", args.sweep_backends);
+        eprintln!("lockcheck: no safe cell has the backends {:?}", sweep_backends);
         return Ok(exit::USAGE);
     }
     println!(
         "sweep: {} safe simulated cells, seeds 0..{}, {} simulated s a run, {threads} threads",
         cells.len(),
-        args.sweep_seeds,
+        sweep_seeds,
         effort.time_limit.as_secs_f64()
     );
     println!(
@@ -155,12 +155,12 @@ pub fn sweep(args: &BenchArgs) -> anyhow::Result<u8> {
     let mut alarms = Vec::new();
     for cell in &cells {
         let cell_started = Instant::now();
-        let found = sweep_cell(cell, &effort, 0..args.sweep_seeds, threads)?;
+        let found = sweep_cell(cell, &effort, 0..sweep_seeds, threads)?;
         println!(
             "{:<30} {:<36} {:>7} {:>12} {:>8.1}",
             cell.backend.sim_name(),
             setup(cell),
-            args.sweep_seeds,
+            sweep_seeds,
             found.len(),
             cell_started.elapsed().as_secs_f64()
         );
@@ -176,7 +176,7 @@ pub fn sweep(args: &BenchArgs) -> anyhow::Result<u8> {
     }
     println!(
         "{} runs in {:.1} s: {} false alarms",
-        cells.len() as u64 * args.sweep_seeds,
+        cells.len() as u64 * sweep_seeds,
         started.elapsed().as_secs_f64(),
         alarms.len()
     );

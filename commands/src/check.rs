@@ -13,28 +13,21 @@ use lockcheck_workloads::interrupt::{self, hold_before};
 use lockcheck_workloads::memory::{self, format_size};
 use lockcheck_workloads::HistoryFile;
 
-use crate::args::{CheckArgs, Format};
 use crate::exit;
-use crate::options::{check_options, random_seed};
 use crate::output::{print, render};
+use crate::{CheckRequest, Format};
 use lockcheck_runs::Progress;
 use lockcheck_runs::{interrupted_at, last_words, stored_so_far, Stored};
 
 /// `lockcheck check` on a simulated backend (`main` sends a real one to
 /// `crate::real`).
-pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
-    let base = match args.run_options() {
-        Ok(options) => options,
-        Err(message) => {
-            eprintln!("lockcheck: {message}");
-            return Ok(exit::USAGE.into());
-        }
-    };
+pub fn run(args: &CheckRequest) -> anyhow::Result<ExitCode> {
+    let base = args.options.clone();
     if let Err(message) = memory_budget(args.max_memory, &base) {
         eprintln!("lockcheck: {message}");
         return Ok(exit::USAGE.into());
     }
-    let first_seed = args.seed.unwrap_or_else(random_seed);
+    let first_seed = base.seed;
     let seeds = args.seeds;
     let mut worst = Verdict::Valid;
     let mut tally: Vec<(u64, Verdict)> = Vec::new();
@@ -48,9 +41,9 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             return Ok(interrupted_at(signal, &seen(&tally, seed, "before seed")));
         }
         progress.suspend(|| eprintln!("seed: {seed}"));
-        let stored = match args.no_store {
-            true => None,
-            false => Some(store_begin(args, &options)?),
+        let stored = match &args.store {
+            None => None,
+            Some(store) => Some(store_begin(store, &options)?),
         };
         last_words(seed, stored.as_ref());
         let history = stored.as_ref().map(|stored| stored.history.clone());
@@ -78,7 +71,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         let recorded_rss = memory::resident_bytes().unwrap_or_default();
         hold_before("check");
         progress.message(format!("seed {seed}: checking the history; {}", so_far.describe()));
-        let analysis = check(&sim, args.linearizability_timeout)?;
+        let analysis = check(&sim, &options)?;
         if args.stats {
             progress.suspend(|| {
                 eprintln!(
@@ -108,9 +101,9 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         let first_failure = analysis.verdict == Verdict::Invalid && worst != Verdict::Invalid;
         so_far.lock_ops += sim.stats.lock_ops;
         so_far.not_valid += u64::from(analysis.verdict != Verdict::Valid);
-        if first_failure && !args.no_shrink {
+        if first_failure && args.shrink {
             progress.message(format!("seed {seed}: shrinking the failure; {}", so_far.describe()));
-            let shrunk = shrink_failure(args, &options, &sim, &analysis, dir.as_deref(), &progress);
+            let shrunk = shrink_failure(&options, &sim, &analysis, dir.as_deref(), &progress);
             if let Err(error) = shrunk {
                 match interrupt::signal() {
                     Some(signal) => {
@@ -125,7 +118,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        worst = worst.combine(exit::gated(&analysis, &args.gate));
+        worst = worst.combine(exit::gated(&analysis, &base.gate));
         tally.push((seed, analysis.verdict));
         progress.inc();
     }
@@ -229,8 +222,9 @@ fn simulate(
     run_recorded(options, &mut report, history).context("the simulation failed")
 }
 
-pub fn check(sim: &SimRun, linearizability_timeout: Duration) -> anyhow::Result<Analysis> {
-    let options = check_options(linearizability_timeout);
+/// Checks a simulated run's history as `run` asks.
+pub fn check(sim: &SimRun, run: &RunOptions) -> anyhow::Result<Analysis> {
+    let options = run.checks();
     // A malformed simulated history is a bug in lockcheck, not a verdict.
     check_run(sim, &options).context("the simulator recorded a malformed history")
 }
@@ -238,14 +232,13 @@ pub fn check(sim: &SimRun, linearizability_timeout: Duration) -> anyhow::Result<
 /// Looks for a smaller run that fails the same way, and says how to replay
 /// it (and stores its history beside the run's).
 fn shrink_failure(
-    args: &CheckArgs,
     options: &RunOptions,
     sim: &SimRun,
     analysis: &Analysis,
     dir: Option<&Path>,
     progress: &Progress,
 ) -> anyhow::Result<()> {
-    let check_options = check_options(args.linearizability_timeout);
+    let check_options = options.checks();
     let shrunk = shrink(options, analysis, sim.events.len(), &check_options, SHRINK_BUDGET)?;
     if shrunk.options == *options {
         progress.suspend(|| {
@@ -284,9 +277,9 @@ fn replay_command(options: &RunOptions) -> String {
 
 /// Makes the seed's store folder, for its history to be written as the
 /// simulation records it.
-fn store_begin(args: &CheckArgs, options: &RunOptions) -> anyhow::Result<Stored> {
+fn store_begin(store: &Path, options: &RunOptions) -> anyhow::Result<Stored> {
     let test = format!("{}-{}", options.backend.sim_name(), options.workload.name());
-    Ok(lockcheck_runs::begin(&args.store, &test, options.seed, &replay_command(options))?)
+    Ok(lockcheck_runs::begin(store, &test, options.seed, &replay_command(options))?)
 }
 
 fn store_finish(
@@ -325,7 +318,7 @@ fn seen(tally: &[(u64, Verdict)], seed: u64, at: &str) -> String {
 /// Prints one seed's report: the text and JSON formats per seed; JUnit and
 /// Markdown once for all seeds, by `run`, so that the document stays whole.
 fn report(
-    args: &CheckArgs,
+    args: &CheckRequest,
     options: &RunOptions,
     sim: &SimRun,
     analysis: &Analysis,

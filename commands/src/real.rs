@@ -8,12 +8,11 @@ use std::process::ExitCode;
 use lockcheck_checker::{Analysis, Event, Verdict};
 use lockcheck_real::{execute_recorded, plan, RealBackend, RealError, RealFailure, RealRun};
 use lockcheck_reports::Analyzed;
-use lockcheck_workloads::{interrupt, RunOptions};
+use lockcheck_workloads::interrupt;
 
-use crate::args::{CheckArgs, Format};
 use crate::exit;
-use crate::options::random_seed;
 use crate::output::{print, render};
+use crate::{CheckRequest, Format};
 
 /// Prints why a real test came to no verdict and gives the exit code.
 pub fn failure_exit(failure: &RealFailure) -> ExitCode {
@@ -32,10 +31,10 @@ pub fn failure_exit(failure: &RealFailure) -> ExitCode {
 
 /// `lockcheck check` on a real backend: planned once, run, stored as it is
 /// recorded. A replay line's masked URLs are taken from the environment.
-pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
-    let seed = args.seed.unwrap_or_else(random_seed);
+pub fn run(args: &CheckRequest) -> anyhow::Result<ExitCode> {
+    let seed = args.options.seed;
     eprintln!("seed: {seed}");
-    let planned = match args.run_options().and_then(|test| plan(&RunOptions { seed, ..test })) {
+    let planned = match plan(&args.options) {
         Ok(planned) => planned,
         Err(message) => return Ok(failure_exit(&RealFailure::Usage(message))),
     };
@@ -44,20 +43,20 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     // schedule, not always the same history.
     let rerun = test.replay().to_string();
     // The run's folder first: its history is written as it is recorded.
-    let stored = match args.no_store {
-        true => None,
-        false => {
+    let stored = match &args.store {
+        None => None,
+        Some(store) => {
             let name = format!("{}-{}", backend.name(), test.workload.name());
-            Some(lockcheck_runs::begin(&args.store, &name, seed, &rerun)?)
+            Some(lockcheck_runs::begin(store, &name, seed, &rerun)?)
         }
     };
     lockcheck_runs::last_words(seed, stored.as_ref());
     let history = stored.as_ref().map(|stored| stored.history.clone());
-    let progress = lockcheck_runs::Progress::timed(args.time_limit);
+    let progress = lockcheck_runs::Progress::timed(test.time_limit);
     let faults: Vec<&str> = test.faults.iter().map(|fault| fault.name()).collect();
     let faults = if faults.is_empty() { "none".to_string() } else { faults.join(",") };
     let label = format!("{} --nemesis {faults}", backend.name());
-    let outcome = progress.watch(&label, args.time_limit, || {
+    let outcome = progress.watch(&label, test.time_limit, || {
         execute_recorded(&planned, true, history, &lockcheck_runs::progress::recording)
     });
     drop(progress);
@@ -109,7 +108,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         }
     }
     print(&text)?;
-    Ok(exit::for_verdict(exit::gated(analysis, &args.gate)).into())
+    Ok(exit::for_verdict(exit::gated(analysis, &test.gate)).into())
 }
 
 /// Exit 69 with the reason: a server is missing or cannot be reached.
@@ -141,39 +140,4 @@ fn finish_store(
         stored,
         &lockcheck_runs::Run { events, analysis, command: rerun, title: &title },
     )?)
-}
-
-#[cfg(test)]
-mod tests {
-    use clap::Parser;
-
-    use crate::args::{CheckArgs, Cli, Command};
-
-    fn check_args(line: &str) -> CheckArgs {
-        let words = ["lockcheck", "check"].into_iter().chain(line.split_whitespace());
-        match Cli::try_parse_from(words) {
-            Ok(Cli { command: Command::Check(check) }) => *check,
-            other => panic!("{line}: {other:?}"),
-        }
-    }
-
-    /// A rerun line runs the test it was printed for: every option that
-    /// shapes the run comes back the same.
-    #[test]
-    fn a_rerun_line_replays_the_same_options() {
-        for line in [
-            "--backend redis",
-            "--backend etcd --nemesis partition --partition-shapes client --ttl 2s",
-            "--backend redis --nemesis pause,kill --clients 3 --locks 1 --time-limit 2500ms --no-fencing --persistent --restart-delay 0ms --gate mutual-exclusion",
-            "--backend redlock --nemesis kill --linearizability-timeout 3s --workload mutex",
-            "--backend redis --storage s3-cas --pause-at after-grant --redis-url redis://127.0.0.1:1",
-            "--backend exec --servers redis*5 -- python3 lock.py --flag",
-        ] {
-            let args = check_args(&format!("{line} --seed 7"));
-            let options = args.run_options().expect("options");
-            let rerun = options.replay().to_string();
-            let replayed = check_args(rerun.strip_prefix("lockcheck check ").expect("a check line"));
-            assert_eq!(replayed.run_options(), Ok(options), "{line}\nreplays as {rerun}");
-        }
-    }
 }

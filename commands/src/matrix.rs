@@ -18,6 +18,7 @@ use lockcheck_runs::Progress;
 const VERDICT_WIDTH: usize = 44;
 
 /// How a world's table is laid out.
+#[derive(Debug)]
 pub struct Layout {
     /// The columns that name a cell, before expected and found: heading
     /// and width.
@@ -28,6 +29,7 @@ pub struct Layout {
 }
 
 /// How a cell came out.
+#[derive(Debug)]
 pub enum Ran {
     /// Its runs decided it, after `runs` of them; `replay` is the command
     /// line of the run that did (or of the first).

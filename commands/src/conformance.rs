@@ -13,8 +13,8 @@ use lockcheck_checker::linear::models::CasRegister;
 use lockcheck_checker::linear::{check_parts, PartOutcome, SearchLimits};
 use lockcheck_checker::{analyze_imported, default_checkers, CheckOptions, Verdict};
 
-use crate::args::ConformanceArgs;
 use crate::exit;
+use crate::ConformanceRequest;
 
 /// The folder of each corpus part under DIR, and its input format.
 const PARTS: [(&str, InputFormat); 2] =
@@ -75,7 +75,7 @@ fn disagreement(
     None
 }
 
-pub fn run(args: &ConformanceArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: &ConformanceRequest) -> anyhow::Result<ExitCode> {
     let root = &args.porcupine;
     let present: Vec<_> = PARTS
         .iter()

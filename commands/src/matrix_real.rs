@@ -10,8 +10,8 @@ use lockcheck_real::matrix::{
 };
 use lockcheck_real::{RealBackend, RealRun};
 
-use crate::args::MatrixArgs;
 use crate::matrix::{Layout, Ran, World};
+use crate::MatrixRequest;
 use lockcheck_runs::Progress;
 
 /// The real world of the matrix: its cells' runs on private servers, as
@@ -77,7 +77,7 @@ impl World for Real {
 }
 
 /// `lockcheck matrix`.
-pub fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: &MatrixRequest) -> anyhow::Result<ExitCode> {
     let effort = Effort {
         violated_within: args.violated_within,
         safe_runs: args.safe_seeds,
@@ -127,7 +127,7 @@ fn keep_evidence(replay: &str, run: &RealRun) {
     let written = keep_history(&run.events);
     let analyzed = lockcheck_reports::Analyzed { source: replay, analysis: &run.analysis };
     let report = crate::output::render(
-        crate::args::Format::Text,
+        crate::Format::Text,
         run.analysis.verdict,
         &[analyzed],
         Some(&run.events),
@@ -137,46 +137,5 @@ fn keep_evidence(replay: &str, run: &RealRun) {
     match written {
         Ok(path) => eprintln!("mismatch: its history is in {}", path.display()),
         Err(error) => eprintln!("mismatch: its history could not be kept: {error:#}"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use clap::Parser;
-    use lockcheck_real::matrix::cells;
-    use lockcheck_workloads::{Backend, RunOptions, World};
-
-    use crate::args::{Cli, Command};
-
-    /// What `lockcheck check ARGS` runs.
-    fn parsed(line: &str) -> RunOptions {
-        let words = ["lockcheck", "check"].into_iter().chain(line.split_whitespace());
-        match Cli::try_parse_from(words) {
-            Ok(Cli { command: Command::Check(check) }) => check.run_options().unwrap(),
-            other => panic!("{line}: {other:?}"),
-        }
-    }
-
-    #[test]
-    fn the_defaults_are_check_defaults_in_both_worlds() {
-        assert_eq!(parsed("--backend redis"), RunOptions::new(World::Real, Backend::Redis));
-        assert_eq!(parsed("--backend sim-redis"), RunOptions::default());
-    }
-
-    #[test]
-    fn each_cell_replays_as_the_check_line_the_matrix_prints() {
-        for cell in cells() {
-            let options = lockcheck_real::matrix::cell_options(
-                &cell,
-                Duration::from_millis(2500),
-                Duration::from_secs(3),
-                3,
-            );
-            let line = options.replay().to_string();
-            let arguments = line.strip_prefix("lockcheck check ").expect("a check line");
-            assert_eq!(parsed(arguments), options, "{line}");
-        }
     }
 }

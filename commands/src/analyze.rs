@@ -6,7 +6,6 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use clap::ValueEnum;
 use lockcheck_checker::import::{import_capped, Import, InputFormat, ModelChoice};
 use lockcheck_checker::names::LINEARIZABILITY;
 use lockcheck_checker::{
@@ -15,22 +14,13 @@ use lockcheck_checker::{
 };
 use lockcheck_reports::{render_json, render_text, Analyzed, TextOptions};
 
-use crate::args::{AnalyzeArgs, Format};
 use crate::exit;
+use crate::{AnalyzeRequest, Format};
 
-pub fn run(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
-    let format = InputFormat::from(args.input_format);
-    let model = ModelChoice::from(args.model);
-    if !model.fits(format) {
-        eprintln!(
-            "lockcheck: the {model} model does not fit --input-format {}",
-            args.input_format
-                .to_possible_value()
-                .map(|value| value.get_name().to_string())
-                .unwrap_or_default()
-        );
-        return Ok(exit::USAGE.into());
-    }
+/// `lockcheck analyze`; the binary has made sure the model fits the
+/// input format.
+pub fn run(args: &AnalyzeRequest) -> anyhow::Result<ExitCode> {
+    let (format, model) = (args.input_format, args.model);
     let options = CheckOptions {
         liveness_bound_ns: args
             .liveness_bound

@@ -7,7 +7,18 @@ use lockcheck_reports::{
     render_json, render_junit, render_markdown, render_text, Analyzed, TextOptions,
 };
 
-use crate::args::Format;
+/// How a report is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// A report for people.
+    Text,
+    /// One JSON document with every verdict and violation.
+    Json,
+    /// JUnit XML: a test case per checker per key, for CI test reports.
+    Junit,
+    /// A Markdown summary, for a CI job summary.
+    Markdown,
+}
 
 /// `analyzed` in `format`; the text report gets each violation's operations
 /// from `events` (one history's) and names the HTML report `html`.
