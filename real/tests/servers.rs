@@ -194,7 +194,8 @@ fn etcd_starts_answers_and_is_gone_after_stop() {
     assert_stopped("etcd", pid, &dir);
 }
 
-/// An HTTP/1.1 request without a body; the status line and the body.
+/// An HTTP/1.1 request without a body; the status line, and the rest
+/// (headers and body).
 fn http(port: u16, method: &str, path: &str) -> (String, String) {
     let mut stream = connect(port);
     let request = format!(
@@ -204,8 +205,15 @@ fn http(port: u16, method: &str, path: &str) -> (String, String) {
     let mut response = String::new();
     stream.read_to_string(&mut response).expect("a response");
     let (status, rest) = response.split_once("\r\n").unwrap_or((&response, ""));
-    let body = rest.split_once("\r\n\r\n").map_or("", |(_, body)| body);
-    (status.to_string(), body.to_string())
+    (status.to_string(), rest.to_string())
+}
+
+/// The year of an HTTP response's `Date` header (`Date: Mon, 07 Dec 2026
+/// 15:19:42 GMT`).
+fn date_year(headers: &str) -> u32 {
+    let date = headers.lines().find_map(|line| line.strip_prefix("Date: "));
+    let year = date.and_then(|date| date.split_whitespace().nth(3)?.parse().ok());
+    year.unwrap_or_else(|| panic!("no Date header with a year in {headers}"))
 }
 
 #[test]
@@ -215,15 +223,27 @@ fn moto_starts_answers_and_is_gone_after_stop() {
     let (status, _) = http(server.port(), "PUT", "/lockcheck-test-bucket");
     assert_eq!(status, "HTTP/1.1 200 OK");
     // S3's ListBuckets, the readiness probe's request, lists it.
-    let (status, body) = http(server.port(), "GET", "/");
+    let (status, response) = http(server.port(), "GET", "/");
     assert_eq!(status, "HTTP/1.1 200 OK");
-    assert!(body.contains("<Name>lockcheck-test-bucket</Name>"), "{body}");
+    assert!(response.contains("<Name>lockcheck-test-bucket</Name>"), "{response}");
     let (pid, dir) = (server.pid(), server.dir().to_path_buf());
     let name = dir.file_name().and_then(|name| name.to_str()).unwrap_or_default().to_string();
     assert!(name.starts_with(&format!("lockcheck-moto-{}-", std::process::id())), "{name}");
     assert!(dir.join("server.log").is_file(), "its log is in its folder");
     server.stop();
     assert_stopped("moto", pid, &dir);
+}
+
+#[test]
+fn moto_runs_under_a_faked_clock() {
+    let options = ServerOptions { faketime: true, ..ServerOptions::default() };
+    let server = ManagedServer::start_with(ServerKind::Moto, &options)
+        .unwrap_or_else(|error| panic!("moto must start under libfaketime: {error}"));
+    let real = date_year(&http(server.port(), "GET", "/").1);
+    // 400 days ahead: next year at least, whatever today is.
+    server.set_clock(400 * 86_400_000).expect("its clock is set");
+    let faked = date_year(&http(server.port(), "GET", "/").1);
+    assert!(faked > real, "moto's Date says {faked}, real time says {real}");
 }
 
 #[test]
