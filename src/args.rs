@@ -383,7 +383,7 @@ pub struct CheckArgs {
     pub gate: Vec<String>,
     /// --backend exec: the servers lockcheck starts for your program, a
     /// comma list of redis (redis*5: five, for a Redlock), postgres, mysql,
-    /// etcd; their URLs reach it as LOCKCHECK_REDIS_URL and the like
+    /// etcd, moto (an S3 server); their URLs reach it as LOCKCHECK_REDIS_URL and the like
     /// (docs/exec-protocol.md)
     #[arg(long, value_delimiter = ',')]
     pub servers: Vec<String>,

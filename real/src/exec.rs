@@ -32,7 +32,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::task::JoinHandle;
 use tokio::time::{timeout, timeout_at, Instant};
 
-use super::servers::signal_group;
+use super::servers::{signal_group, SETPRIV_PACKAGE};
 use super::{ClientConfig, RealError};
 use lockcheck_workloads::{Grant, LockClient, Outcome};
 use lockcheck_workloads::{Stall, StallPoint};
@@ -489,7 +489,7 @@ impl ExecClient {
         };
         let process = Process::start(&launch).await.map_err(|error| match error {
             StartError::MissingSetpriv => {
-                RealError::MissingBinary { binary: "setpriv", package: "util-linux" }
+                RealError::MissingBinary { binary: "setpriv", package: SETPRIV_PACKAGE }
             }
             StartError::Failed(reason) => RealError::Setup {
                 what: "the exec program",

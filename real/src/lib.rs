@@ -1,8 +1,8 @@
 //! The real world: lock backends (docs/guide.md#recipes) over real
-//! connections, the protected resources' storage in PostgreSQL, the servers
-//! lockcheck starts itself, the fault executors, and the driver that runs a
-//! workload's clients against them. The only crate with database and etcd
-//! drivers.
+//! connections, the protected resources' storage (a PostgreSQL table, or
+//! S3 objects), the servers lockcheck starts itself, the fault executors,
+//! and the driver that runs a workload's clients against them. The only
+//! crate with database and etcd drivers.
 //!
 //! A map:
 //! - A real test: a [`lockcheck_workloads::RunOptions`] in the real world
@@ -33,7 +33,8 @@
 //!   split among the executors), [`nemesis`] (server faults), [`netfault`] (partitions, slow links),
 //!   [`failover`], [`drive`] (clients and client stalls; `driver.rs`), [`Storage`]
 //!   (the fenced resources), [`Resources`] (the table or S3 objects, as
-//!   `--storage` says; `s3.rs`) and [`MotoServer`] (the S3 server; `moto.rs`).
+//!   `--storage` says; `s3.rs`), whose S3 server is moto's, a managed
+//!   server like the others (`servers/moto.rs`; its bucket: `moto.rs`).
 
 use std::time::Duration;
 
@@ -59,7 +60,6 @@ pub use catalogue::{LockService, RealBackend, RealWorld};
 pub use driver::{drive, drive_recorded, drive_with, DriveOptions, StallFault};
 pub use etcd::EtcdClient;
 pub use exec::{ExecClient, ExecProgram};
-pub use moto::MotoServer;
 pub use plan::{plan, Faults, Plan};
 pub use proxy::{LinkState, LinkStats, Proxy};
 pub use redis::{RedisClient, RedisRecipe};
@@ -67,7 +67,7 @@ pub use redlock::RedlockClient;
 pub use run::{execute, execute_recorded, RealFailure, RealRun};
 pub use s3::{Resources, S3Objects};
 pub use semaphore::RedisSemaphoreClient;
-pub use servers::{stop_all, ManagedServer, ServerKind, ServerOptions, UnknownServer};
+pub use servers::{stop_all, ManagedServer, Package, ServerKind, ServerOptions, UnknownServer};
 pub use sql::{advisory_key, mysql_lock_name, SqlClient, SqlRecipe};
 pub use storage::Storage;
 pub use user::RealRedis;
@@ -89,8 +89,8 @@ pub enum RealError {
     #[error("setting up {what} failed: {reason}")]
     Setup { what: &'static str, reason: String },
     /// A server binary is not on PATH.
-    #[error("`{binary}` is not installed: install the Debian package `{package}` (apt-get install -y {package}), or point --url at a running server")]
-    MissingBinary { binary: &'static str, package: &'static str },
+    #[error("`{binary}` is not installed: {}", package.advice())]
+    MissingBinary { binary: &'static str, package: Package },
     /// A managed server failed to start or become ready.
     #[error("the {what} server did not start: {reason}")]
     Server { what: &'static str, reason: String },

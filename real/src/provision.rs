@@ -1,12 +1,14 @@
 //! The servers a real run uses: given by URL, or private ones started for
 //! it, and each client's route to them (through the proxy when a network
-//! fault is on).
+//! fault is on). A PostgreSQL is started only for a run that uses one: the
+//! table storage's, or the backend's own (the postgres-* backends, an exec
+//! program's `postgres`); an S3 storage is moto's server instead.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use lockcheck_workloads::{FaultKind, RunOptions, UrlService};
+use lockcheck_workloads::{FaultKind, RunOptions, StorageKind, UrlService};
 
 use crate::catalogue::{LockService, RealBackend, ETCD_MEMBERS, ETCD_RING_MEMBERS};
 use crate::failover::RedisPair;
@@ -15,23 +17,43 @@ use crate::netfault::{proxied_url, Shape, Topology};
 use crate::plan::{exec_servers, shapes, Faults};
 use crate::proxy::Proxy;
 use crate::servers::{ManagedServer, ServerKind, ServerOptions};
-use crate::RealError;
+use crate::{moto, s3, RealError};
 
 /// The storage's server. The exec backend's `postgres` is the storage
 /// itself, not a second one.
 const STORAGE: ServerKind = ServerKind::Postgres;
 
+/// The S3 storage's server: its objects hold the protected resources.
+const S3_SERVER: ServerKind = ServerKind::Moto;
+
+/// The S3 storage of a run with an S3 `--storage`: moto's server, which
+/// holds the bucket of the resources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct S3Storage {
+    /// The server's endpoint, `http://127.0.0.1:PORT`.
+    pub(crate) endpoint: String,
+    /// The storage URL clients are given (`s3.rs`): its kind, the
+    /// endpoint and the bucket.
+    pub(crate) url: String,
+}
+
 /// The servers a run uses: URLs given, or private servers started for it.
 /// Dropping it stops and deletes the private ones.
 #[derive(Debug, Default)]
 pub(crate) struct Servers {
+    /// The run's PostgreSQL: the table storage's, and the lock server of
+    /// the postgres-* backends (and of an exec program's `postgres`).
+    /// Empty when the run needs none: an S3 storage and a backend that
+    /// locks elsewhere.
     pub(crate) storage: String,
+    /// The S3 storage, when `--storage` is an S3 one.
+    pub(crate) s3: Option<S3Storage>,
     pub(crate) redis: Vec<String>,
     pub(crate) mysql: Option<String>,
     pub(crate) etcd: Vec<String>,
     /// The private servers that hold the locks: the nemesis' targets.
     pub(crate) lock: Vec<SharedServer>,
-    /// The other private servers (the storage's PostgreSQL).
+    /// The other private servers (the storage's PostgreSQL, or moto's S3).
     pub(crate) other: Vec<ManagedServer>,
     /// Say which servers were started.
     pub(crate) chatty: bool,
@@ -63,20 +85,44 @@ impl Servers {
         let started = Instant::now();
         let servers = ManagedServer::start_many(kind, count, options)?;
         let urls: Vec<String> = servers.iter().map(ManagedServer::url).collect();
-        if self.chatty {
-            eprintln!(
-                "started {count} private {} on {} ({:.1} s)",
-                kind.name(),
-                urls.join(", "),
-                started.elapsed().as_secs_f64()
-            );
-        }
+        self.say_started(kind, &urls, started);
         if lock {
             self.lock.extend(servers.into_iter().map(|server| Arc::new(Mutex::new(server))));
         } else {
             self.other.extend(servers);
         }
         Ok(urls)
+    }
+
+    /// With `chatty`, says on stderr which servers were started, and how
+    /// long they took.
+    fn say_started(&self, kind: ServerKind, urls: &[String], started: Instant) {
+        if self.chatty {
+            eprintln!(
+                "started {} private {} on {} ({:.1} s)",
+                urls.len(),
+                kind.name(),
+                urls.join(", "),
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+
+    /// Starts moto's S3 server and makes the resources' bucket on it: the
+    /// S3 storage of `kind`.
+    fn start_s3(
+        &mut self,
+        kind: StorageKind,
+        options: &ServerOptions,
+    ) -> Result<S3Storage, RealError> {
+        let started = Instant::now();
+        let server = ManagedServer::start_with(S3_SERVER, options)?;
+        moto::create_bucket(&server, s3::BUCKET)?;
+        let endpoint = server.url();
+        self.say_started(S3_SERVER, std::slice::from_ref(&endpoint), started);
+        self.other.push(server);
+        let url = s3::storage_url(kind, &endpoint, s3::BUCKET);
+        Ok(S3Storage { endpoint, url })
     }
 
     pub(crate) fn for_backend(
@@ -101,13 +147,24 @@ impl Servers {
         let storage_options = ServerOptions { faketime: false, ..options.clone() };
         let service = backend.service();
         let postgres_locks = service == LockService::Postgres;
+        let exec = match service {
+            LockService::Exec => exec_servers(test).map_err(|reason| RealError::Setup {
+                what: "the exec backend's servers",
+                reason,
+            })?,
+            _ => Vec::new(),
+        };
         servers.storage = match test.services.url(UrlService::Postgres) {
             Some(url) => url.to_string(),
-            None => {
+            None if needs_postgres(test.storage, service, &exec) => {
                 let options = if postgres_locks { &options } else { &storage_options };
                 servers.start(STORAGE, 1, postgres_locks, options)?.remove(0)
             }
+            None => String::new(),
         };
+        if test.storage.is_s3() {
+            servers.s3 = Some(servers.start_s3(test.storage, &storage_options)?);
+        }
         match service {
             LockService::Redis { instances } => {
                 servers.redis = if let (true, Some(proxy)) =
@@ -176,10 +233,7 @@ impl Servers {
             }
             LockService::Postgres => {}
             LockService::Exec => {
-                for (kind, count) in exec_servers(test).map_err(|reason| RealError::Setup {
-                    what: "the exec backend's servers",
-                    reason,
-                })? {
+                for (kind, count) in exec {
                     let urls = if kind == STORAGE {
                         vec![servers.storage.clone()]
                     } else {
@@ -254,12 +308,13 @@ impl Servers {
     }
 
     /// Each client's URLs: through the proxy, on links of its own, when
-    /// there is one.
+    /// there is one. An S3 storage is reached directly: the network faults
+    /// strike the lock service's links.
     pub(crate) fn route(&mut self, backend: RealBackend, clients: u32) -> Result<(), RealError> {
         let (urls, nodes) = (self.lock_urls(backend), self.lock_nodes(backend));
         let storage_node = self.storage_node(backend);
         self.routes = match &self.proxy {
-            None => (0..clients).map(|_| (urls.clone(), self.storage.clone())).collect(),
+            None => (0..clients).map(|_| (urls.clone(), self.storage_url())).collect(),
             Some(proxy) => {
                 let mut routes = Vec::with_capacity(clients as usize);
                 for client in 0..clients {
@@ -268,7 +323,11 @@ impl Servers {
                     for (url, node) in urls.iter().zip(&nodes) {
                         locks.push(proxied_url(proxy, &from, node, url)?);
                     }
-                    routes.push((locks, proxied_url(proxy, &from, &storage_node, &self.storage)?));
+                    let storage = match &self.s3 {
+                        Some(s3) => s3.url.clone(),
+                        None => proxied_url(proxy, &from, &storage_node, &self.storage)?,
+                    };
+                    routes.push((locks, storage));
                 }
                 routes
             }
@@ -276,13 +335,24 @@ impl Servers {
         Ok(())
     }
 
+    /// Where the protected resources are: the S3 storage, or the
+    /// PostgreSQL table.
+    fn storage_url(&self) -> String {
+        match &self.s3 {
+            Some(s3) => s3.url.clone(),
+            None => self.storage.clone(),
+        }
+    }
+
     /// The network a fault schedule strikes.
     pub(crate) fn topology(&self, backend: RealBackend, clients: u32) -> Topology {
         let storage_node = self.storage_node(backend);
         let lock_nodes = self.lock_nodes(backend);
+        // An S3 storage is not behind the proxy: no fault reaches it.
+        let proxied = self.s3.is_none() && !lock_nodes.contains(&storage_node);
         Topology {
             clients,
-            storage_node: (!lock_nodes.contains(&storage_node)).then_some(storage_node),
+            storage_node: proxied.then_some(storage_node),
             lock_nodes,
             members: self.members,
         }
@@ -298,5 +368,109 @@ impl Servers {
                 format!("{}-{at}", server.kind().name())
             })
             .collect()
+    }
+}
+
+/// Whether a run needs a PostgreSQL: for the table storage, or for the
+/// backend itself (the postgres-* backends lock with it; an exec program
+/// may ask for one among its `servers`). An S3 storage needs none.
+fn needs_postgres(
+    storage: StorageKind,
+    service: LockService,
+    exec: &[(ServerKind, usize)],
+) -> bool {
+    !storage.is_s3()
+        || service == LockService::Postgres
+        || exec.iter().any(|(kind, _)| *kind == STORAGE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::plan;
+    use lockcheck_workloads::World;
+
+    #[test]
+    fn only_the_table_storage_or_the_backend_itself_needs_postgres() {
+        let redis = LockService::Redis { instances: 1 };
+        let exec_redis = [(ServerKind::Redis, 1)];
+        let exec_postgres = [(ServerKind::Redis, 1), (ServerKind::Postgres, 1)];
+        let table = StorageKind::Table;
+        assert!(needs_postgres(table, redis, &[]));
+        assert!(needs_postgres(table, LockService::Etcd, &[]));
+        assert!(needs_postgres(table, LockService::Exec, &exec_redis));
+        for s3 in [StorageKind::S3Put, StorageKind::S3Cas, StorageKind::S3Create] {
+            assert!(!needs_postgres(s3, redis, &[]), "{s3:?}");
+            assert!(!needs_postgres(s3, LockService::Etcd, &[]), "{s3:?}");
+            assert!(!needs_postgres(s3, LockService::Mariadb, &[]), "{s3:?}");
+            assert!(!needs_postgres(s3, LockService::Exec, &exec_redis), "{s3:?}");
+            assert!(needs_postgres(s3, LockService::Postgres, &[]), "{s3:?}");
+            assert!(needs_postgres(s3, LockService::Exec, &exec_postgres), "{s3:?}");
+        }
+    }
+
+    /// The kinds of the private servers `servers` started, lock servers
+    /// first, each once a server.
+    fn started(servers: &Servers) -> Vec<ServerKind> {
+        let lock = servers
+            .lock
+            .iter()
+            .map(|server| server.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).kind());
+        lock.chain(servers.other.iter().map(ManagedServer::kind)).collect()
+    }
+
+    /// The servers a run of `backend` with `storage` and `faults` starts
+    /// (on this machine's binaries).
+    fn provision(backend: &str, storage: StorageKind, faults: &[FaultKind]) -> Servers {
+        let backend = RealBackend::parse(backend).expect("a real backend");
+        let test = RunOptions {
+            storage,
+            faults: faults.to_vec(),
+            partition_shapes: vec![Shape::Client],
+            clients: 2,
+            ..RunOptions::new(World::Real, backend.backend())
+        };
+        let faults = plan(&test).expect("the options make a test").faults;
+        Servers::for_backend(&test, backend, faults, false)
+            .unwrap_or_else(|error| panic!("{}: {error}", backend.name()))
+    }
+
+    #[test]
+    fn an_s3_run_of_redis_starts_moto_and_no_postgres() {
+        let servers = provision("redis", StorageKind::S3Cas, &[FaultKind::Partition]);
+        assert_eq!(started(&servers), [ServerKind::Redis, ServerKind::Moto]);
+        assert_eq!(servers.storage, "", "no PostgreSQL URL");
+        let s3 = servers.s3.clone().expect("an S3 storage");
+        let moto = servers.other[0].url();
+        assert_eq!(s3.endpoint, moto);
+        assert_eq!(s3.url, format!("s3-cas+{moto}/{}", s3::BUCKET));
+        // The bucket is there, and every client reaches it directly while
+        // its lock server is behind the proxy.
+        let port = servers.other[0].port();
+        assert_eq!(moto::request(port, "HEAD", &format!("/{}", s3::BUCKET)), Ok(200));
+        assert_eq!(moto::request(port, "HEAD", "/another-bucket"), Ok(404));
+        assert_eq!(servers.routes.len(), 2);
+        let redis = servers.lock_urls(RealBackend::parse("redis").expect("redis"));
+        for (locks, storage) in &servers.routes {
+            assert_eq!(storage, &s3.url);
+            assert_eq!(locks.len(), 1);
+            assert_ne!(locks, &redis, "the lock server is reached through the proxy");
+        }
+        let topology = servers.topology(RealBackend::parse("redis").expect("redis"), 2);
+        assert_eq!(topology.storage_node, None, "no fault strikes the S3 storage");
+    }
+
+    #[test]
+    fn the_table_storage_and_a_postgres_backend_still_start_postgres() {
+        let table = provision("redis", StorageKind::Table, &[]);
+        assert_eq!(started(&table), [ServerKind::Redis, ServerKind::Postgres]);
+        assert!(table.s3.is_none());
+        assert!(table.routes.iter().all(|(_, storage)| *storage == table.storage));
+        drop(table);
+        let locks_in_postgres = provision("postgres-lease", StorageKind::S3Put, &[]);
+        assert_eq!(started(&locks_in_postgres), [ServerKind::Postgres, ServerKind::Moto]);
+        let url = &locks_in_postgres.s3.as_ref().expect("an S3 storage").url;
+        assert!(url.starts_with("s3-put+http://127.0.0.1:"), "{url}");
+        assert!(locks_in_postgres.routes.iter().all(|(_, storage)| storage == url));
     }
 }

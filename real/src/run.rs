@@ -14,7 +14,6 @@ use lockcheck_workloads::{
 use crate::catalogue::{Drive, LockService, RealBackend, ETCD_MIN_TTL_S};
 use crate::driver::DriveOptions;
 use crate::exec::{self, PidSlot};
-use crate::moto::MotoServer;
 use crate::nemesis::{self, ServerAction, ServerFault};
 use crate::netfault::{self, NetFault, Topology};
 use crate::plan::{plan, shapes, Faults, Plan};
@@ -96,8 +95,6 @@ pub fn execute_recorded(
     let started = Instant::now();
     let servers = Servers::for_backend(test, backend, faults, chatty)
         .map_err(|error| RealFailure::Server(error.or_interrupted()))?;
-    let moto =
-        start_moto(test, chatty).map_err(|error| RealFailure::Server(error.or_interrupted()))?;
     // etcd grants whole seconds, and raises short TTLs to its minimum (2 s
     // for Debian's 3.4 defaults): stalls must outlast that.
     let asked_ms = test.ttl_ms();
@@ -157,19 +154,9 @@ pub fn execute_recorded(
         failovers: &parts.failovers,
     };
     let events = runtime
-        .block_on(drive_backend(
-            test,
-            backend,
-            &servers,
-            moto.as_ref(),
-            &options,
-            planned,
-            history,
-            watch,
-        ))
+        .block_on(drive_backend(test, backend, &servers, &options, planned, history, watch))
         .map_err(|error| RealFailure::Server(error.or_interrupted()))?;
     let wall_s = started.elapsed().as_secs_f64();
-    drop(moto);
     drop(servers);
     lockcheck_workloads::interrupt::hold_before("check");
     let mut analysis = analyze_events(&events, &test.checks()).map_err(|error| {
@@ -200,25 +187,6 @@ fn moto_finding(storage: StorageKind, analysis: &Analysis) -> Option<String> {
              lock between (docs/storage.md)"
         )
     })
-}
-
-/// The S3 server of a run with an S3 storage, started, with its bucket.
-fn start_moto(test: &RunOptions, chatty: bool) -> Result<Option<MotoServer>, RealError> {
-    if !test.storage.is_s3() {
-        return Ok(None);
-    }
-    let started = Instant::now();
-    let moto = MotoServer::start()?;
-    moto.create_bucket(s3::BUCKET)?;
-    if chatty {
-        eprintln!(
-            "started a private moto S3 server on {} ({:.1} s): storage {}",
-            moto.endpoint(),
-            started.elapsed().as_secs_f64(),
-            test.storage.name()
-        );
-    }
-    Ok(Some(moto))
 }
 
 /// What a run's faults strike: the lock servers lockcheck manages, the
@@ -278,7 +246,6 @@ async fn drive_backend(
     test: &RunOptions,
     backend: RealBackend,
     servers: &Servers,
-    moto: Option<&MotoServer>,
     options: &DriveOptions,
     planned: Planned<'_>,
     history: Option<HistoryFile>,
@@ -321,22 +288,16 @@ async fn drive_backend(
         done.and(failed_over)
     };
     let workload = &options.workload;
-    // The S3 storage is reached directly, not through the proxy: the
-    // network faults strike the lock service's links.
-    let s3_url = match moto {
-        Some(moto) => {
-            s3::prepare(&moto.endpoint(), s3::BUCKET, workload.resources_in_use()).await?;
-            Some(s3::storage_url(test.storage, &moto.endpoint(), s3::BUCKET))
+    match &servers.s3 {
+        Some(bucket) => {
+            s3::prepare(&bucket.endpoint, s3::BUCKET, workload.resources_in_use()).await?
         }
-        None => {
-            Storage::prepare(&servers.storage, workload.resources_in_use()).await?;
-            None
-        }
-    };
+        None => Storage::prepare(&servers.storage, workload.resources_in_use()).await?,
+    }
     let config = |logical: u32| ClientConfig {
         name: format!("client-{logical}"),
         deadline: Duration::from_millis((workload.ttl_ms / 4).clamp(20, 2000)),
-        storage_url: s3_url.clone().unwrap_or_else(|| servers.routes[logical as usize].1.clone()),
+        storage_url: servers.routes[logical as usize].1.clone(),
         fenced_storage: test.fencing,
     };
     let exec_env = |logical: u32| servers.exec_env(logical);

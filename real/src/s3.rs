@@ -1,5 +1,5 @@
 //! The real S3 storage: an `object_store` [`AmazonS3`] client against an S3
-//! server (moto's, which lockcheck starts: `moto.rs`), the transport
+//! server (moto's, which lockcheck starts: `servers/moto.rs`), the transport
 //! ([`S3Objects`]) of the recipe both worlds share
 //! (`lockcheck_workloads::s3`). A run with an S3 `--storage` gives each
 //! client a storage URL that names its kind, the endpoint and the bucket,
@@ -82,7 +82,7 @@ fn client(endpoint: &str, bucket: &str, deadline: Duration) -> Result<AmazonS3, 
 
 /// Deletes the objects of `resources`, and of their per-unit resources
 /// (`report:day-3` of `report`), so a test starts from empty resources.
-/// The bucket must exist (moto's: [`crate::moto::MotoServer::create_bucket`]).
+/// The bucket must exist (on moto's server: [`crate::moto::create_bucket`]).
 pub async fn prepare(endpoint: &str, bucket: &str, resources: &[String]) -> Result<(), RealError> {
     use futures_util::StreamExt;
     let store = client(endpoint, bucket, SETUP_TIMEOUT)?;

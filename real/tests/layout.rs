@@ -1,7 +1,7 @@
 //! Servers as data: each server kind is one value in its own file of
 //! `real/src/servers/`, and no code matches on a kind but the few sites
-//! listed here, each with why it must. A new kind (ZooKeeper, an S3
-//! server, PgBouncer) is then one file and one line of `KINDS`.
+//! listed here, each with why it must. A new kind (ZooKeeper, PgBouncer)
+//! is then one file and one line of `KINDS`, as moto's S3 server was.
 //!
 //! The machinery asks a kind for what differs: data (binaries, package,
 //! ports, stop signal, whether libfaketime works, the user it runs as
@@ -189,4 +189,27 @@ fn every_kind_is_one_value_in_its_own_file() {
     let outside = machinery.replace(list, "");
     let named: Vec<&str> = outside.lines().filter(|line| !kind_mentions(line).is_empty()).collect();
     assert!(named.is_empty(), "servers/mod.rs names a kind outside KINDS: {named:?}");
+}
+
+#[test]
+fn only_the_machinery_starts_a_server() {
+    // Each kind's binary is named in its own file alone: no other code runs
+    // it, with a start, a probe and a cleanup of its own. A binary named as
+    // a kind is (`postgres`, `etcd`) is left out: that word is also a
+    // database's, a URL scheme's, a message's.
+    for kind in ServerKind::ALL {
+        let own = format!("real/src/servers/{}.rs", kind.name());
+        for source in SOURCES {
+            for file in rust_files(&root().join(source)) {
+                let name = file.strip_prefix(root()).unwrap().to_string_lossy().replace('\\', "/");
+                let code = code_of(&file);
+                for binary in
+                    kind.binaries().iter().filter(|binary| ServerKind::parse(binary).is_err())
+                {
+                    let named = code.contains(&format!("\"{binary}\""));
+                    assert!(!named || name == own, "{name} names {binary}: only {own} may");
+                }
+            }
+        }
+    }
 }

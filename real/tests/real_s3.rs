@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use lockcheck_checker::names::{EXACTLY_ONCE, RESOURCE_SAFETY};
 use lockcheck_checker::{Analysis, EventType, Function, Verdict, ViolationKind};
-use lockcheck_real::{execute, MotoServer, RealRun};
+use lockcheck_real::{execute, ManagedServer, RealRun, ServerKind};
 use lockcheck_workloads::{
     Backend, FaultKind, RunOptions, StallPoint, StorageKind, Workload, World,
 };
@@ -23,8 +23,8 @@ const FIND_WITHIN: u64 = 5;
 
 /// Fails at once, with the install line, when moto's server is missing.
 fn require_moto() {
-    if let Err(error) = MotoServer::start() {
-        panic!("these tests need moto's S3 server: {error} (pip install 'moto[server]')");
+    if let Err(error) = ManagedServer::start(ServerKind::Moto) {
+        panic!("these tests need moto's S3 server: {error}");
     }
 }
 

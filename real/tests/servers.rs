@@ -1,7 +1,8 @@
 //! The servers the tool manages: each kind starts and answers, and no server
 //! process (nor its temporary directory) outlives the tool, whatever way
 //! the tool exits. Needs the server packages (redis-server, postgresql,
-//! mariadb-server, etcd-server): a missing one fails these tests.
+//! mariadb-server, etcd-server, and PyPI's moto[server]): a missing one
+//! fails these tests.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -12,8 +13,8 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use lockcheck_real::RealError;
-use lockcheck_real::{stop_all, ManagedServer, ServerKind, ServerOptions};
+use lockcheck_real::{stop_all, ManagedServer, Package, ServerKind, ServerOptions};
+use lockcheck_real::{RealError, UnknownServer};
 
 /// Selects what a re-executed copy of this test binary does.
 const CHILD_MODE: &str = "LOCKCHECK_SERVERS_TEST_CHILD";
@@ -193,6 +194,67 @@ fn etcd_starts_answers_and_is_gone_after_stop() {
     assert_stopped("etcd", pid, &dir);
 }
 
+/// An HTTP/1.1 request without a body; the status line, and the rest
+/// (headers and body).
+fn http(port: u16, method: &str, path: &str) -> (String, String) {
+    let mut stream = connect(port);
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).expect("send a request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("a response");
+    let (status, rest) = response.split_once("\r\n").unwrap_or((&response, ""));
+    (status.to_string(), rest.to_string())
+}
+
+/// The year of an HTTP response's `Date` header (`Date: Mon, 07 Dec 2026
+/// 15:19:42 GMT`).
+fn date_year(headers: &str) -> u32 {
+    let date = headers.lines().find_map(|line| line.strip_prefix("Date: "));
+    let year = date.and_then(|date| date.split_whitespace().nth(3)?.parse().ok());
+    year.unwrap_or_else(|| panic!("no Date header with a year in {headers}"))
+}
+
+#[test]
+fn moto_starts_answers_and_is_gone_after_stop() {
+    let server = start(ServerKind::Moto);
+    assert_eq!(server.url(), format!("http://127.0.0.1:{}", server.port()));
+    let (status, _) = http(server.port(), "PUT", "/lockcheck-test-bucket");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    // S3's ListBuckets, the readiness probe's request, lists it.
+    let (status, response) = http(server.port(), "GET", "/");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(response.contains("<Name>lockcheck-test-bucket</Name>"), "{response}");
+    let (pid, dir) = (server.pid(), server.dir().to_path_buf());
+    let name = dir.file_name().and_then(|name| name.to_str()).unwrap_or_default().to_string();
+    assert!(name.starts_with(&format!("lockcheck-moto-{}-", std::process::id())), "{name}");
+    assert!(dir.join("server.log").is_file(), "its log is in its folder");
+    server.stop();
+    assert_stopped("moto", pid, &dir);
+}
+
+#[test]
+fn moto_runs_under_a_faked_clock() {
+    let options = ServerOptions { faketime: true, ..ServerOptions::default() };
+    let server = ManagedServer::start_with(ServerKind::Moto, &options)
+        .unwrap_or_else(|error| panic!("moto must start under libfaketime: {error}"));
+    let real = date_year(&http(server.port(), "GET", "/").1);
+    // 400 days ahead: next year at least, whatever today is.
+    server.set_clock(400 * 86_400_000).expect("its clock is set");
+    let faked = date_year(&http(server.port(), "GET", "/").1);
+    assert!(faked > real, "moto's Date says {faked}, real time says {real}");
+}
+
+#[test]
+fn moto_is_a_server_kind_by_its_name() {
+    assert_eq!(ServerKind::parse("moto"), Ok(ServerKind::Moto));
+    assert!(ServerKind::ALL.contains(&ServerKind::Moto));
+    let unknown = ServerKind::parse("s3").unwrap_err();
+    assert_eq!(unknown, UnknownServer { name: "s3".to_string() });
+    assert!(unknown.to_string().ends_with("etcd or moto"), "{unknown}");
+}
+
 #[test]
 fn etcd_cluster_of_three_replicates() {
     let members = ManagedServer::start_etcd_cluster(3, &ServerOptions::default())
@@ -263,8 +325,9 @@ fn a_paused_redis_answers_only_after_resume() {
 }
 
 /// The ways the tool can end, each run in a copy of this test binary that
-/// holds a Redis and a PostgreSQL server (started as the `postgres` user
-/// when root): what its exit must look like, and whether the servers'
+/// holds a Redis, a PostgreSQL (started as the `postgres` user when root)
+/// and a moto server (a Python program behind pyenv's shell shims, which
+/// exec it, so the parent-death signal reaches it): what its exit must look like, and whether the servers'
 /// directories are deleted. After SIGKILL, or `exit` without [`stop_all`],
 /// no code of the tool runs: the parent-death signal still kills the
 /// servers, but their directories stay.
@@ -317,7 +380,8 @@ fn no_server_outlives_any_way_the_tool_exits() {
 fn child_holding_servers(mode: &str) {
     let redis = start(ServerKind::Redis);
     let postgres = start(ServerKind::Postgres);
-    for server in [&redis, &postgres] {
+    let moto = start(ServerKind::Moto);
+    for server in [&redis, &postgres, &moto] {
         println!("SERVER {} {}", server.pid(), server.dir().display());
     }
     println!("READY");
@@ -374,7 +438,7 @@ fn exit_and_check(mode: &str, expected: Expected, deletes: bool) {
             servers.push((pid.parse().expect("a pid"), PathBuf::from(dir)));
         }
     }
-    assert_eq!(servers.len(), 2, "{mode}: redis and postgres");
+    assert_eq!(servers.len(), 3, "{mode}: redis, postgres and moto");
     if let Some(signal) = mode.strip_prefix("sig") {
         let sent = Command::new("kill")
             .args(["-s", &signal.to_uppercase(), &child.id().to_string()])
@@ -434,20 +498,29 @@ fn wait(child: &mut std::process::Child, timeout: Duration) -> Option<ExitStatus
     }
 }
 
+/// Starting `kind` fails for want of its binary, named with its package
+/// and the command that installs it.
+fn assert_missing(kind: ServerKind, binary: &str, package: Package, install: &str) {
+    match ManagedServer::start(kind) {
+        Err(RealError::MissingBinary { binary: missing, package: named }) => {
+            assert_eq!((missing, named), (binary, package));
+            let error = RealError::MissingBinary { binary: missing, package: named };
+            assert!(error.to_string().contains(install), "{error}");
+        }
+        Err(error) => panic!("expected a missing {binary}, got {error}"),
+        Ok(server) => panic!("{binary} started from {}", server.dir().display()),
+    }
+}
+
 #[test]
-fn a_missing_binary_names_its_debian_package() {
+fn a_missing_binary_names_its_package() {
     if std::env::var(CHILD_MODE).as_deref() == Ok("missing") {
         // PATH holds setpriv only.
-        match ManagedServer::start(ServerKind::Redis) {
-            Err(RealError::MissingBinary { binary, package }) => {
-                assert_eq!((binary, package), ("redis-server", "redis-server"));
-                let error = RealError::MissingBinary { binary, package };
-                assert!(error.to_string().contains("apt-get install -y redis-server"), "{error}");
-                return;
-            }
-            Err(error) => panic!("expected a missing binary, got {error}"),
-            Ok(server) => panic!("redis-server started from {}", server.dir().display()),
-        }
+        let redis = Package::Debian("redis-server");
+        assert_missing(ServerKind::Redis, "redis-server", redis, "apt-get install -y redis-server");
+        let moto = Package::Python("moto[server]");
+        assert_missing(ServerKind::Moto, "moto_server", moto, "pip install 'moto[server]'");
+        return;
     }
     let bin = std::env::temp_dir().join(format!("lockcheck-test-path-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&bin);
@@ -458,7 +531,7 @@ fn a_missing_binary_names_its_debian_package() {
         .expect("setpriv (util-linux) is installed");
     std::os::unix::fs::symlink(setpriv, bin.join("setpriv")).expect("link setpriv");
     let status = Command::new(std::env::current_exe().expect("the test binary"))
-        .args(["--exact", "a_missing_binary_names_its_debian_package", "--nocapture"])
+        .args(["--exact", "a_missing_binary_names_its_package", "--nocapture"])
         .env(CHILD_MODE, "missing")
         .env("PATH", &bin)
         .stdout(Stdio::null())

@@ -14,7 +14,7 @@ use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::time::Instant;
 
 use super::{
-    read_reply, release_ports, reserve_ports, EnvUrls, Launch, ManagedServer, ServerKind,
+    read_reply, release_ports, reserve_ports, EnvUrls, Launch, ManagedServer, Package, ServerKind,
     ServerOptions, Site, PORT_ATTEMPTS, STOP_GRACE,
 };
 use crate::proxy::Proxy;
@@ -29,7 +29,7 @@ impl ServerKind {
         name: "etcd",
         aliases: &[],
         binaries: &["etcd"],
-        package: "etcd-server",
+        package: Package::Debian("etcd-server"),
         bin_dir: None,
         root_user: None,
         stop_signal: "TERM",

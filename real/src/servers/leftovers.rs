@@ -162,9 +162,16 @@ mod tests {
         let name = folder_name("postgres", owner, 3);
         assert_eq!(name, "lockcheck-postgres-4242-987654-3");
         assert_eq!(parse_folder_name(&name), Some(owner));
+        for kind in ServerKind::ALL {
+            let name = folder_name(kind.name(), owner, 0);
+            assert_eq!(parse_folder_name(&name), Some(owner), "{name}");
+        }
         for other in [
             // The former naming, without the start time: not this pattern.
             "lockcheck-postgres-4242-0",
+            // moto's log before it was a managed server: a file, and not
+            // this pattern either.
+            "lockcheck-moto-4242-0.log",
             "lockcheck-oracle-1-2-3",
             "lockcheck-redis-1-2-3-4",
             "lockcheck-redis-1-2-",
@@ -210,9 +217,10 @@ mod tests {
         let gone = root.join(folder_name("postgres", dead, 0));
         let gone_reused = root.join(folder_name("redis", reused, 1));
         let live = root.join(folder_name("redis", me, 2));
+        let gone_moto = root.join(folder_name("moto", dead, 3));
         let other = root.join(format!("lockcheck-postgres-{}-0", dead.pid));
         let stranger = root.join("someone-else");
-        for dir in [&gone, &gone_reused, &live, &other, &stranger] {
+        for dir in [&gone, &gone_reused, &gone_moto, &live, &other, &stranger] {
             fs::create_dir_all(dir.join("data")).expect("made");
             fs::write(dir.join("data").join("file"), vec![0u8; 2_500]).expect("written");
         }
@@ -221,9 +229,9 @@ mod tests {
         std::os::unix::fs::symlink(&stranger, &link).expect("linked");
         let removed = sweep(&root);
         let paths: Vec<&PathBuf> = removed.iter().map(|removed| &removed.path).collect();
-        assert_eq!(paths, vec![&gone, &gone_reused], "{removed:?}");
+        assert_eq!(paths, vec![&gone_moto, &gone, &gone_reused], "{removed:?}");
         assert!(removed.iter().all(|removed| removed.bytes == 2_500), "{removed:?}");
-        assert!(!gone.exists() && !gone_reused.exists());
+        assert!(!gone.exists() && !gone_reused.exists() && !gone_moto.exists());
         for kept in [&live, &other, &stranger] {
             assert!(kept.join("data").join("file").is_file(), "{} removed", kept.display());
         }

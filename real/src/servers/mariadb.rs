@@ -7,7 +7,7 @@ use std::fs;
 use std::io;
 use std::net::TcpStream;
 
-use super::{flag, read_reply, EnvUrls, ServerKind, Site};
+use super::{flag, read_reply, EnvUrls, Package, ServerKind, Site};
 
 // Named like the enum variant it replaced, so that callers read the same.
 #[allow(non_upper_case_globals)]
@@ -17,7 +17,7 @@ impl ServerKind {
         name: "mariadb",
         aliases: &["mysql"],
         binaries: &["mariadbd", "mariadb-install-db"],
-        package: "mariadb-server",
+        package: Package::Debian("mariadb-server"),
         bin_dir: None,
         root_user: None,
         stop_signal: "TERM",

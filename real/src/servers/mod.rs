@@ -3,7 +3,8 @@
 //! free loopback ports, each in its own temporary directory.
 //!
 //! A kind is one value, in its own file of this folder (`redis.rs`,
-//! `postgres.rs`, `mariadb.rs`, `etcd.rs`), listed once in [`KINDS`]: its
+//! `postgres.rs`, `mariadb.rs`, `etcd.rs`, `moto.rs`), listed once in
+//! [`KINDS`]: its
 //! binaries, its arguments, how its folder is prepared, its readiness probe,
 //! its ports, its stop signal and whether libfaketime works on it. The
 //! machinery here asks the value and never names a kind.
@@ -60,14 +61,22 @@ use super::RealError;
 mod etcd;
 mod leftovers;
 mod mariadb;
+mod moto;
 mod postgres;
 mod redis;
+
+pub(crate) use moto::http_status;
 
 /// Every kind of server the tool can start, in the order kinds are listed
 /// (in messages, and in the exec backend's environment). A new kind is a
 /// file of this folder with its value, and one line here.
-const KINDS: &[ServerKind] =
-    &[ServerKind::Redis, ServerKind::Postgres, ServerKind::Mariadb, ServerKind::Etcd];
+const KINDS: &[ServerKind] = &[
+    ServerKind::Redis,
+    ServerKind::Postgres,
+    ServerKind::Mariadb,
+    ServerKind::Etcd,
+    ServerKind::Moto,
+];
 
 /// A kind of server the tool can start: what sets it apart from the
 /// others, as data, and as functions where behaviour differs (its
@@ -83,8 +92,8 @@ pub struct ServerKind {
     aliases: &'static [&'static str],
     /// The binaries it needs: the server first, then its setup tool, if any.
     binaries: &'static [&'static str],
-    /// The Debian package that installs them.
-    package: &'static str,
+    /// The package that installs them.
+    package: Package,
     /// The directory that holds all its binaries, when they are not looked
     /// for one by one on PATH (PostgreSQL's, which is versioned).
     bin_dir: Option<fn() -> Option<PathBuf>>,
@@ -116,6 +125,50 @@ pub struct ServerKind {
     /// The variables that tell the exec backend's program where servers of
     /// this kind are (docs/exec-protocol.md), in order.
     exec_env: &'static [(&'static str, EnvUrls)],
+}
+
+/// Where a binary comes from: a missing one's error says how to install it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Package {
+    /// A Debian package (`apt-get install -y redis-server`): the servers,
+    /// `setpriv`, libfaketime.
+    Debian(&'static str),
+    /// A Python package from PyPI (`pip install 'moto[server]'`): moto's
+    /// S3 server, which Debian does not package.
+    Python(&'static str),
+}
+
+impl Package {
+    /// Its name, as its installer takes it (`moto[server]`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Package::Debian(name) | Package::Python(name) => name,
+        }
+    }
+
+    /// The command that installs it.
+    pub fn install_command(self) -> String {
+        match self {
+            Package::Debian(name) => format!("apt-get install -y {name}"),
+            // Quoted: a shell would expand `moto[server]` as a pattern.
+            Package::Python(name) => format!("pip install '{name}'"),
+        }
+    }
+
+    /// What to do about a binary it installs that is missing. A server
+    /// from Debian can also be given by URL (`--redis-url`, …); moto's
+    /// S3 server cannot, so its advice is to install it.
+    pub(crate) fn advice(self) -> String {
+        match self {
+            Package::Debian(name) => format!(
+                "install the Debian package `{name}` ({}), or point --url at a running server",
+                self.install_command()
+            ),
+            Package::Python(name) => {
+                format!("install the Python package `{name}` ({})", self.install_command())
+            }
+        }
+    }
 }
 
 /// Which URLs of a kind's servers an exec variable holds.
@@ -176,8 +229,8 @@ impl ServerKind {
         self.binaries
     }
 
-    /// The Debian package that installs the binaries.
-    pub fn package(&self) -> &'static str {
+    /// The package that installs the binaries.
+    pub fn package(&self) -> Package {
         self.package
     }
 
@@ -290,6 +343,9 @@ impl Default for ServerOptions {
         ServerOptions { persistent: false, ready_timeout: Duration::from_secs(60), faketime: false }
     }
 }
+
+/// The package of `setpriv`, through which every server is started.
+pub(crate) const SETPRIV_PACKAGE: Package = Package::Debian("util-linux");
 
 /// How long a server may take to stop cleanly before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(5);
@@ -694,7 +750,7 @@ impl Programs {
     /// each on PATH.
     fn locate(kind: &ServerKind) -> Result<Programs, RealError> {
         let setpriv = find_on_path("setpriv")
-            .ok_or(RealError::MissingBinary { binary: "setpriv", package: "util-linux" })?;
+            .ok_or(RealError::MissingBinary { binary: "setpriv", package: SETPRIV_PACKAGE })?;
         let missing = |binary| RealError::MissingBinary { binary, package: kind.package };
         let server_binary = kind.binaries.first().copied().unwrap_or(kind.name);
         let setup_binary = kind.binaries.get(1).copied();
@@ -748,7 +804,10 @@ impl FakeClock {
             .iter()
             .map(|dir| Path::new(dir).join(FAKETIME_LIBRARY))
             .find(|library| library.is_file())
-            .ok_or(RealError::MissingBinary { binary: FAKETIME_LIBRARY, package: "faketime" })
+            .ok_or(RealError::MissingBinary {
+                binary: FAKETIME_LIBRARY,
+                package: Package::Debian("faketime"),
+            })
     }
 
     /// The clock of a server living in `dir`, at real time until set.
@@ -1163,7 +1222,7 @@ mod tests {
     #[test]
     fn every_kind_is_found_by_its_names_and_only_by_them() {
         let names: Vec<&str> = ServerKind::ALL.iter().map(ServerKind::name).collect();
-        assert_eq!(names, ["redis", "postgres", "mariadb", "etcd"]);
+        assert_eq!(names, ["redis", "postgres", "mariadb", "etcd", "moto"]);
         for kind in ServerKind::ALL {
             assert_eq!(ServerKind::parse(kind.name()), Ok(*kind));
         }
@@ -1171,7 +1230,7 @@ mod tests {
         let unknown = ServerKind::parse("oracle").unwrap_err();
         assert_eq!(
             unknown.to_string(),
-            "unknown server \"oracle\": use redis (redis*5 for five), postgres, mysql or etcd"
+            "unknown server \"oracle\": use redis (redis*5 for five), postgres, mysql, etcd or moto"
         );
         assert!(ServerKind::parse("Redis").is_err() && ServerKind::parse("").is_err());
     }
@@ -1180,8 +1239,8 @@ mod tests {
     fn kinds_compare_by_name_and_sort_in_their_list_order() {
         assert_eq!(ServerKind::Redis, ServerKind::parse("redis").unwrap());
         assert_ne!(ServerKind::Redis, ServerKind::Etcd);
-        let mut kinds = vec![ServerKind::Etcd, ServerKind::Mariadb, ServerKind::Redis];
-        kinds.push(ServerKind::Postgres);
+        let mut kinds = vec![ServerKind::Moto, ServerKind::Etcd, ServerKind::Mariadb];
+        kinds.extend([ServerKind::Redis, ServerKind::Postgres]);
         kinds.sort();
         assert_eq!(kinds, ServerKind::ALL);
         assert_eq!(format!("{:?}", ServerKind::Etcd), "ServerKind(\"etcd\")");
@@ -1194,17 +1253,20 @@ mod tests {
         assert_eq!(url(ServerKind::Postgres), "postgres://postgres@127.0.0.1:6000/postgres");
         assert_eq!(url(ServerKind::Mariadb), "mysql://root@127.0.0.1:6000/test");
         assert_eq!(url(ServerKind::Etcd), "http://127.0.0.1:6000");
+        assert_eq!(url(ServerKind::Moto), "http://127.0.0.1:6000");
         assert_eq!(ServerKind::Postgres.binaries(), ["postgres", "initdb"]);
-        assert_eq!(ServerKind::Mariadb.package(), "mariadb-server");
+        assert_eq!(ServerKind::Moto.binaries(), ["moto_server"]);
+        assert_eq!(ServerKind::Mariadb.package(), Package::Debian("mariadb-server"));
+        assert_eq!(ServerKind::Moto.package(), Package::Python("moto[server]"));
         let signals: Vec<&str> = ServerKind::ALL.iter().map(|kind| kind.stop_signal).collect();
-        assert_eq!(signals, ["TERM", "INT", "TERM", "TERM"]);
+        assert_eq!(signals, ["TERM", "INT", "TERM", "TERM", "TERM"]);
         let ports: Vec<usize> = ServerKind::ALL.iter().map(|kind| kind.ports).collect();
-        assert_eq!(ports, [1, 1, 1, 2]);
+        assert_eq!(ports, [1, 1, 1, 2, 1]);
         let fakeable: Vec<bool> =
             ServerKind::ALL.iter().map(|kind| kind.clock_is_fakeable()).collect();
-        assert_eq!(fakeable, [true, true, true, false]);
+        assert_eq!(fakeable, [true, true, true, false, true]);
         let several: Vec<bool> = ServerKind::ALL.iter().map(|kind| kind.allows_several()).collect();
-        assert_eq!(several, [true, false, false, false]);
+        assert_eq!(several, [true, false, false, false, false]);
     }
 
     #[test]
@@ -1249,6 +1311,7 @@ mod tests {
                 std::process::id()
             )
         );
+        assert_eq!(args(ServerKind::Moto, &[6000], &plain), "-H 127.0.0.1 -p 6000");
     }
 
     #[test]
@@ -1265,6 +1328,7 @@ mod tests {
         assert_eq!(prepare(ServerKind::Redis), None);
         assert!(dir.join("data").is_dir());
         assert_eq!(prepare(ServerKind::Etcd), None);
+        assert_eq!(prepare(ServerKind::Moto), None);
         assert_eq!(
             prepare(ServerKind::Postgres).as_deref(),
             Some("-D DIR/data -U postgres -A trust -E UTF8 --locale=C --no-sync")
@@ -1303,9 +1367,27 @@ mod tests {
             env(ServerKind::Etcd, &["http://a", "http://b"]),
             ["LOCKCHECK_ETCD_ENDPOINTS=http://a,http://b"]
         );
+        assert_eq!(env(ServerKind::Moto, &["http://s3"]), ["LOCKCHECK_S3_ENDPOINT=http://s3"]);
         for kind in ServerKind::ALL {
             assert!(env(*kind, &[]).is_empty(), "{kind:?}");
         }
+    }
+
+    #[test]
+    fn a_missing_binary_says_how_its_package_is_installed() {
+        let missing = |binary, package| RealError::MissingBinary { binary, package }.to_string();
+        assert_eq!(
+            missing("etcd", ServerKind::Etcd.package()),
+            "`etcd` is not installed: install the Debian package `etcd-server` (apt-get install \
+             -y etcd-server), or point --url at a running server"
+        );
+        // moto is not a Debian package, and no option takes an S3 URL.
+        assert_eq!(
+            missing("moto_server", ServerKind::Moto.package()),
+            "`moto_server` is not installed: install the Python package `moto[server]` (pip \
+             install 'moto[server]')"
+        );
+        assert_eq!(SETPRIV_PACKAGE.install_command(), "apt-get install -y util-linux");
     }
 
     #[test]

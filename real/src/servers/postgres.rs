@@ -12,7 +12,7 @@ use std::io::{self, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 
-use super::{find_on_path, is_executable, read_reply, EnvUrls, ServerKind, Site};
+use super::{find_on_path, is_executable, read_reply, EnvUrls, Package, ServerKind, Site};
 
 // Named like the enum variant it replaced, so that callers read the same.
 #[allow(non_upper_case_globals)]
@@ -23,7 +23,7 @@ impl ServerKind {
         name: "postgres",
         aliases: &[],
         binaries: &["postgres", "initdb"],
-        package: "postgresql",
+        package: Package::Debian("postgresql"),
         bin_dir: Some(bin_dir),
         root_user: Some("postgres"),
         stop_signal: "INT",

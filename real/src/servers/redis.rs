@@ -6,7 +6,7 @@ use std::fs;
 use std::io::{self, Write};
 use std::net::TcpStream;
 
-use super::{read_reply, EnvUrls, ServerKind, Site};
+use super::{read_reply, EnvUrls, Package, ServerKind, Site};
 
 // Named like the enum variant it replaced, so that callers read the same.
 #[allow(non_upper_case_globals)]
@@ -16,7 +16,7 @@ impl ServerKind {
         name: "redis",
         aliases: &[],
         binaries: &["redis-server"],
-        package: "redis-server",
+        package: Package::Debian("redis-server"),
         bin_dir: None,
         root_user: None,
         stop_signal: "TERM",
