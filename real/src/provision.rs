@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use lockcheck_workloads::{FaultKind, RunOptions, StorageKind, UrlService};
+use lockcheck_workloads::{FaultKind, RunOptions, Services, StorageKind, UrlService};
 
 use crate::catalogue::{LockService, RealBackend, ETCD_MEMBERS, ETCD_RING_MEMBERS};
 use crate::failover::RedisPair;
@@ -41,16 +41,14 @@ pub(crate) struct S3Storage {
 /// Dropping it stops and deletes the private ones.
 #[derive(Debug, Default)]
 pub(crate) struct Servers {
-    /// The run's PostgreSQL: the table storage's, and the lock server of
-    /// the postgres-* backends (and of an exec program's `postgres`).
-    /// Empty when the run needs none: an S3 storage and a backend that
-    /// locks elsewhere.
-    pub(crate) storage: String,
+    /// The services' URLs, given or of the servers started: one map, as
+    /// the run's options give them. PostgreSQL is the table storage's, and
+    /// the lock server of the postgres-* backends (and of an exec
+    /// program's `postgres`); none when the run needs none (an S3 storage
+    /// and a backend that locks elsewhere).
+    pub(crate) urls: Services,
     /// The S3 storage, when `--storage` is an S3 one.
     pub(crate) s3: Option<S3Storage>,
-    pub(crate) redis: Vec<String>,
-    pub(crate) mysql: Option<String>,
-    pub(crate) etcd: Vec<String>,
     /// The private servers that hold the locks: the nemesis' targets.
     pub(crate) lock: Vec<SharedServer>,
     /// The other private servers (the storage's PostgreSQL, or moto's S3).
@@ -154,20 +152,21 @@ impl Servers {
             })?,
             _ => Vec::new(),
         };
-        servers.storage = match test.services.url(UrlService::Postgres) {
-            Some(url) => url.to_string(),
+        let postgres = match test.services.url(UrlService::Postgres) {
+            Some(url) => vec![url.to_string()],
             None if needs_postgres(test.storage, service, &exec) => {
                 let options = if postgres_locks { &options } else { &storage_options };
-                servers.start(STORAGE, 1, postgres_locks, options)?.remove(0)
+                servers.start(STORAGE, 1, postgres_locks, options)?
             }
-            None => String::new(),
+            None => Vec::new(),
         };
+        servers.urls.set(UrlService::Postgres, postgres);
         if test.storage.is_s3() {
             servers.s3 = Some(servers.start_s3(test.storage, &storage_options)?);
         }
         match service {
             LockService::Redis { instances } => {
-                servers.redis = if let (true, Some(proxy)) =
+                let redis = if let (true, Some(proxy)) =
                     (faults.has(FaultKind::Failover), &servers.proxy)
                 {
                     let started = Instant::now();
@@ -189,6 +188,7 @@ impl Servers {
                 } else {
                     test.services.urls(UrlService::Redis).to_vec()
                 };
+                servers.urls.set(UrlService::Redis, redis);
             }
             LockService::Etcd => {
                 let asked = match faults.has(FaultKind::Partition) {
@@ -197,7 +197,7 @@ impl Servers {
                 };
                 let split = asked.iter().any(|shape| *shape != Shape::Client);
                 let given = test.services.urls(UrlService::Etcd);
-                servers.etcd = match (&servers.proxy, given.is_empty()) {
+                let etcd = match (&servers.proxy, given.is_empty()) {
                     (_, false) => given.to_vec(),
                     (Some(proxy), true) if split => {
                         let started = Instant::now();
@@ -224,18 +224,20 @@ impl Servers {
                     }
                     (_, true) => servers.start(ServerKind::Etcd, 1, true, &options)?,
                 };
+                servers.urls.set(UrlService::Etcd, etcd);
             }
             LockService::Mariadb => {
-                servers.mysql = Some(match test.services.url(UrlService::Mysql) {
-                    Some(url) => url.to_string(),
-                    None => servers.start(ServerKind::Mariadb, 1, true, &options)?.remove(0),
-                });
+                let mysql = match test.services.url(UrlService::Mysql) {
+                    Some(url) => vec![url.to_string()],
+                    None => servers.start(ServerKind::Mariadb, 1, true, &options)?,
+                };
+                servers.urls.set(UrlService::Mysql, mysql);
             }
             LockService::Postgres => {}
             LockService::Exec => {
                 for (kind, count) in exec {
                     let urls = if kind == STORAGE {
-                        vec![servers.storage.clone()]
+                        servers.urls.urls(UrlService::Postgres).to_vec()
                     } else {
                         servers.start(kind, count, true, &options)?
                     };
@@ -250,11 +252,10 @@ impl Servers {
     /// The lock servers' URLs.
     pub(crate) fn lock_urls(&self, backend: RealBackend) -> Vec<String> {
         match backend.service() {
-            LockService::Redis { .. } => self.redis.clone(),
-            LockService::Etcd => self.etcd.clone(),
-            LockService::Mariadb | LockService::Postgres => {
-                vec![self.mysql.clone().unwrap_or_else(|| self.storage.clone())]
-            }
+            LockService::Redis { .. } => self.urls.urls(UrlService::Redis).to_vec(),
+            LockService::Etcd => self.urls.urls(UrlService::Etcd).to_vec(),
+            LockService::Mariadb => self.urls.urls(UrlService::Mysql).to_vec(),
+            LockService::Postgres => self.urls.urls(UrlService::Postgres).to_vec(),
             LockService::Exec => self.exec.iter().map(|(_, url)| url.clone()).collect(),
         }
     }
@@ -325,7 +326,7 @@ impl Servers {
                     }
                     let storage = match &self.s3 {
                         Some(s3) => s3.url.clone(),
-                        None => proxied_url(proxy, &from, &storage_node, &self.storage)?,
+                        None => proxied_url(proxy, &from, &storage_node, self.postgres())?,
                     };
                     routes.push((locks, storage));
                 }
@@ -340,8 +341,13 @@ impl Servers {
     fn storage_url(&self) -> String {
         match &self.s3 {
             Some(s3) => s3.url.clone(),
-            None => self.storage.clone(),
+            None => self.postgres().to_string(),
         }
+    }
+
+    /// The run's PostgreSQL (empty: it has none).
+    pub(crate) fn postgres(&self) -> &str {
+        self.urls.url(UrlService::Postgres).unwrap_or_default()
     }
 
     /// The network a fault schedule strikes.
@@ -439,7 +445,7 @@ mod tests {
     fn an_s3_run_of_redis_starts_moto_and_no_postgres() {
         let servers = provision("redis", StorageKind::S3Cas, &[FaultKind::Partition]);
         assert_eq!(started(&servers), [ServerKind::Redis, ServerKind::Moto]);
-        assert_eq!(servers.storage, "", "no PostgreSQL URL");
+        assert_eq!(servers.urls.url(UrlService::Postgres), None, "no PostgreSQL URL");
         let s3 = servers.s3.clone().expect("an S3 storage");
         let moto = servers.other[0].url();
         assert_eq!(s3.endpoint, moto);
@@ -465,7 +471,7 @@ mod tests {
         let table = provision("redis", StorageKind::Table, &[]);
         assert_eq!(started(&table), [ServerKind::Redis, ServerKind::Postgres]);
         assert!(table.s3.is_none());
-        assert!(table.routes.iter().all(|(_, storage)| *storage == table.storage));
+        assert!(table.routes.iter().all(|(_, storage)| storage == table.postgres()));
         drop(table);
         let locks_in_postgres = provision("postgres-lease", StorageKind::S3Put, &[]);
         assert_eq!(started(&locks_in_postgres), [ServerKind::Postgres, ServerKind::Moto]);

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use lockcheck_checker::names::RESOURCE_SAFETY;
 use lockcheck_checker::{analyze_events, Analysis, Event, EventType, Function, ViolationKind};
 use lockcheck_workloads::{
-    FaultKind, HistoryFile, Holders, RunOptions, SharedRecorder, StorageKind, WorkloadOptions,
+    FaultKind, HistoryFile, Holders, RunOptions, SharedRecorder, StorageKind, UrlService,
+    WorkloadOptions,
 };
 
 use crate::catalogue::{Drive, LockService, RealBackend, ETCD_MIN_TTL_S};
@@ -253,8 +254,8 @@ async fn drive_backend(
 ) -> Result<Vec<Event>, RealError> {
     let lock_servers = &servers.lock;
     let sessions = match backend.service() {
-        LockService::Mariadb => servers.mysql.as_deref().map(|url| (url, true)),
-        LockService::Postgres => Some((servers.storage.as_str(), false)),
+        LockService::Mariadb => servers.urls.url(UrlService::Mysql).map(|url| (url, true)),
+        LockService::Postgres => Some((servers.postgres(), false)),
         _ => None,
     };
     let proxy = servers.proxy.as_ref();
@@ -292,7 +293,7 @@ async fn drive_backend(
         Some(bucket) => {
             s3::prepare(&bucket.endpoint, s3::BUCKET, workload.resources_in_use()).await?
         }
-        None => Storage::prepare(&servers.storage, workload.resources_in_use()).await?,
+        None => Storage::prepare(servers.postgres(), workload.resources_in_use()).await?,
     }
     let config = |logical: u32| ClientConfig {
         name: format!("client-{logical}"),
