@@ -322,6 +322,13 @@ pub struct CheckArgs {
     /// Let a single seed pick its faults and rates too, as --seeds does.
     #[arg(long)]
     pub swarm: bool,
+    /// Aims each fault at the holder whose window it breaks: a fault that
+    /// is due waits, within its slack, for such a holder (docs/guide.md#where-a-fault-aims).
+    /// On by default against real servers (they are always aimed: false is
+    /// refused there), off by default in the simulator, whose pinned seeds
+    /// are unaimed.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub aim: Option<bool>,
     /// No fencing tokens: grants carry none and the storage accepts any write.
     #[arg(long)]
     pub no_fencing: bool,
@@ -506,6 +513,7 @@ impl CheckArgs {
             persistent: self.persistent,
             pause_at: StallPoint::parse_list(&self.pause_at)?,
             storage: self.storage()?,
+            aim: self.aim.unwrap_or(false),
         };
         options.check()?;
         Ok(options)

@@ -23,6 +23,9 @@ pub fn real_options(args: &CheckArgs) -> Result<RealOptions, String> {
     if args.swarm || args.seeds > 1 {
         return Err("--swarm and --seeds apply to the simulated backends only".to_string());
     }
+    if args.aim == Some(false) {
+        return Err("--aim=false applies to the simulated backends only: real faults are always aimed".to_string());
+    }
     Ok(RealOptions {
         workload,
         faults: FaultKind::parse_list(args.nemesis.as_deref().unwrap_or("pause"))?,

@@ -20,6 +20,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use thiserror::Error;
 
+use crate::aim::{AimedRun, ClientClock, SimAim};
 use crate::client::{Backend, SimClient, Simulator, REPLICATED_HOSTS};
 use crate::consul::{self, Consul};
 use crate::etcd::{self, Member};
@@ -143,6 +144,10 @@ pub struct SimOptions {
     /// What holds the protected resources: the `storage` host's table
     /// (fenced when `fencing` is on), or an S3 object store.
     pub storage: StorageKind,
+    /// Each fault waits, within its slack, for the holder whose window it
+    /// breaks, as a real fault does (`crate::aim`). Off by default: the
+    /// pinned seeds' faults strike when and whom the seed drew.
+    pub aim: bool,
 }
 
 impl Default for SimOptions {
@@ -163,6 +168,7 @@ impl Default for SimOptions {
             persistent: false,
             pause_at: StallPoint::ALL.to_vec(),
             storage: StorageKind::Table,
+            aim: false,
         }
     }
 }
@@ -273,6 +279,7 @@ impl SimOptions {
             (self.swarm, " --swarm"),
             (!self.fencing, " --no-fencing"),
             (self.persistent, " --persistent"),
+            (self.aim, " --aim"),
         ] {
             if on {
                 arguments.push_str(flag);
@@ -575,7 +582,7 @@ impl Nemesis {
     }
 
     /// Moves the lock servers' clocks on by the active drifts over one step.
-    fn drift(&mut self, active: &[&Fault], step_ms: f64) {
+    fn drift(&mut self, active: &[Fault], step_ms: f64) {
         for fault in active {
             if let Action::ClockDrift { rate } = fault.action {
                 self.drift_ms += (rate - 1.0) * step_ms;
@@ -797,6 +804,9 @@ where
     let stalls: Vec<Stall> = (0..options.clients).map(|_| Stall::default()).collect();
     let client_clocks: Vec<Rc<Cell<i64>>> =
         (0..options.clients).map(|_| Rc::new(Cell::new(0))).collect();
+    // Each client's host clock, for aiming (read, never changed).
+    let aim_clocks: Vec<ClientClock> =
+        (0..options.clients).map(|_| ClientClock::default()).collect();
     let hosts = ClientHosts::new(options.clients);
     let mut on_host: Vec<Vec<Pin<Box<dyn Future<Output = ()>>>>> =
         (0..hosts.count()).map(|_| Vec::new()).collect();
@@ -804,10 +814,12 @@ where
         let (recorder, workload, stall) =
             (recorder.clone(), workload.clone(), stalls[logical as usize].clone());
         let clock = client_clocks[logical as usize].clone();
+        let aim_clock = aim_clocks[logical as usize].clone();
         let client_rng = SmallRng::seed_from_u64(rng.gen());
         let (clients, time_limit) = (options.clients, options.time_limit);
         let (primary, make, down) = (primary.clone(), make.clone(), down_hosts.clone());
         on_host[hosts.of(logical)].push(Box::pin(async move {
+            aim_clock.start();
             let name = format!("client-{logical}");
             let stall_hook = stall.clone();
             let (mut client, mut store) = make(ClientSetup {
@@ -845,6 +857,18 @@ where
         });
     }
 
+    let aim = options.aim.then(|| {
+        let run = AimedRun {
+            stalls: &stalls,
+            clocks: aim_clocks,
+            longest_hold: Duration::from_millis(workload.hold_ms.1),
+            ttl: Duration::from_millis(options.ttl_ms),
+            pause_at: &pause_at,
+            quiet_end: options.time_limit.saturating_sub(rates.quiet_end),
+            tick: TICK,
+        };
+        SimAim::new(&faults, run)
+    });
     let mut nemesis = Nemesis {
         lock_hosts: nemesis_hosts,
         knobs,
@@ -858,8 +882,10 @@ where
         drift_ms: 0.0,
         client_hosts: hosts,
     };
-    let mut pending = faults.iter().peekable();
-    let mut active: Vec<&Fault> = Vec::new();
+    let mut pending = faults.iter().enumerate().peekable();
+    // Due, and waiting for its aim (with `aim` on).
+    let mut due: Option<(usize, &Fault)> = None;
+    let mut active: Vec<Fault> = Vec::new();
     let mut last = Duration::ZERO;
     loop {
         if let Some(signal) = lockcheck_workloads::interrupt::signal() {
@@ -877,18 +903,33 @@ where
         nemesis.drift(&active, (now - last).as_secs_f64() * 1e3);
         last = now;
         // End what is over, and everything once the clients are done.
-        let (over, still): (Vec<&Fault>, Vec<&Fault>) =
+        let (over, still): (Vec<Fault>, Vec<Fault>) =
             active.into_iter().partition(|fault| done || fault.end <= now);
         active = still;
-        for fault in over {
+        for fault in &over {
             nemesis.stop(&mut sim, fault);
         }
         if done {
             break;
         }
-        while let Some(fault) = pending.next_if(|fault| fault.start <= now) {
-            nemesis.start(&mut sim, fault);
-            active.push(fault);
+        // Each fault strikes when due, or, aimed, once its holder comes or
+        // its slack is gone.
+        loop {
+            let Some((index, fault)) = due.or_else(|| pending.next_if(|(_, f)| f.start <= now))
+            else {
+                break;
+            };
+            let struck = match &aim {
+                Some(aim) => aim.strike(index, fault, now),
+                None => Some(fault.clone()),
+            };
+            let Some(struck) = struck else {
+                due = Some((index, fault));
+                break;
+            };
+            due = None;
+            nemesis.start(&mut sim, &struck);
+            active.push(struck);
         }
     }
     drop(sim);
