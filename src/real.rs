@@ -24,7 +24,10 @@ pub fn real_options(args: &CheckArgs) -> Result<RealOptions, String> {
         return Err("--swarm and --seeds apply to the simulated backends only".to_string());
     }
     if args.aim == Some(false) {
-        return Err("--aim=false applies to the simulated backends only: real faults are always aimed".to_string());
+        return Err(
+            "--aim=false applies to the simulated backends only: real faults are always aimed"
+                .to_string(),
+        );
     }
     Ok(RealOptions {
         workload,

@@ -187,11 +187,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_stall_waits_for_a_fresh_grant_and_strikes_it_after_the_grant() {
         let zero = Instant::now();
-        let stall = |client| Action::StallClient {
-            client,
-            stall_ms: 1500,
-            at: StallPoint::BeforeRelease,
-        };
+        let stall =
+            |client| Action::StallClient { client, stall_ms: 1500, at: StallPoint::BeforeRelease };
         // Due at 1 s, 3 s of quiet after it: 1.5 s of slack (half the gap).
         let faults = [fault(1000, 2500, stall(0)), fault(5500, 7000, stall(0))];
         let stalls: Vec<Stall> = (0..3).map(|_| Stall::default()).collect();
@@ -204,8 +201,14 @@ mod tests {
         tokio::time::advance(Duration::from_millis(20)).await;
         stalls[2].set_holding(true);
         let struck = aim.strike(0, &faults[0], Duration::from_millis(1040)).expect("aimed");
-        assert_eq!(struck.action, Action::StallClient { client: 2, stall_ms: 1500, at: StallPoint::BeforeRelease });
-        assert_eq!((struck.start, struck.end), (Duration::from_millis(1040), Duration::from_millis(2540)));
+        assert_eq!(
+            struck.action,
+            Action::StallClient { client: 2, stall_ms: 1500, at: StallPoint::BeforeRelease }
+        );
+        assert_eq!(
+            (struck.start, struck.end),
+            (Duration::from_millis(1040), Duration::from_millis(2540))
+        );
         // Past its grant, client 2 is no longer fresh: a stall drawn after
         // the grant goes to a point still ahead of it once the slack is gone.
         stalls[2].take_at(StallPoint::AfterGrant);
@@ -219,7 +222,10 @@ mod tests {
         let Action::StallClient { client, at, .. } = struck.action else { panic!("{struck:?}") };
         assert_eq!(client, 2, "the one holder");
         assert_ne!(at, StallPoint::AfterGrant, "a point behind the holder");
-        assert_eq!((struck.start, struck.end), (Duration::from_millis(7500), Duration::from_millis(9000)));
+        assert_eq!(
+            (struck.start, struck.end),
+            (Duration::from_millis(7500), Duration::from_millis(9000))
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -9,9 +9,16 @@
 //! clients' stall points say who holds what ([`crate::Stall::hold`]); a
 //! fault that finds no such holder within its slack strikes as drawn.
 //!
-//! The real world aims; the simulator does not: its faults strike when and
+//! Both worlds aim. The real world always does, waiting in real time
+//! ([`Holders::aim`]). The simulator does with `--aim` only, so that the
+//! seeds it pins keep their histories (unaimed, its faults strike when and
 //! whom the seed drew, a stall at the drawn point the next time the client
-//! passes it. Aiming there would change the histories its seeds pin.
+//! passes it); it looks once a step, in simulated time
+//! ([`Holders::look`]), and reads each hold against the clock of the host
+//! its client runs on ([`Clocks`]). The fallbacks are the same in both: a
+//! stall strikes a holder all the same ([`Holders::stalled`]), a client cut
+//! off the latest holder (the simulator's [`Holders::latest_holder`]; the
+//! real world reads it off its history).
 
 use std::time::Duration;
 
