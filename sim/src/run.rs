@@ -914,11 +914,9 @@ where
         }
         // Each fault strikes when due, or, aimed, once its holder comes or
         // its slack is gone.
-        loop {
-            let Some((index, fault)) = due.or_else(|| pending.next_if(|(_, f)| f.start <= now))
-            else {
-                break;
-            };
+        while let Some((index, fault)) =
+            due.take().or_else(|| pending.next_if(|(_, fault)| fault.start <= now))
+        {
             let struck = match &aim {
                 Some(aim) => aim.strike(index, fault, now),
                 None => Some(fault.clone()),
@@ -927,7 +925,6 @@ where
                 due = Some((index, fault));
                 break;
             };
-            due = None;
             nemesis.start(&mut sim, &struck);
             active.push(struck);
         }
