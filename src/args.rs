@@ -367,6 +367,13 @@ pub struct CheckArgs {
     /// Let a single seed pick its faults and rates too, as --seeds does.
     #[arg(long)]
     pub swarm: bool,
+    /// Aims each fault at the holder whose window it breaks: a fault that
+    /// is due waits, within its slack, for such a holder (docs/guide.md#where-a-fault-aims).
+    /// On by default against real servers (they are always aimed: false is
+    /// refused there), off by default in the simulator, whose pinned seeds
+    /// are unaimed.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub aim: Option<bool>,
     /// No fencing tokens: grants carry none and the storage accepts any write.
     #[arg(long)]
     pub no_fencing: bool,
@@ -560,6 +567,7 @@ impl CheckArgs {
             storage: self.storage()?,
             linearizability_timeout: self.linearizability_timeout,
             gate: self.gate.clone(),
+            aim: self.aim.unwrap_or(defaults.aim),
             ..defaults
         };
         match world {
@@ -570,6 +578,10 @@ impl CheckArgs {
             World::Real if self.swarm || self.seeds > 1 => {
                 Err("--swarm and --seeds apply to the simulated backends only".to_string())
             }
+            World::Real if self.aim == Some(false) => Err(
+                "--aim=false applies to the simulated backends only: real faults are always aimed"
+                    .to_string(),
+            ),
             World::Real => Ok(RunOptions {
                 restart_delay: self.restart_delay,
                 services: self.services()?,

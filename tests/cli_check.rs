@@ -192,6 +192,37 @@ fn the_replay_line_reproduces_the_verdict() {
         "15s",
         "--no-store",
     ]);
+    // Aimed: seed 2's cut finds the violation only aimed, so a replay
+    // without --aim would come out valid.
+    replays(&[
+        "check",
+        "--backend",
+        "sim-etcd",
+        "--nemesis",
+        "partition",
+        "--partition-shapes",
+        "client",
+        "--seed",
+        "2",
+        "--aim",
+        "--no-store",
+    ]);
+}
+
+/// `--aim` is off by default in the simulator (`--aim=false` is the
+/// default, and leaves the replay line as it was), and cannot be turned
+/// off against real servers, whose faults are always aimed.
+#[test]
+fn aiming_is_a_simulator_option_that_real_runs_cannot_turn_off() {
+    let unaimed = lockcheck(&["check", "--seed", "7", "--no-store"]);
+    let default = lockcheck(&["check", "--seed", "7", "--aim=false", "--no-store"]);
+    assert_eq!(without_wall_time(&stdout(&default)), without_wall_time(&stdout(&unaimed)));
+    assert!(!stdout(&unaimed).contains("--aim"), "{}", stdout(&unaimed));
+    let real = lockcheck(&["check", "--backend", "redis", "--aim=false", "--no-store"]);
+    assert_eq!(real.status.code(), Some(64), "{}", both(&real));
+    assert!(stderr(&real).contains("real faults are always aimed"), "{}", both(&real));
+    let unclear = lockcheck(&["check", "--aim=perhaps", "--no-store"]);
+    assert_eq!(unclear.status.code(), Some(64), "{}", both(&unclear));
 }
 
 #[test]

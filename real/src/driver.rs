@@ -197,8 +197,8 @@ where
 
 /// Carries out the stalls, recording each start and stop as the simulator
 /// does: `{"fault":"pause","targets":["client-3"],"stall_ms":…}`. The real
-/// world's stalls are aimed where they break locks (the simulator's stay
-/// where the seed put them, so that its histories stay its own): each
+/// world's stalls are aimed where they break locks (the simulator's only
+/// with `--aim`, so that its pinned seeds keep their histories): each
 /// waits, within its slack, for a client whose grant has just come back,
 /// with its whole hold ahead, else strikes a client holding a lock when it
 /// starts, if any does; and it is moved to a point still ahead in the
@@ -214,10 +214,7 @@ async fn stall_clients(
         tokio::time::sleep_until(start + fault.start).await;
         let aimed = holders.aim(Aim::Fresh, fault.client, fault.slack).await;
         // The drawn client picks among the holders.
-        let client = aimed.client.unwrap_or_else(|| match holders.holding().as_slice() {
-            [] => fault.client,
-            holding => holding[fault.client as usize % holding.len()],
-        });
+        let client = holders.stalled(aimed.client, fault.client);
         let at = holders.point_ahead(client, fault.at, fault.points, fault.stall_ms);
         let (start_at, end) = (fault.start + aimed.waited, fault.end + aimed.waited);
         let fault = StallFault { client, at, start: start_at, end, ..*fault };

@@ -9,9 +9,11 @@
 //! `redlock`, `semaphore`, `lease_table`, `etcd_lock`) over the
 //! simulator's connections (`redis_lock.rs`, `redlock.rs`,
 //! `lease_table.rs`, `etcd_client.rs`); `nemesis.rs` the faults and
-//! how they are drawn on the schedule both worlds share; `matrix.rs` the simulated truth
+//! how they are drawn on the schedule both worlds share, `aim.rs` where
+//! they aim with `--aim`; `matrix.rs` the simulated truth
 //! table; `shrink.rs` the search for a smaller failing run.
 
+mod aim;
 mod client;
 mod consul;
 mod etcd;

@@ -20,6 +20,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use thiserror::Error;
 
+use crate::aim::{AimedRun, ClientClock, SimAim};
 use crate::client::{Backend, SimClient, Simulator, REPLICATED_HOSTS};
 use crate::consul::{self, Consul};
 use crate::etcd::{self, Member};
@@ -486,7 +487,7 @@ impl Nemesis {
     }
 
     /// Moves the lock servers' clocks on by the active drifts over one step.
-    fn drift(&mut self, active: &[&Fault], step_ms: f64) {
+    fn drift(&mut self, active: &[Fault], step_ms: f64) {
         for fault in active {
             if let Action::ClockDrift { rate } = fault.action {
                 self.drift_ms += (rate - 1.0) * step_ms;
@@ -708,6 +709,9 @@ where
     let stalls: Vec<Stall> = (0..options.clients).map(|_| Stall::default()).collect();
     let client_clocks: Vec<Rc<Cell<i64>>> =
         (0..options.clients).map(|_| Rc::new(Cell::new(0))).collect();
+    // Each client's host clock, for aiming (read, never changed).
+    let aim_clocks: Vec<ClientClock> =
+        (0..options.clients).map(|_| ClientClock::default()).collect();
     let hosts = ClientHosts::new(options.clients);
     let mut on_host: Vec<Vec<Pin<Box<dyn Future<Output = ()>>>>> =
         (0..hosts.count()).map(|_| Vec::new()).collect();
@@ -715,10 +719,12 @@ where
         let (recorder, workload, stall) =
             (recorder.clone(), workload.clone(), stalls[logical as usize].clone());
         let clock = client_clocks[logical as usize].clone();
+        let aim_clock = aim_clocks[logical as usize].clone();
         let client_rng = SmallRng::seed_from_u64(rng.gen());
         let (clients, time_limit) = (options.clients, options.time_limit);
         let (primary, make, down) = (primary.clone(), make.clone(), down_hosts.clone());
         on_host[hosts.of(logical)].push(Box::pin(async move {
+            aim_clock.start();
             let name = format!("client-{logical}");
             let stall_hook = stall.clone();
             let (mut client, mut store) = make(ClientSetup {
@@ -756,6 +762,18 @@ where
         });
     }
 
+    let aim = options.aim.then(|| {
+        let run = AimedRun {
+            stalls: &stalls,
+            clocks: aim_clocks,
+            longest_hold: Duration::from_millis(workload.hold_ms.1),
+            ttl: Duration::from_millis(options.ttl_ms()),
+            pause_at: &pause_at,
+            quiet_end: options.time_limit.saturating_sub(rates.quiet_end),
+            tick: TICK,
+        };
+        SimAim::new(&faults, run)
+    });
     let mut nemesis = Nemesis {
         lock_hosts: nemesis_hosts,
         knobs,
@@ -769,8 +787,10 @@ where
         drift_ms: 0.0,
         client_hosts: hosts,
     };
-    let mut pending = faults.iter().peekable();
-    let mut active: Vec<&Fault> = Vec::new();
+    let mut pending = faults.iter().enumerate().peekable();
+    // Due, and waiting for its aim (with `aim` on).
+    let mut due: Option<(usize, &Fault)> = None;
+    let mut active: Vec<Fault> = Vec::new();
     let mut last = Duration::ZERO;
     loop {
         if let Some(signal) = lockcheck_workloads::interrupt::signal() {
@@ -788,18 +808,30 @@ where
         nemesis.drift(&active, (now - last).as_secs_f64() * 1e3);
         last = now;
         // End what is over, and everything once the clients are done.
-        let (over, still): (Vec<&Fault>, Vec<&Fault>) =
+        let (over, still): (Vec<Fault>, Vec<Fault>) =
             active.into_iter().partition(|fault| done || fault.end <= now);
         active = still;
-        for fault in over {
+        for fault in &over {
             nemesis.stop(&mut sim, fault);
         }
         if done {
             break;
         }
-        while let Some(fault) = pending.next_if(|fault| fault.start <= now) {
-            nemesis.start(&mut sim, fault);
-            active.push(fault);
+        // Each fault strikes when due, or, aimed, once its holder comes or
+        // its slack is gone.
+        while let Some((index, fault)) =
+            due.take().or_else(|| pending.next_if(|(_, fault)| fault.start <= now))
+        {
+            let struck = match &aim {
+                Some(aim) => aim.strike(index, fault, now),
+                None => Some(fault.clone()),
+            };
+            let Some(struck) = struck else {
+                due = Some((index, fault));
+                break;
+            };
+            nemesis.start(&mut sim, &struck);
+            active.push(struck);
         }
     }
     drop(sim);

@@ -9,9 +9,16 @@
 //! clients' stall points say who holds what ([`crate::Stall::hold`]); a
 //! fault that finds no such holder within its slack strikes as drawn.
 //!
-//! The real world aims; the simulator does not: its faults strike when and
+//! Both worlds aim. The real world always does, waiting in real time
+//! ([`Holders::aim`]). The simulator does with `--aim` only, so that the
+//! seeds it pins keep their histories (unaimed, its faults strike when and
 //! whom the seed drew, a stall at the drawn point the next time the client
-//! passes it. Aiming there would change the histories its seeds pin.
+//! passes it); it looks once a step, in simulated time
+//! ([`Holders::look`]), and reads each hold against the clock of the host
+//! its client runs on ([`Clocks`]). The fallbacks are the same in both: a
+//! stall strikes a holder all the same ([`Holders::stalled`]), a client cut
+//! off the latest holder (the simulator's [`Holders::latest_holder`]; the
+//! real world reads it off its history).
 
 use std::time::Duration;
 
@@ -22,6 +29,11 @@ use crate::stall::{Hold, Stall, StallPoint, StallPoints};
 
 /// How often a fault waiting for its aim looks again.
 const LOOK_EVERY: Duration = Duration::from_millis(2);
+
+/// Each client's clock now, by its index: the real world reads one clock
+/// for all; the simulator reads each client's host's (`None`: not yet
+/// readable).
+pub type Clocks<'a> = &'a dyn Fn(u32) -> Option<Instant>;
 
 /// The clients a fault may aim at, by their stall points.
 #[derive(Debug, Clone, Default)]
@@ -87,36 +99,80 @@ impl Holders {
 
     /// The clients holding a lock now, in order.
     pub fn holding(&self) -> Vec<u32> {
-        self.aimed_at(|_| true)
+        self.aimed_at(|_, _| true)
     }
 
     /// The clients holding a lock now as `aim` wants, in order.
     pub fn wanted(&self, aim: Aim) -> Vec<u32> {
-        let now = Instant::now();
+        self.wanted_at(aim, &|_| Some(Instant::now()))
+    }
+
+    /// As [`Holders::wanted`], with each client's clock read by `now`: the
+    /// simulator's clients each run on a host with a clock of its own,
+    /// which only the simulator can read. A client whose clock `now`
+    /// cannot read is not wanted.
+    pub fn wanted_at(&self, aim: Aim, now: Clocks<'_>) -> Vec<u32> {
         match aim {
-            Aim::Fresh => self.aimed_at(|hold| !hold.has_passed(StallPoint::AfterGrant)),
-            Aim::LongHold => self.aimed_at(|hold| {
+            Aim::Fresh => self.aimed_at(|_, hold| !hold.has_passed(StallPoint::AfterGrant)),
+            Aim::LongHold => self.aimed_at(|client, hold| {
+                let Some(now) = now(client) else { return false };
                 hold.until.is_some_and(|until| {
                     !self.long.is_zero() && until.saturating_duration_since(now) >= self.long
                 })
             }),
-            Aim::LeaseRunsOut { pace_percent, margin } => self.aimed_at(|hold| {
+            Aim::LeaseRunsOut { pace_percent, margin } => self.aimed_at(|client, hold| {
+                let Some(now) = now(client) else { return false };
                 let left = (hold.since + self.lease).saturating_duration_since(now);
                 let runs_out = now + left * 100 / pace_percent.max(1);
                 hold.until.is_some_and(|until| until >= runs_out + margin)
             }),
-            Aim::OutlastsLease { margin } => self.aimed_at(|hold| {
+            Aim::OutlastsLease { margin } => self.aimed_at(|client, hold| {
+                let Some(now) = now(client) else { return false };
                 hold.until.is_some_and(|until| until >= now + self.lease + margin)
             }),
         }
     }
 
-    fn aimed_at(&self, wanted: impl Fn(&Hold) -> bool) -> Vec<u32> {
+    fn aimed_at(&self, wanted: impl Fn(u32, &Hold) -> bool) -> Vec<u32> {
         (0u32..)
             .zip(&self.stalls)
-            .filter(|(_, stall)| stall.hold().is_some_and(|hold| wanted(&hold)))
+            .filter(|(at, stall)| stall.hold().is_some_and(|hold| wanted(*at, &hold)))
             .map(|(at, _)| at)
             .collect()
+    }
+
+    /// One look for a holder as `aim` wants, each client's clock read by
+    /// `now`: `pick` (drawn from the seed) chooses among several. The real
+    /// world looks again and again ([`Holders::aim`]); the simulator once
+    /// a step, in simulated time.
+    pub fn look(&self, aim: Aim, pick: u32, now: Clocks<'_>) -> Option<u32> {
+        let holders = self.wanted_at(aim, now);
+        (!holders.is_empty()).then(|| holders[pick as usize % holders.len()])
+    }
+
+    /// Whom a stall strikes, in either world: `aimed`, the holder it
+    /// waited for if one came; else one of the clients holding a lock now,
+    /// chosen by the `drawn` client; else the drawn client, at its next
+    /// pass of its point.
+    pub fn stalled(&self, aimed: Option<u32>, drawn: u32) -> u32 {
+        aimed.unwrap_or_else(|| match self.holding().as_slice() {
+            [] => drawn,
+            holding => holding[drawn as usize % holding.len()],
+        })
+    }
+
+    /// The client whose lock was granted latest among those holding one
+    /// now, each client's clock read by `now` (the youngest hold): whom a
+    /// cut that found no holder as it wanted falls back to.
+    pub fn latest_holder(&self, now: Clocks<'_>) -> Option<u32> {
+        (0u32..)
+            .zip(&self.stalls)
+            .filter_map(|(at, stall)| {
+                let (hold, now) = (stall.hold()?, now(at)?);
+                Some((now.saturating_duration_since(hold.since), at))
+            })
+            .min()
+            .map(|(_, at)| at)
     }
 
     /// Waits, from now and for at most `slack`, until a client holds a
@@ -125,11 +181,10 @@ impl Holders {
     pub async fn aim(&self, aim: Aim, pick: u32, slack: Duration) -> Aimed {
         let from = Instant::now();
         loop {
-            let holders = self.wanted(aim);
+            let found = self.look(aim, pick, &|_| Some(Instant::now()));
             let waited = from.elapsed();
-            if !holders.is_empty() {
-                let client = holders[pick as usize % holders.len()];
-                return Aimed { client: Some(client), waited };
+            if found.is_some() {
+                return Aimed { client: found, waited };
             }
             if waited >= slack {
                 return Aimed { client: None, waited };

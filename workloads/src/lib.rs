@@ -42,7 +42,7 @@ mod storage;
 pub mod user;
 mod workload;
 
-pub use aim::{slack, Aim, Aimed, Holders};
+pub use aim::{slack, Aim, Aimed, Clocks, Holders};
 pub use catalogue::{
     Backend, Catalogue, Entry, Recipe, Service, World, PERMITS, REDLOCK_INSTANCES,
 };

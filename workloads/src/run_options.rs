@@ -148,6 +148,11 @@ pub struct RunOptions {
     pub linearizability_timeout: Duration,
     /// The checkers whose findings fail the run (empty: all of them).
     pub gate: Vec<String>,
+    /// Each fault waits, within its slack, for the holder whose window it
+    /// breaks (`crate::Aim`). Real faults are always aimed; a simulated
+    /// run's are only when asked, as the pinned seeds' faults strike when
+    /// and whom the seed drew.
+    pub aim: bool,
 }
 
 impl Default for RunOptions {
@@ -186,6 +191,7 @@ impl RunOptions {
             exec: Vec::new(),
             linearizability_timeout: DEFAULT_LINEARIZABILITY_TIMEOUT,
             gate: Vec::new(),
+            aim: world == World::Real,
         }
     }
 
@@ -266,6 +272,7 @@ impl RunOptions {
             (self.swarm, "--swarm"),
             (!self.fencing, "--no-fencing"),
             (self.persistent, "--persistent"),
+            (self.aim && self.world == World::Simulated, "--aim"),
         ] {
             if on {
                 add(flag.to_string());
