@@ -22,9 +22,11 @@ mod nemesis;
 mod protocol;
 mod redis_lock;
 mod redlock;
+mod replicated;
 mod run;
 mod s3;
 mod server;
+mod service;
 mod storage;
 
 pub use client::{Backend, SimClient, Simulator, REDLOCK_HOSTS};
