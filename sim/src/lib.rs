@@ -3,9 +3,11 @@
 //! pauses, kills, delays and shifts clocks, all driven by one seed.
 //!
 //! Start at `run.rs`: [`run`] builds a simulation from [`RunOptions`] and
-//! returns the recorded history. `server.rs` holds the services' semantics,
-//! `client.rs` the catalogue ([`Backend`]) and the simulated client, which
-//! runs the recipes both worlds share (`lockcheck_workloads::redis_lock`,
+//! returns the recorded history. `service.rs` lists the simulated services,
+//! one module each (their hosts, how they start, their clients' sessions);
+//! `server.rs` holds the Redis-like state machine, `client.rs` the
+//! catalogue ([`Backend`]) and the simulated client, which runs the
+//! recipes both worlds share (`lockcheck_workloads::redis_lock`,
 //! `redlock`, `semaphore`, `lease_table`, `etcd_lock`) over the
 //! simulator's connections (`redis_lock.rs`, `redlock.rs`,
 //! `lease_table.rs`, `etcd_client.rs`); `nemesis.rs` the faults and

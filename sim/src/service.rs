@@ -19,17 +19,16 @@ use rand::Rng;
 use crate::client::Link;
 use crate::host::{serve, Knobs, Primary};
 use crate::server::ServerState;
-use crate::{consul, etcd, lease_table, redis_lock, redlock, replicated};
 
 /// Every simulated service, one line each. Exactly one keeps the locks of
 /// each simulated backend in a run, whatever its faults (a test holds it).
 const SERVICES: [&dyn SimService; 6] = [
-    &redis_lock::OneRedis,
-    &replicated::ReplicatedRedis,
-    &redlock::FiveRedis,
-    &lease_table::LeaseDatabase,
-    &etcd::EtcdCluster,
-    &consul::ConsulServer,
+    &crate::redis_lock::OneRedis,
+    &crate::replicated::ReplicatedRedis,
+    &crate::redlock::FiveRedis,
+    &crate::lease_table::LeaseDatabase,
+    &crate::etcd::EtcdCluster,
+    &crate::consul::ConsulServer,
 ];
 
 /// One simulated lock service: its hosts, how they start, and one
