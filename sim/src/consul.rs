@@ -20,19 +20,92 @@
 //! The recipe: create a session with the run's TTL and the backend's
 //! lock-delay, acquire the key with it (`LockIndex` as the token), renew the
 //! session, release the key and destroy the session.
+//!
+//! As a simulated service ([`ConsulServer`]): one host, [`CONSUL_HOST`],
+//! listed once in `crate::service`'s table.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use lockcheck_workloads::{Grant, Outcome};
+use lockcheck_workloads::{Backend, FaultKind, Grant, Outcome, Recipe, Service};
 use serde::{Deserialize, Serialize};
 use turmoil::net::TcpListener;
 
+use crate::client::Link;
 use crate::host::{serve_requests, Connection, Failure, Knobs, PORT};
+use crate::service::{Hosting, Pending, SimService, SimSession, Started};
 
 /// The Consul server's host name.
-pub(crate) const CONSUL_HOST: &str = "consul";
+const CONSUL_HOST: &str = "consul";
+
+/// Consul as a simulated service: one server on [`CONSUL_HOST`], whose
+/// state survives a restart.
+pub(crate) struct ConsulServer;
+
+impl SimService for ConsulServer {
+    fn keeps(&self, service: Service, _: &[FaultKind]) -> bool {
+        service == Service::Consul
+    }
+
+    fn lock_hosts(&self, _: Service) -> &'static [&'static str] {
+        &[CONSUL_HOST]
+    }
+
+    fn start(&self, hosting: &mut Hosting<'_, '_>) -> Started {
+        let mut started = Started::on(self.lock_hosts(Service::Consul));
+        let state = Rc::new(RefCell::new(Consul::default()));
+        let knobs = Knobs::new(hosting.seed(), true);
+        hosting.host(&mut started, CONSUL_HOST, knobs, move |knobs| serve(state.clone(), knobs));
+        started
+    }
+
+    fn session(&self, backend: Backend, _: bool) -> Option<Box<dyn SimSession>> {
+        match backend.recipe() {
+            Recipe::Consul { lock_delay_ms } => Some(Box::new(ConsulSession { lock_delay_ms })),
+            _ => None,
+        }
+    }
+}
+
+/// A client's session of Consul: the lock-delay its Consul sessions ask
+/// for. It holds nothing between calls (a grant's lease names its Consul
+/// session).
+#[derive(Debug, Clone, Copy)]
+struct ConsulSession {
+    lock_delay_ms: u64,
+}
+
+impl SimSession for ConsulSession {
+    fn acquire<'a>(
+        &'a mut self,
+        link: &'a mut Link,
+        key: &'a str,
+        ttl_ms: u64,
+    ) -> Pending<'a, Grant> {
+        let (fencing, lock_delay_ms) = (link.fencing, self.lock_delay_ms);
+        Box::pin(acquire(&mut link.instances[0], fencing, key, ttl_ms, lock_delay_ms))
+    }
+
+    fn release<'a>(
+        &'a mut self,
+        link: &'a mut Link,
+        key: &'a str,
+        grant: &'a Grant,
+    ) -> Pending<'a, ()> {
+        Box::pin(release(&mut link.instances[0], key, grant))
+    }
+
+    fn renew<'a>(
+        &'a mut self,
+        link: &'a mut Link,
+        _: &'a str,
+        grant: &'a Grant,
+        _: u64,
+    ) -> Pending<'a, ()> {
+        Box::pin(renew(&mut link.instances[0], grant))
+    }
+}
 
 /// What a client asks of Consul.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,7 +156,7 @@ struct Key {
 /// The state of the Consul servers (kept on disk by their Raft log: it
 /// survives a restart).
 #[derive(Debug, Default)]
-pub(crate) struct Consul {
+struct Consul {
     next_session: u64,
     sessions: BTreeMap<u64, Session>,
     keys: BTreeMap<String, Key>,
@@ -187,7 +260,7 @@ fn monotonic_ms() -> i64 {
 
 /// The software of the Consul host: serves `state` on [`PORT`]. Called
 /// again on every restart; the state survives it.
-pub(crate) async fn serve(
+async fn serve(
     state: Rc<RefCell<Consul>>,
     knobs: Rc<Knobs>,
 ) -> Result<(), Box<dyn std::error::Error>> {
@@ -219,7 +292,7 @@ async fn call(consul: &mut Connection, request: &Request) -> Result<Reply, Failu
 
 /// Creates a session and acquires `key` with it: the key's `LockIndex` is
 /// the token (when `fencing`).
-pub(crate) async fn acquire(
+async fn acquire(
     consul: &mut Connection,
     fencing: bool,
     key: &str,
@@ -249,7 +322,7 @@ pub(crate) async fn acquire(
 }
 
 /// Renews the grant's session.
-pub(crate) async fn renew(consul: &mut Connection, grant: &Grant) -> Outcome<()> {
+async fn renew(consul: &mut Connection, grant: &Grant) -> Outcome<()> {
     match call(consul, &Request::Renew { session: session_of(grant) }).await {
         Ok(Reply::Done(true)) => Outcome::Ok(()),
         Ok(Reply::Done(false)) => Outcome::Fail("not-held".into()),
@@ -259,7 +332,7 @@ pub(crate) async fn renew(consul: &mut Connection, grant: &Grant) -> Outcome<()>
 }
 
 /// Releases `key` and destroys the grant's session.
-pub(crate) async fn release(consul: &mut Connection, key: &str, grant: &Grant) -> Outcome<()> {
+async fn release(consul: &mut Connection, key: &str, grant: &Grant) -> Outcome<()> {
     let session = session_of(grant);
     let released = match call(consul, &Request::Release { key: key.into(), session }).await {
         Ok(Reply::Done(true)) => Outcome::Ok(()),

@@ -35,11 +35,56 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{oneshot, Notify};
 use turmoil::net::{TcpListener, TcpStream, UdpSocket};
 
+use lockcheck_workloads::{Backend, FaultKind, Recipe, Service};
+
+use crate::etcd_client::EtcdClient;
 use crate::host::{serve_requests, Knobs, PORT};
 use crate::protocol::{Request, Response};
+use crate::service::{Hosting, SimService, SimSession, Started};
 
 /// The members' hosts; a 3-member cluster uses the first three.
 pub const ETCD_HOSTS: [&str; 5] = ["etcd-0", "etcd-1", "etcd-2", "etcd-3", "etcd-4"];
+
+/// etcd as a simulated service: a cluster of 3 or 5 members (as the
+/// catalogue's service says) on the first of [`ETCD_HOSTS`], each keeping
+/// its disk across a restart.
+pub(crate) struct EtcdCluster;
+
+impl SimService for EtcdCluster {
+    fn keeps(&self, service: Service, _: &[FaultKind]) -> bool {
+        matches!(service, Service::Etcd { .. })
+    }
+
+    fn lock_hosts(&self, service: Service) -> &'static [&'static str] {
+        let all: &'static [&'static str] = &ETCD_HOSTS;
+        match service {
+            Service::Etcd { members } => all.get(..members as usize).unwrap_or(all),
+            _ => all,
+        }
+    }
+
+    /// Each member draws its own seed, then its host's knobs theirs.
+    fn start(&self, hosting: &mut Hosting<'_, '_>) -> Started {
+        let hosts = self.lock_hosts(hosting.backend.service());
+        let mut started = Started::on(hosts);
+        let quorum = hosting.backend.commits_alone().then_some(1);
+        for (me, &host) in hosts.iter().enumerate() {
+            let member = Member::new(me, hosts.len(), quorum, hosting.seed());
+            let member = Rc::new(RefCell::new(member));
+            let knobs = Knobs::new(hosting.seed(), true);
+            hosting
+                .host(&mut started, host, knobs, move |knobs| serve(member.clone(), hosts, knobs));
+        }
+        started
+    }
+
+    fn session(&self, backend: Backend, fencing: bool) -> Option<Box<dyn SimSession>> {
+        match backend.recipe() {
+            Recipe::Etcd { .. } => Some(Box::new(EtcdClient::new(fencing))),
+            _ => None,
+        }
+    }
+}
 
 /// Where members talk Raft to each other.
 pub const PEER_PORT: u16 = 7001;

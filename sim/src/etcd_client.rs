@@ -3,10 +3,67 @@
 //! members. The simulated TryLock answers busy by itself and never blocks,
 //! so no read comes before it.
 
-use lockcheck_workloads::etcd_lock::{Bound, EtcdSession, Unanswered};
+use lockcheck_workloads::etcd_lock::{Bound, EtcdLock, EtcdSession, Unanswered};
+use lockcheck_workloads::Grant;
 
+use crate::client::Link;
 use crate::host::{Connection, Failure};
 use crate::protocol::{Request, Response};
+use crate::service::{Pending, SimSession};
+
+/// One client's session of the simulated etcd (`crate::etcd::EtcdCluster`):
+/// the locks it holds and their leases.
+#[derive(Debug)]
+pub(crate) struct EtcdClient {
+    etcd: EtcdLock,
+}
+
+impl EtcdClient {
+    pub(crate) fn new(fencing: bool) -> EtcdClient {
+        EtcdClient { etcd: EtcdLock::new(fencing) }
+    }
+}
+
+/// The members as `link`'s connections, asked first at the client's own
+/// (client 3 at member 3, modulo their number).
+fn members(link: &mut Link) -> Members<'_> {
+    let local = link.number();
+    Members::new(&mut link.instances, local)
+}
+
+impl SimSession for EtcdClient {
+    fn acquire<'a>(
+        &'a mut self,
+        link: &'a mut Link,
+        key: &'a str,
+        ttl_ms: u64,
+    ) -> Pending<'a, Grant> {
+        Box::pin(async move { self.etcd.acquire(&mut members(link), key, ttl_ms).await })
+    }
+
+    fn release<'a>(
+        &'a mut self,
+        link: &'a mut Link,
+        key: &'a str,
+        _: &'a Grant,
+    ) -> Pending<'a, ()> {
+        Box::pin(async move { self.etcd.release(&mut members(link), key).await })
+    }
+
+    fn renew<'a>(
+        &'a mut self,
+        link: &'a mut Link,
+        key: &'a str,
+        _: &'a Grant,
+        _: u64,
+    ) -> Pending<'a, ()> {
+        Box::pin(async move { self.etcd.renew(&mut members(link), key).await })
+    }
+
+    fn reset(&mut self) {
+        self.etcd.reset();
+    }
+}
 
 /// One client's connections to the members, and the member it asks first
 /// (an etcd client configured with one endpoint near it).

@@ -1,13 +1,78 @@
 //! The SQL lease table (`lockcheck_workloads::lease_table`, which the real
 //! world runs against PostgreSQL and MariaDB too) over the simulator's
-//! connection to its database.
+//! connection to its database. The database is a simulated service of
+//! its own ([`LeaseDatabase`]).
 
 use lockcheck_workloads::lease_table::{self, LeaseStore, Taken};
-use lockcheck_workloads::{Grant, Outcome};
+use lockcheck_workloads::{Backend, FaultKind, Grant, Outcome, Recipe, Service};
 
-use crate::client::SimClient;
+use crate::client::Link;
 use crate::host::{Connection, Failure};
 use crate::protocol::{Request, Response};
+use crate::service::{start_servers, Hosting, Pending, SimService, SimSession, Started};
+
+/// The database that holds the lease table (`crate::server`'s leases on
+/// the `db` host), standing for PostgreSQL and MariaDB alike. A database
+/// keeps its tables across a restart (`Backend::is_durable`).
+pub(crate) struct LeaseDatabase;
+
+/// The database's host.
+const DB_HOST: [&str; 1] = ["db"];
+
+impl SimService for LeaseDatabase {
+    fn keeps(&self, service: Service, _: &[FaultKind]) -> bool {
+        service.is_sql()
+    }
+
+    fn lock_hosts(&self, _: Service) -> &'static [&'static str] {
+        &DB_HOST
+    }
+
+    fn start(&self, hosting: &mut Hosting<'_, '_>) -> Started {
+        start_servers(hosting, &DB_HOST)
+    }
+
+    fn session(&self, backend: Backend, _: bool) -> Option<Box<dyn SimSession>> {
+        match backend.recipe() {
+            Recipe::LeaseTable { .. } => Some(Box::new(LeaseSession)),
+            _ => None,
+        }
+    }
+}
+
+/// A client's session of the lease table: it holds nothing between calls.
+#[derive(Debug, Clone, Copy)]
+struct LeaseSession;
+
+impl SimSession for LeaseSession {
+    fn acquire<'a>(
+        &'a mut self,
+        link: &'a mut Link,
+        key: &'a str,
+        ttl_ms: u64,
+    ) -> Pending<'a, Grant> {
+        Box::pin(link.acquire_lease(key, ttl_ms))
+    }
+
+    fn release<'a>(
+        &'a mut self,
+        link: &'a mut Link,
+        key: &'a str,
+        grant: &'a Grant,
+    ) -> Pending<'a, ()> {
+        Box::pin(link.release_lease(key, grant))
+    }
+
+    fn renew<'a>(
+        &'a mut self,
+        link: &'a mut Link,
+        key: &'a str,
+        grant: &'a Grant,
+        ttl_ms: u64,
+    ) -> Pending<'a, ()> {
+        Box::pin(link.renew_lease(key, grant, ttl_ms))
+    }
+}
 
 /// One client's connection to the simulated database.
 struct SimLeases<'a>(&'a mut Connection);
@@ -64,7 +129,7 @@ impl LeaseStore for SimLeases<'_> {
     }
 }
 
-impl SimClient {
+impl Link {
     pub(crate) async fn acquire_lease(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
         let owner = self.next_value();
         // The broken variant expires leases by the client's clock.

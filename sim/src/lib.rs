@@ -3,9 +3,11 @@
 //! pauses, kills, delays and shifts clocks, all driven by one seed.
 //!
 //! Start at `run.rs`: [`run`] builds a simulation from [`RunOptions`] and
-//! returns the recorded history. `server.rs` holds the services' semantics,
-//! `client.rs` the catalogue ([`Backend`]) and the simulated client, which
-//! runs the recipes both worlds share (`lockcheck_workloads::redis_lock`,
+//! returns the recorded history. `service.rs` lists the simulated services,
+//! one module each (their hosts, how they start, their clients' sessions);
+//! `server.rs` holds the Redis-like state machine, `client.rs` the
+//! catalogue ([`Backend`]) and the simulated client, which runs the
+//! recipes both worlds share (`lockcheck_workloads::redis_lock`,
 //! `redlock`, `semaphore`, `lease_table`, `etcd_lock`) over the
 //! simulator's connections (`redis_lock.rs`, `redlock.rs`,
 //! `lease_table.rs`, `etcd_client.rs`); `nemesis.rs` the faults and
@@ -24,14 +26,17 @@ mod nemesis;
 mod protocol;
 mod redis_lock;
 mod redlock;
+mod replicated;
 mod run;
 mod s3;
 mod server;
+mod service;
 mod storage;
 
-pub use client::{Backend, SimClient, Simulator, REDLOCK_HOSTS};
+pub use client::{Backend, SimClient, Simulator};
 pub use lockcheck_workloads::RunOptions;
 pub use nemesis::{refused_in_sim, Action, Fault, FaultKind, Shape, Targets, DEFAULT_FAULTS};
+pub use redlock::REDLOCK_HOSTS;
 pub use run::{
     run, run_recorded, run_with_progress, SimError, SimRun, SimStats, Simulated, BASE_BYTES,
     BYTES_PER_CLIENT, BYTES_PER_CLIENT_SECOND, MAX_CLIENTS,

@@ -1,15 +1,105 @@
 //! The single-Redis recipes (`lockcheck_workloads::redis_lock`) and the
 //! semaphore (`lockcheck_workloads::semaphore`), which the real world runs
 //! too, over the simulator's connection to its Redis: the lock at its own
-//! name, its fence counter at `fence:<name>`.
+//! name, its fence counter at `fence:<name>`. The single Redis is a
+//! simulated service of its own ([`OneRedis`]).
 
 use lockcheck_workloads::redis_lock::{self, CallError, RedisLock, Variant};
 use lockcheck_workloads::semaphore::{self, SemaphoreStore};
-use lockcheck_workloads::{Grant, Outcome};
+use lockcheck_workloads::{Backend, FaultKind, Grant, Outcome, Recipe, Service};
 
-use crate::client::SimClient;
+use crate::client::Link;
 use crate::host::{Connection, Failure};
 use crate::protocol::{Request, Response};
+use crate::service::{lease_of, start_servers, Hosting, Pending, SimService, SimSession, Started};
+
+/// The single Redis of `sim-redis` and its variants and of the
+/// semaphores (`crate::server`'s keys on one host). With the failover
+/// fault on, the replicated pair keeps them instead
+/// (`crate::replicated`).
+pub(crate) struct OneRedis;
+
+/// The single Redis' host.
+const REDIS_HOST: [&str; 1] = ["redis"];
+
+impl SimService for OneRedis {
+    fn keeps(&self, service: Service, faults: &[FaultKind]) -> bool {
+        service == Service::Redis { instances: 1 } && !faults.contains(&FaultKind::Failover)
+    }
+
+    fn lock_hosts(&self, _: Service) -> &'static [&'static str] {
+        &REDIS_HOST
+    }
+
+    fn start(&self, hosting: &mut Hosting<'_, '_>) -> Started {
+        start_servers(hosting, &REDIS_HOST)
+    }
+
+    fn session(&self, backend: Backend, _: bool) -> Option<Box<dyn SimSession>> {
+        match backend.recipe() {
+            Recipe::Redis(variant) => Some(Box::new(RedisSession::Lock(variant))),
+            Recipe::Semaphore { .. } => Some(Box::new(RedisSession::Permits)),
+            _ => None,
+        }
+    }
+}
+
+/// A client's session of a single Redis: a lock of some variant, or a
+/// semaphore's permits. It holds nothing between calls.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum RedisSession {
+    Lock(Variant),
+    Permits,
+}
+
+impl SimSession for RedisSession {
+    fn acquire<'a>(
+        &'a mut self,
+        link: &'a mut Link,
+        key: &'a str,
+        ttl_ms: u64,
+    ) -> Pending<'a, Grant> {
+        match *self {
+            RedisSession::Lock(variant) => Box::pin(link.acquire_redis(variant, key, ttl_ms)),
+            RedisSession::Permits => Box::pin(link.acquire_permit(key, ttl_ms)),
+        }
+    }
+
+    fn release<'a>(
+        &'a mut self,
+        link: &'a mut Link,
+        key: &'a str,
+        grant: &'a Grant,
+    ) -> Pending<'a, ()> {
+        let value = lease_of(grant);
+        match *self {
+            RedisSession::Lock(variant) => {
+                Box::pin(async move { link.release_redis(variant, key, &value).await })
+            }
+            RedisSession::Permits => {
+                Box::pin(async move { link.release_permit(key, &value).await })
+            }
+        }
+    }
+
+    fn renew<'a>(
+        &'a mut self,
+        link: &'a mut Link,
+        key: &'a str,
+        grant: &'a Grant,
+        ttl_ms: u64,
+    ) -> Pending<'a, ()> {
+        let value = lease_of(grant);
+        match *self {
+            RedisSession::Lock(variant) => {
+                Box::pin(async move { link.renew_redis(variant, key, &value, ttl_ms).await })
+            }
+            RedisSession::Permits => {
+                Box::pin(async move { link.renew_permit(key, &value, ttl_ms).await })
+            }
+        }
+    }
+}
 
 /// One client's connection to the simulated Redis.
 struct SimRedis<'a> {
@@ -124,7 +214,7 @@ impl SemaphoreStore for SimRedis<'_> {
     }
 }
 
-impl SimClient {
+impl Link {
     fn redis(&mut self) -> SimRedis<'_> {
         SimRedis { connection: &mut self.instances[0] }
     }

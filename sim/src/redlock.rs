@@ -1,15 +1,82 @@
 //! Redlock over five independent simulated Redis: the recipe of
 //! `lockcheck_workloads::redlock`, which the real world runs too, over the
 //! simulator's connections. The instances are asked in turn, each call
-//! ending within the client's deadline.
+//! ending within the client's deadline. The five instances are a
+//! simulated service of their own ([`FiveRedis`]).
 
 use lockcheck_workloads::redlock::{self, RedisQuorum};
 use lockcheck_workloads::user::Uncertain;
-use lockcheck_workloads::{Grant, Outcome};
+use lockcheck_workloads::{Backend, FaultKind, Grant, Outcome, Recipe, Service};
 
-use crate::client::SimClient;
+use crate::client::Link;
 use crate::host::{Connection, Failure};
 use crate::protocol::{Request, Response};
+use crate::service::{lease_of, start_servers, Hosting, Pending, SimService, SimSession, Started};
+
+/// The five Redlock instances.
+pub const REDLOCK_HOSTS: [&str; 5] = ["redis-0", "redis-1", "redis-2", "redis-3", "redis-4"];
+
+/// Redlock's independent Redis instances (`crate::server`'s keys on each
+/// of [`REDLOCK_HOSTS`]); whether a crashed one restarts late is the
+/// nemesis' business (`Backend::min_down_ms`).
+pub(crate) struct FiveRedis;
+
+impl SimService for FiveRedis {
+    fn keeps(&self, service: Service, _: &[FaultKind]) -> bool {
+        matches!(service, Service::Redis { instances } if instances > 1)
+    }
+
+    fn lock_hosts(&self, _: Service) -> &'static [&'static str] {
+        &REDLOCK_HOSTS
+    }
+
+    fn start(&self, hosting: &mut Hosting<'_, '_>) -> Started {
+        start_servers(hosting, &REDLOCK_HOSTS)
+    }
+
+    fn session(&self, backend: Backend, _: bool) -> Option<Box<dyn SimSession>> {
+        match backend.recipe() {
+            Recipe::Redlock { .. } => Some(Box::new(RedlockSession)),
+            _ => None,
+        }
+    }
+}
+
+/// A client's Redlock session: it holds nothing between calls.
+#[derive(Debug, Clone, Copy)]
+struct RedlockSession;
+
+impl SimSession for RedlockSession {
+    fn acquire<'a>(
+        &'a mut self,
+        link: &'a mut Link,
+        key: &'a str,
+        ttl_ms: u64,
+    ) -> Pending<'a, Grant> {
+        Box::pin(link.acquire_redlock(key, ttl_ms))
+    }
+
+    fn release<'a>(
+        &'a mut self,
+        link: &'a mut Link,
+        key: &'a str,
+        grant: &'a Grant,
+    ) -> Pending<'a, ()> {
+        let value = lease_of(grant);
+        Box::pin(async move { link.release_redlock(key, &value).await })
+    }
+
+    fn renew<'a>(
+        &'a mut self,
+        link: &'a mut Link,
+        key: &'a str,
+        grant: &'a Grant,
+        ttl_ms: u64,
+    ) -> Pending<'a, ()> {
+        let value = lease_of(grant);
+        Box::pin(async move { link.renew_redlock(key, &value, ttl_ms).await })
+    }
+}
 
 /// The simulated instances of one client.
 struct Instances<'a>(&'a mut [Connection]);
@@ -77,7 +144,7 @@ impl RedisQuorum for Instances<'_> {
     }
 }
 
-impl SimClient {
+impl Link {
     pub(crate) async fn acquire_redlock(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {
         let value = self.next_value();
         redlock::acquire(&mut Instances(&mut self.instances), key, value, ttl_ms).await

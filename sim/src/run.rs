@@ -12,8 +12,8 @@ use lockcheck_checker::{Event, EventType, Function};
 use lockcheck_workloads::s3::S3Store;
 use lockcheck_workloads::{
     check_sizes, memory, run_client, Catalogue, ClientPlan, HistoryFile, LockClient, Recorder,
-    ResourceStore, RunOptions, Service, SharedRecorder, Stall, StallPoint, StorageKind,
-    WorkloadOptions, World,
+    ResourceStore, RunOptions, SharedRecorder, Stall, StallPoint, StorageKind, WorkloadOptions,
+    World,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -21,19 +21,18 @@ use serde_json::{json, Value};
 use thiserror::Error;
 
 use crate::aim::{AimedRun, ClientClock, SimAim};
-use crate::client::{Backend, SimClient, Simulator, REPLICATED_HOSTS};
-use crate::consul::{self, Consul};
-use crate::etcd::{self, Member};
-use crate::host::{serve, serve_replicated, DownHosts, Knobs, Primary, ReplicaSet};
+use crate::client::{Backend, SimClient, Simulator};
+use crate::host::{serve, DownHosts, Knobs, Primary};
 use crate::nemesis::{schedule, Action, Fault, FaultKind, Rates, Targets};
 use crate::s3::{self, SimObjects};
 use crate::server::ServerState;
+use crate::service::{self, Hosting, SimSession};
 use crate::storage::{SimStore, STORAGE_HOST};
 
 /// Simulated time per turmoil step. Every step costs a few microseconds of
 /// wall time whatever happens in it, so the tick sets the time compression;
 /// 20 ms keeps a round trip (one to two ticks) far below a lease TTL.
-const TICK: Duration = Duration::from_millis(20);
+pub(crate) const TICK: Duration = Duration::from_millis(20);
 
 /// turmoil's own backlog of connection attempts per listening port (and
 /// of unread segments per connection); it panics on a connection attempt
@@ -252,6 +251,9 @@ pub(crate) struct ClientSetup {
     pub primary: Option<Primary>,
     /// The lock servers crashed right now: connections to them are refused.
     pub down: DownHosts,
+    /// The client's session of the run's service (a client of its own,
+    /// such as a user's, leaves it unused).
+    pub session: Box<dyn SimSession>,
 }
 
 /// The history's record of `fault`, which struck `lock_hosts[host]` (and
@@ -527,31 +529,12 @@ pub fn run_recorded(
     match options.storage {
         StorageKind::Table => run_clients(options, progress, history, move |setup| {
             let store = SimStore::new(setup.deadline).stalling(&setup.stall);
-            (lock_client(backend, fencing, setup), store)
+            (SimClient::new(backend, fencing, setup), store)
         }),
         kind => run_clients(options, progress, history, move |setup| {
             let store = S3Store::new(kind, SimObjects::new(setup.deadline, &setup.stall));
-            (lock_client(backend, fencing, setup), store)
+            (SimClient::new(backend, fencing, setup), store)
         }),
-    }
-}
-
-/// A logical client's lock client, following the primary of a replica set
-/// when there is one.
-fn lock_client(backend: Backend, fencing: bool, setup: ClientSetup) -> SimClient {
-    let deadline = setup.deadline;
-    let client = SimClient::new(
-        backend,
-        fencing,
-        setup.name,
-        deadline,
-        setup.stall,
-        setup.clock,
-        &setup.down,
-    );
-    match setup.primary {
-        Some(primary) => client.following(primary, deadline),
-        None => client,
     }
 }
 
@@ -571,7 +554,15 @@ where
     let wall = Instant::now();
     let mut rng = SmallRng::seed_from_u64(options.seed);
     let (kinds, rates) = plan_faults(options, &mut rng);
-    let lock_hosts = Simulator::lock_hosts(options.backend);
+    let not_simulated = || {
+        SimError::Unsupported(format!(
+            "{} has no simulated service: the simulated backends are {}",
+            options.backend.sim_name(),
+            simulated_names()
+        ))
+    };
+    let service = service::keeping(options.backend.service(), &kinds).ok_or_else(not_simulated)?;
+    let lock_hosts = service.lock_hosts(options.backend.service());
     let targets = Targets {
         clients: options.clients,
         servers: lock_hosts.len() as u32,
@@ -610,53 +601,14 @@ where
     // A database keeps its tables across a restart; Redis keeps its keys only
     // with persistence configured.
     let persistent = options.persistent || options.backend.is_durable();
-    let mut knobs = Vec::with_capacity(lock_hosts.len());
-    // With the failover fault, a single Redis gets an async replica; the
-    // hosts of every other run stay as they were (and so do their histories).
-    let replica_set = kinds.contains(&FaultKind::Failover).then(|| {
-        let lag_ms = 2 * TICK.as_millis() as u64;
-        ReplicaSet::new(REPLICATED_HOSTS, (lag_ms, (options.ttl_ms() / 4).max(lag_ms)))
+    let started = service.start(&mut Hosting {
+        sim: &mut sim,
+        rng: &mut rng,
+        backend: options.backend,
+        persistent,
+        ttl_ms: options.ttl_ms(),
     });
-    let nemesis_hosts: &'static [&'static str] = match &replica_set {
-        Some(set) => {
-            for (me, &host) in REPLICATED_HOSTS.iter().enumerate() {
-                let (set, host_knobs) = (set.clone(), Knobs::new(rng.gen(), persistent));
-                knobs.push(host_knobs.clone());
-                sim.host(host, move || serve_replicated(me, set.clone(), host_knobs.clone()));
-            }
-            &REPLICATED_HOSTS
-        }
-        None if options.backend.is_consensus() => {
-            for (me, &host) in lock_hosts.iter().enumerate() {
-                let quorum = options.backend.commits_alone().then_some(1);
-                let member =
-                    Rc::new(RefCell::new(Member::new(me, lock_hosts.len(), quorum, rng.gen())));
-                let host_knobs = Knobs::new(rng.gen(), true);
-                knobs.push(host_knobs.clone());
-                sim.host(host, move || etcd::serve(member.clone(), lock_hosts, host_knobs.clone()));
-            }
-            lock_hosts
-        }
-        None if options.backend.service() == Service::Consul => {
-            for &host in lock_hosts {
-                let state = Rc::new(RefCell::new(Consul::default()));
-                let host_knobs = Knobs::new(rng.gen(), true);
-                knobs.push(host_knobs.clone());
-                sim.host(host, move || consul::serve(state.clone(), host_knobs.clone()));
-            }
-            lock_hosts
-        }
-        None => {
-            for &host in lock_hosts {
-                let state = Rc::new(RefCell::new(ServerState::new(false)));
-                let host_knobs = Knobs::new(rng.gen(), persistent);
-                knobs.push(host_knobs.clone());
-                sim.host(host, move || serve(state.clone(), host_knobs.clone()));
-            }
-            lock_hosts
-        }
-    };
-    let primary = replica_set.as_ref().map(|set| set.primary.clone());
+    let primary = started.primary.clone();
     let storage_knobs = Knobs::new(rng.gen(), true);
     match options.storage {
         StorageKind::Table => {
@@ -693,7 +645,7 @@ where
         hold_ms: if options.backend.is_consensus() {
             // An etcd session's holder works a long job under its keepalive.
             (0, options.ttl_ms() * 2)
-        } else if options.backend.is_independent() || replica_set.is_some() {
+        } else if options.backend.is_independent() || primary.is_some() {
             (0, options.ttl_ms() / 3)
         } else {
             (0, 20)
@@ -723,6 +675,8 @@ where
         let client_rng = SmallRng::seed_from_u64(rng.gen());
         let (clients, time_limit) = (options.clients, options.time_limit);
         let (primary, make, down) = (primary.clone(), make.clone(), down_hosts.clone());
+        let session =
+            service.session(options.backend, options.fencing).ok_or_else(not_simulated)?;
         on_host[hosts.of(logical)].push(Box::pin(async move {
             aim_clock.start();
             let name = format!("client-{logical}");
@@ -735,6 +689,7 @@ where
                 clock,
                 primary,
                 down,
+                session,
             });
             let plan =
                 ClientPlan { logical, clients, until: tokio::time::Instant::now() + time_limit };
@@ -775,8 +730,8 @@ where
         SimAim::new(&faults, run)
     });
     let mut nemesis = Nemesis {
-        lock_hosts: nemesis_hosts,
-        knobs,
+        lock_hosts: started.hosts,
+        knobs: started.knobs,
         primary,
         struck: 0,
         stalls,

@@ -1,0 +1,216 @@
+//! The simulated lock services, as one table ([`SERVICES`]): each is a
+//! module of its own implementing [`SimService`], the one place that knows
+//! its hosts, how they start on the simulation and what its clients run.
+//! The run (`run.rs`) and the client (`client.rs`) ask the table and never
+//! name a service.
+//!
+//! A new simulated service is its file and one line of [`SERVICES`], as
+//! the catalogue's entry (`lockcheck_workloads::catalogue`) is one line
+//! there.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use lockcheck_workloads::{Backend, FaultKind, Grant, Outcome, Service};
+use rand::rngs::SmallRng;
+use rand::Rng;
+
+use crate::client::Link;
+use crate::host::{serve, Knobs, Primary};
+use crate::server::ServerState;
+
+/// Every simulated service, one line each. Exactly one keeps the locks of
+/// each simulated backend in a run, whatever its faults (a test holds it).
+const SERVICES: [&dyn SimService; 6] = [
+    &crate::redis_lock::OneRedis,
+    &crate::replicated::ReplicatedRedis,
+    &crate::redlock::FiveRedis,
+    &crate::lease_table::LeaseDatabase,
+    &crate::etcd::EtcdCluster,
+    &crate::consul::ConsulServer,
+];
+
+/// One simulated lock service: its hosts, how they start, and one
+/// client's side of it.
+pub(crate) trait SimService {
+    /// Whether it keeps the locks of the catalogue's `service` in a run
+    /// with `faults` on (a single Redis gets a replica when it can fail
+    /// over).
+    fn keeps(&self, service: Service, faults: &[FaultKind]) -> bool;
+
+    /// The hosts its clients send requests to, in the order a fault's
+    /// target index counts them.
+    fn lock_hosts(&self, service: Service) -> &'static [&'static str];
+
+    /// Starts its hosts on the simulation, in order, each with its knobs.
+    /// The seeds its hosts take from the run's randomness, and their
+    /// order, are part of every history: they must not change.
+    fn start(&self, hosting: &mut Hosting<'_, '_>) -> Started;
+
+    /// A new client's session of `backend`'s recipe (taking a fencing
+    /// token with each grant when `fencing`), or none if this service does
+    /// not run that recipe.
+    fn session(&self, backend: Backend, fencing: bool) -> Option<Box<dyn SimSession>>;
+}
+
+/// The service that keeps `service`'s locks in a run with `faults`, if the
+/// simulator has one.
+pub(crate) fn keeping(service: Service, faults: &[FaultKind]) -> Option<&'static dyn SimService> {
+    SERVICES.into_iter().find(|candidate| candidate.keeps(service, faults))
+}
+
+/// What a service's hosts start with.
+pub(crate) struct Hosting<'a, 'sim> {
+    pub sim: &'a mut turmoil::Sim<'sim>,
+    /// The run's randomness: each host's seeds are drawn from it.
+    pub rng: &'a mut SmallRng,
+    pub backend: Backend,
+    /// A server that can lose its state keeps it across a restart
+    /// (`--persistent`, or a database).
+    pub persistent: bool,
+    pub ttl_ms: u64,
+}
+
+impl Hosting<'_, '_> {
+    /// The next seed of the run's randomness.
+    pub fn seed(&mut self) -> u64 {
+        self.rng.gen()
+    }
+
+    /// Starts `software` on host `name` with `knobs`, again on every
+    /// restart, and counts the host among `started`'s.
+    pub fn host<F, Fut>(
+        &mut self,
+        started: &mut Started,
+        name: &'static str,
+        knobs: Rc<Knobs>,
+        software: F,
+    ) where
+        F: Fn(Rc<Knobs>) -> Fut + 'static,
+        Fut: Future<Output = Result<(), Box<dyn std::error::Error>>> + 'static,
+    {
+        started.knobs.push(knobs.clone());
+        self.sim.host(name, move || software(knobs.clone()));
+    }
+}
+
+/// A service's started hosts, as the nemesis strikes them.
+pub(crate) struct Started {
+    /// The hosts, in the order a fault's target index counts them.
+    pub hosts: &'static [&'static str],
+    /// One per host.
+    pub knobs: Vec<Rc<Knobs>>,
+    /// For a replica set, which host is the primary: the clients follow
+    /// it, and every server fault strikes the primary of its start.
+    pub primary: Option<Primary>,
+}
+
+impl Started {
+    /// No host started yet of `hosts`.
+    pub fn on(hosts: &'static [&'static str]) -> Started {
+        Started { hosts, knobs: Vec::with_capacity(hosts.len()), primary: None }
+    }
+}
+
+/// Starts a plain simulated server (`crate::server`: Redis' keys, the
+/// lease table) on each of `hosts`.
+pub(crate) fn start_servers(
+    hosting: &mut Hosting<'_, '_>,
+    hosts: &'static [&'static str],
+) -> Started {
+    let mut started = Started::on(hosts);
+    for &host in hosts {
+        let state = Rc::new(std::cell::RefCell::new(ServerState::new(false)));
+        let knobs = Knobs::new(hosting.seed(), hosting.persistent);
+        hosting.host(&mut started, host, knobs, move |knobs| serve(state.clone(), knobs));
+    }
+    started
+}
+
+/// An operation of a session under way.
+pub(crate) type Pending<'a, T> = Pin<Box<dyn Future<Output = Outcome<T>> + 'a>>;
+
+/// One client's session of a service's recipe: what the client holds of
+/// it (etcd's leases), over the connections every client has ([`Link`]).
+pub(crate) trait SimSession: std::fmt::Debug {
+    fn acquire<'a>(
+        &'a mut self,
+        link: &'a mut Link,
+        key: &'a str,
+        ttl_ms: u64,
+    ) -> Pending<'a, Grant>;
+
+    fn release<'a>(
+        &'a mut self,
+        link: &'a mut Link,
+        key: &'a str,
+        grant: &'a Grant,
+    ) -> Pending<'a, ()>;
+
+    fn renew<'a>(
+        &'a mut self,
+        link: &'a mut Link,
+        key: &'a str,
+        grant: &'a Grant,
+        ttl_ms: u64,
+    ) -> Pending<'a, ()>;
+
+    /// A new session after an unknown outcome: what the old one held is
+    /// forgotten (its leases expire by themselves, as a crashed client's).
+    fn reset(&mut self) {}
+}
+
+/// The lease a grant carries, as the recipes that name their value by it
+/// take it (none: the empty value, which matches no lock).
+pub(crate) fn lease_of(grant: &Grant) -> String {
+    grant.lease.clone().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use lockcheck_workloads::{Backend, Catalogue, FaultKind, World};
+
+    use super::{keeping, SERVICES};
+    use crate::Simulator;
+
+    /// The fault sets that choose between services: none, and each fault a
+    /// backend takes alone.
+    fn fault_sets(backend: Backend) -> Vec<Vec<FaultKind>> {
+        let mut sets = vec![Vec::new()];
+        sets.extend(Simulator::faults(backend).into_iter().map(|fault| vec![fault]));
+        sets
+    }
+
+    #[test]
+    fn exactly_one_service_keeps_and_runs_each_simulated_backend_whatever_its_faults() {
+        for backend in Backend::all_in(World::Simulated) {
+            for faults in fault_sets(backend) {
+                let keepers: Vec<usize> = (0..SERVICES.len())
+                    .filter(|&at| SERVICES[at].keeps(backend.service(), &faults))
+                    .collect();
+                assert_eq!(
+                    keepers.len(),
+                    1,
+                    "{} under {faults:?}: {keepers:?}",
+                    backend.sim_name()
+                );
+                let service = keeping(backend.service(), &faults);
+                let session = service.and_then(|service| service.session(backend, true));
+                assert!(session.is_some(), "{} runs no session", backend.sim_name());
+                let hosts = service.map(|service| service.lock_hosts(backend.service()));
+                assert!(hosts.is_some_and(|hosts| !hosts.is_empty()), "{}", backend.sim_name());
+            }
+        }
+    }
+
+    #[test]
+    fn a_recipe_of_the_real_world_only_has_no_simulated_session() {
+        let simulated = |recipe| Backend::all_in(World::Simulated).any(|b| b.recipe() == recipe);
+        for backend in Backend::ALL.into_iter().filter(|backend| !simulated(backend.recipe())) {
+            let service = keeping(backend.service(), &[]);
+            let session = service.and_then(|service| service.session(backend, true));
+            assert!(session.is_none(), "{} has a simulated session", backend.real_name());
+        }
+    }
+}
