@@ -1,15 +1,40 @@
 //! Simulated clients: each backend's recipe from docs/guide.md#recipes, spoken
 //! to the simulated servers, including the deliberately broken variants.
 
-use lockcheck_workloads::{Catalogue, FaultKind, Grant, LockClient, Outcome};
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
 
-use crate::host::Connection;
+use lockcheck_workloads::{Catalogue, FaultKind, Grant, LockClient, Outcome, Stall};
+
+use crate::host::{Connection, DownHosts, Primary};
 use crate::nemesis::refused_in_sim;
-use crate::run::ClientSetup;
-use crate::service::{self, SimSession};
+use crate::service::{Link, SimSession};
+use crate::services;
 
 pub use lockcheck_workloads::Backend;
 use lockcheck_workloads::World;
+
+/// What the simulation hands the factory of each logical client's lock
+/// client: who it is, its deadline, and the run's shared fault hooks.
+pub(crate) struct ClientSetup {
+    pub logical: u32,
+    /// `client-3`.
+    pub name: String,
+    /// Every request's deadline.
+    pub deadline: Duration,
+    /// Where the pause nemesis stalls this client.
+    pub stall: Stall,
+    /// This client's clock offset (the skew nemesis).
+    pub clock: Rc<Cell<i64>>,
+    /// With the failover fault, the replica set's primary to follow.
+    pub primary: Option<Primary>,
+    /// The lock servers crashed right now: connections to them are refused.
+    pub down: DownHosts,
+    /// The client's session of the run's service (a client of its own,
+    /// such as a user's, leaves it unused).
+    pub session: Box<dyn SimSession>,
+}
 
 /// The simulator's view of the one catalogue ([`Backend`]): how it hosts
 /// each service, and the faults it cannot carry out at all.
@@ -19,10 +44,10 @@ pub struct Simulator;
 impl Simulator {
     /// The hosts that keep `backend`'s locks (none for a backend the
     /// simulator does not run), as its service says
-    /// ([`crate::service`]).
+    /// ([`crate::services`]).
     pub fn lock_hosts(backend: Backend) -> &'static [&'static str] {
         let service = backend.service();
-        service::keeping(service, &[]).map_or(&[], |keeper| keeper.lock_hosts(service))
+        services::keeping(service, &[]).map_or(&[], |keeper| keeper.lock_hosts(service))
     }
 }
 
@@ -43,24 +68,6 @@ impl Catalogue for Simulator {
 pub struct SimClient {
     session: Box<dyn SimSession>,
     link: Link,
-}
-
-/// What every simulated client has, whatever its service: its connections
-/// to the lock hosts (each pausing at the client's pause points), the
-/// values it names its grants by, and its clock.
-#[derive(Debug)]
-pub(crate) struct Link {
-    pub(crate) backend: Backend,
-    /// Take a fencing token with each grant (`INCR` for Redis; the lease
-    /// table always has one).
-    pub(crate) fencing: bool,
-    name: String,
-    grants: u64,
-    /// The lock hosts' connections: one, or Redlock's five.
-    pub(crate) instances: Vec<Connection>,
-    /// This client's clock, ahead of simulated time by this much (a skew
-    /// nemesis moves it); only a recipe that trusts the client's clock reads it.
-    clock_offset_ms: std::rc::Rc<std::cell::Cell<i64>>,
 }
 
 impl SimClient {
@@ -86,27 +93,6 @@ impl SimClient {
         };
         let link = Link { clock_offset_ms: clock, backend, fencing, name, grants: 0, instances };
         SimClient { session, link }
-    }
-}
-
-impl Link {
-    pub(crate) fn next_value(&mut self) -> String {
-        self.grants += 1;
-        format!("{}:{}", self.name, self.grants)
-    }
-
-    /// The client's number, from its name (`client-3`: 3): an etcd client
-    /// asks its own member first.
-    pub(crate) fn number(&self) -> usize {
-        self.name.rsplit('-').next().and_then(|logical| logical.parse().ok()).unwrap_or_default()
-    }
-
-    /// The caller's clock, for the recipes that (wrongly) trust it.
-    pub(crate) fn caller_now_ms(&self) -> Option<i64> {
-        self.backend.trusts_caller_clock().then(|| {
-            turmoil::sim_elapsed().unwrap_or_default().as_millis() as i64
-                + self.clock_offset_ms.get()
-        })
     }
 }
 

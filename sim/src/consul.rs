@@ -22,7 +22,7 @@
 //! session, release the key and destroy the session.
 //!
 //! As a simulated service ([`ConsulServer`]): one host, [`CONSUL_HOST`],
-//! listed once in `crate::service`'s table.
+//! listed once in `crate::services`' table.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -32,9 +32,8 @@ use lockcheck_workloads::{Backend, FaultKind, Grant, Outcome, Recipe, Service};
 use serde::{Deserialize, Serialize};
 use turmoil::net::TcpListener;
 
-use crate::client::Link;
 use crate::host::{serve_requests, Connection, Failure, Knobs, PORT};
-use crate::service::{Hosting, Pending, SimService, SimSession, Started};
+use crate::service::{Hosting, Link, Pending, SimService, SimSession, Started};
 
 /// The Consul server's host name.
 const CONSUL_HOST: &str = "consul";

@@ -6,10 +6,9 @@
 use lockcheck_workloads::etcd_lock::{Bound, EtcdLock, EtcdSession, Unanswered};
 use lockcheck_workloads::Grant;
 
-use crate::client::Link;
 use crate::host::{Connection, Failure};
 use crate::protocol::{Request, Response};
-use crate::service::{Pending, SimSession};
+use crate::service::{Link, Pending, SimSession};
 
 /// One client's session of the simulated etcd (`crate::etcd::EtcdCluster`):
 /// the locks it holds and their leases.

@@ -16,6 +16,11 @@ use turmoil::net::{TcpListener, TcpStream};
 use crate::protocol::{Request, Response};
 use crate::server::{KeyChange, ServerState};
 
+/// Simulated time per turmoil step. Every step costs a few microseconds of
+/// wall time whatever happens in it, so the tick sets the time compression;
+/// 20 ms keeps a round trip (one to two ticks) far below a lease TTL.
+pub(crate) const TICK: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// The port every simulated server listens on.
 pub const PORT: u16 = 7000;
 

@@ -6,10 +6,9 @@
 use lockcheck_workloads::lease_table::{self, LeaseStore, Taken};
 use lockcheck_workloads::{Backend, FaultKind, Grant, Outcome, Recipe, Service};
 
-use crate::client::Link;
 use crate::host::{Connection, Failure};
 use crate::protocol::{Request, Response};
-use crate::service::{start_servers, Hosting, Pending, SimService, SimSession, Started};
+use crate::service::{start_servers, Hosting, Link, Pending, SimService, SimSession, Started};
 
 /// The database that holds the lease table (`crate::server`'s leases on
 /// the `db` host), standing for PostgreSQL and MariaDB alike. A database

@@ -31,6 +31,7 @@ mod run;
 mod s3;
 mod server;
 mod service;
+mod services;
 mod storage;
 
 pub use client::{Backend, SimClient, Simulator};

@@ -8,10 +8,11 @@ use lockcheck_workloads::redis_lock::{self, CallError, RedisLock, Variant};
 use lockcheck_workloads::semaphore::{self, SemaphoreStore};
 use lockcheck_workloads::{Backend, FaultKind, Grant, Outcome, Recipe, Service};
 
-use crate::client::Link;
 use crate::host::{Connection, Failure};
 use crate::protocol::{Request, Response};
-use crate::service::{lease_of, start_servers, Hosting, Pending, SimService, SimSession, Started};
+use crate::service::{
+    lease_of, start_servers, Hosting, Link, Pending, SimService, SimSession, Started,
+};
 
 /// The single Redis of `sim-redis` and its variants and of the
 /// semaphores (`crate::server`'s keys on one host). With the failover

@@ -8,10 +8,11 @@ use lockcheck_workloads::redlock::{self, RedisQuorum};
 use lockcheck_workloads::user::Uncertain;
 use lockcheck_workloads::{Backend, FaultKind, Grant, Outcome, Recipe, Service};
 
-use crate::client::Link;
 use crate::host::{Connection, Failure};
 use crate::protocol::{Request, Response};
-use crate::service::{lease_of, start_servers, Hosting, Pending, SimService, SimSession, Started};
+use crate::service::{
+    lease_of, start_servers, Hosting, Link, Pending, SimService, SimSession, Started,
+};
 
 /// The five Redlock instances.
 pub const REDLOCK_HOSTS: [&str; 5] = ["redis-0", "redis-1", "redis-2", "redis-3", "redis-4"];

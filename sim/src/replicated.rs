@@ -6,9 +6,9 @@
 
 use lockcheck_workloads::{Backend, FaultKind, Service};
 
+use crate::host::TICK;
 use crate::host::{serve_replicated, Knobs, ReplicaSet};
 use crate::redis_lock::OneRedis;
-use crate::run::TICK;
 use crate::service::{Hosting, SimService, SimSession, Started};
 
 /// A single Redis with an async replica (the failover fault): the primary

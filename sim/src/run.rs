@@ -21,18 +21,16 @@ use serde_json::{json, Value};
 use thiserror::Error;
 
 use crate::aim::{AimedRun, ClientClock, SimAim};
-use crate::client::{Backend, SimClient, Simulator};
+use crate::client::{Backend, ClientSetup, SimClient, Simulator};
 use crate::host::{serve, DownHosts, Knobs, Primary};
 use crate::nemesis::{schedule, Action, Fault, FaultKind, Rates, Targets};
 use crate::s3::{self, SimObjects};
 use crate::server::ServerState;
-use crate::service::{self, Hosting, SimSession};
+use crate::service::Hosting;
+use crate::services;
 use crate::storage::{SimStore, STORAGE_HOST};
 
-/// Simulated time per turmoil step. Every step costs a few microseconds of
-/// wall time whatever happens in it, so the tick sets the time compression;
-/// 20 ms keeps a round trip (one to two ticks) far below a lease TTL.
-pub(crate) const TICK: Duration = Duration::from_millis(20);
+pub(crate) use crate::host::TICK;
 
 /// turmoil's own backlog of connection attempts per listening port (and
 /// of unread segments per connection); it panics on a connection attempt
@@ -233,27 +231,6 @@ pub enum SimError {
         memory::format_size(.over.budget)
     )]
     OverBudget { over: memory::OverBudget, simulated: Duration },
-}
-
-/// What the simulation hands the factory of each logical client's lock
-/// client: who it is, its deadline, and the run's shared fault hooks.
-pub(crate) struct ClientSetup {
-    pub logical: u32,
-    /// `client-3`.
-    pub name: String,
-    /// Every request's deadline.
-    pub deadline: Duration,
-    /// Where the pause nemesis stalls this client.
-    pub stall: Stall,
-    /// This client's clock offset (the skew nemesis).
-    pub clock: Rc<Cell<i64>>,
-    /// With the failover fault, the replica set's primary to follow.
-    pub primary: Option<Primary>,
-    /// The lock servers crashed right now: connections to them are refused.
-    pub down: DownHosts,
-    /// The client's session of the run's service (a client of its own,
-    /// such as a user's, leaves it unused).
-    pub session: Box<dyn SimSession>,
 }
 
 /// The history's record of `fault`, which struck `lock_hosts[host]` (and
@@ -561,7 +538,7 @@ where
             simulated_names()
         ))
     };
-    let service = service::keeping(options.backend.service(), &kinds).ok_or_else(not_simulated)?;
+    let service = services::keeping(options.backend.service(), &kinds).ok_or_else(not_simulated)?;
     let lock_hosts = service.lock_hosts(options.backend.service());
     let targets = Targets {
         clients: options.clients,

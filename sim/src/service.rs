@@ -16,20 +16,8 @@ use lockcheck_workloads::{Backend, FaultKind, Grant, Outcome, Service};
 use rand::rngs::SmallRng;
 use rand::Rng;
 
-use crate::client::Link;
-use crate::host::{serve, Knobs, Primary};
+use crate::host::{serve, Connection, Knobs, Primary};
 use crate::server::ServerState;
-
-/// Every simulated service, one line each. Exactly one keeps the locks of
-/// each simulated backend in a run, whatever its faults (a test holds it).
-const SERVICES: [&dyn SimService; 6] = [
-    &crate::redis_lock::OneRedis,
-    &crate::replicated::ReplicatedRedis,
-    &crate::redlock::FiveRedis,
-    &crate::lease_table::LeaseDatabase,
-    &crate::etcd::EtcdCluster,
-    &crate::consul::ConsulServer,
-];
 
 /// One simulated lock service: its hosts, how they start, and one
 /// client's side of it.
@@ -52,12 +40,6 @@ pub(crate) trait SimService {
     /// token with each grant when `fencing`), or none if this service does
     /// not run that recipe.
     fn session(&self, backend: Backend, fencing: bool) -> Option<Box<dyn SimSession>>;
-}
-
-/// The service that keeps `service`'s locks in a run with `faults`, if the
-/// simulator has one.
-pub(crate) fn keeping(service: Service, faults: &[FaultKind]) -> Option<&'static dyn SimService> {
-    SERVICES.into_iter().find(|candidate| candidate.keeps(service, faults))
 }
 
 /// What a service's hosts start with.
@@ -167,50 +149,41 @@ pub(crate) fn lease_of(grant: &Grant) -> String {
     grant.lease.clone().unwrap_or_default()
 }
 
-#[cfg(test)]
-mod tests {
-    use lockcheck_workloads::{Backend, Catalogue, FaultKind, World};
+/// What every simulated client has, whatever its service: its connections
+/// to the lock hosts (each pausing at the client's pause points), the
+/// values it names its grants by, and its clock.
+#[derive(Debug)]
+pub(crate) struct Link {
+    pub(crate) backend: Backend,
+    /// Take a fencing token with each grant (`INCR` for Redis; the lease
+    /// table always has one).
+    pub(crate) fencing: bool,
+    pub(crate) name: String,
+    pub(crate) grants: u64,
+    /// The lock hosts' connections: one, or Redlock's five.
+    pub(crate) instances: Vec<Connection>,
+    /// This client's clock, ahead of simulated time by this much (a skew
+    /// nemesis moves it); only a recipe that trusts the client's clock reads it.
+    pub(crate) clock_offset_ms: std::rc::Rc<std::cell::Cell<i64>>,
+}
 
-    use super::{keeping, SERVICES};
-    use crate::Simulator;
-
-    /// The fault sets that choose between services: none, and each fault a
-    /// backend takes alone.
-    fn fault_sets(backend: Backend) -> Vec<Vec<FaultKind>> {
-        let mut sets = vec![Vec::new()];
-        sets.extend(Simulator::faults(backend).into_iter().map(|fault| vec![fault]));
-        sets
+impl Link {
+    pub(crate) fn next_value(&mut self) -> String {
+        self.grants += 1;
+        format!("{}:{}", self.name, self.grants)
     }
 
-    #[test]
-    fn exactly_one_service_keeps_and_runs_each_simulated_backend_whatever_its_faults() {
-        for backend in Backend::all_in(World::Simulated) {
-            for faults in fault_sets(backend) {
-                let keepers: Vec<usize> = (0..SERVICES.len())
-                    .filter(|&at| SERVICES[at].keeps(backend.service(), &faults))
-                    .collect();
-                assert_eq!(
-                    keepers.len(),
-                    1,
-                    "{} under {faults:?}: {keepers:?}",
-                    backend.sim_name()
-                );
-                let service = keeping(backend.service(), &faults);
-                let session = service.and_then(|service| service.session(backend, true));
-                assert!(session.is_some(), "{} runs no session", backend.sim_name());
-                let hosts = service.map(|service| service.lock_hosts(backend.service()));
-                assert!(hosts.is_some_and(|hosts| !hosts.is_empty()), "{}", backend.sim_name());
-            }
-        }
+    /// The client's number, from its name (`client-3`: 3): an etcd client
+    /// asks its own member first.
+    pub(crate) fn number(&self) -> usize {
+        self.name.rsplit('-').next().and_then(|logical| logical.parse().ok()).unwrap_or_default()
     }
 
-    #[test]
-    fn a_recipe_of_the_real_world_only_has_no_simulated_session() {
-        let simulated = |recipe| Backend::all_in(World::Simulated).any(|b| b.recipe() == recipe);
-        for backend in Backend::ALL.into_iter().filter(|backend| !simulated(backend.recipe())) {
-            let service = keeping(backend.service(), &[]);
-            let session = service.and_then(|service| service.session(backend, true));
-            assert!(session.is_none(), "{} has a simulated session", backend.real_name());
-        }
+    /// The caller's clock, for the recipes that (wrongly) trust it.
+    pub(crate) fn caller_now_ms(&self) -> Option<i64> {
+        self.backend.trusts_caller_clock().then(|| {
+            turmoil::sim_elapsed().unwrap_or_default().as_millis() as i64
+                + self.clock_offset_ms.get()
+        })
     }
 }

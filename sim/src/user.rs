@@ -9,10 +9,11 @@ use std::time::Duration;
 use lockcheck_workloads::user::{RedisCommands, Uncertain};
 use lockcheck_workloads::LockClient;
 
+use crate::client::ClientSetup;
 use crate::client::{Backend, Simulator};
 use crate::host::{Connection, Failure};
 use crate::protocol::{Request, Response};
-use crate::run::{run_clients, ClientSetup, SimError, SimRun};
+use crate::run::{run_clients, SimError, SimRun};
 use crate::storage::SimStore;
 use lockcheck_workloads::RunOptions;
 
