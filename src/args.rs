@@ -537,13 +537,7 @@ impl CheckArgs {
     /// one, 0 when none is given.
     pub fn run_options(&self) -> Result<RunOptions, String> {
         let Some((backend, world)) = Backend::parse(&self.backend) else {
-            let names: Vec<&str> =
-                Backend::all_in(World::Simulated).map(|backend| backend.sim_name()).collect();
-            return Err(format!(
-                "unknown backend {:?}: the simulated ones are {} (lockcheck backends lists the real ones)",
-                self.backend,
-                names.join(", ")
-            ));
+            return Err(Backend::unknown(&self.backend));
         };
         lockcheck_commands::exit::check_gate(&self.gate)?;
         let defaults = RunOptions::new(world, backend);

@@ -61,8 +61,7 @@ pub fn run(args: &BackendsArgs) -> anyhow::Result<ExitCode> {
         return Ok(exit::VALID.into());
     };
     let Some(entry) = entries.iter().find(|entry| entry.name == name.as_str()) else {
-        let names: Vec<&str> = entries.iter().map(|entry| entry.name).collect();
-        eprintln!("lockcheck: unknown backend {name:?}: the backends are {}", names.join(", "));
+        eprintln!("lockcheck: {}", lockcheck_workloads::Backend::unknown(name));
         return Ok(exit::USAGE.into());
     };
     let _ = writeln!(text, "{} ({}): {}", entry.name, entry.world, entry.help);

@@ -459,6 +459,15 @@ fn backends_lists_both_worlds_and_says_why_a_fault_is_refused() {
     let output = lockcheck(&["backends", "zookeeper"]);
     assert_eq!(output.status.code(), Some(64));
     assert!(stderr(&output).contains("unknown backend \"zookeeper\""), "{}", stderr(&output));
+
+    // A mistyped name: what it may have meant, from both worlds.
+    let typo = lockcheck(&["check", "--backend", "postgres"]);
+    assert_eq!(typo.status.code(), Some(64));
+    let said = stderr(&typo);
+    assert!(said.contains("did you mean postgres-advisory"), "{said}");
+    assert!(said.contains("the real ones are redis"), "{said}");
+    let typo = lockcheck(&["backends", "reddis"]);
+    assert!(stderr(&typo).contains("(did you mean redis"), "{}", stderr(&typo));
 }
 
 #[test]

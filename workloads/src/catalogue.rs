@@ -358,6 +358,49 @@ impl Backend {
         })
     }
 
+    /// Every `--backend` name of `world`, in the order a listing gives them.
+    pub fn names_in(world: World) -> Vec<&'static str> {
+        Backend::all_in(world).map(|backend| backend.name_in(world)).collect()
+    }
+
+    /// The names of either world a mistyped `name` may have meant, the
+    /// likeliest first (at most four): those it begins, then those a
+    /// letter or two away (`postgres`: `postgres-advisory`, …; `reddis`:
+    /// `redis`).
+    pub fn suggest(name: &str) -> Vec<&'static str> {
+        let typed = name.trim().to_ascii_lowercase();
+        let mut scored: Vec<(usize, usize, &'static str)> = Vec::new();
+        let names = World::ALL.into_iter().flat_map(Backend::names_in);
+        for (order, candidate) in names.enumerate() {
+            let score = if !typed.is_empty() && candidate.starts_with(&typed) {
+                Some(0)
+            } else {
+                let distance = edit_distance(&typed, candidate);
+                (distance <= if typed.len() < 5 { 1 } else { 2 }).then_some(distance)
+            };
+            if let Some(score) = score {
+                scored.push((score, order, candidate));
+            }
+        }
+        scored.sort();
+        scored.into_iter().map(|(_, _, candidate)| candidate).take(4).collect()
+    }
+
+    /// What is wrong with a `--backend` nobody answers to: what it may
+    /// have meant, and every backend of both worlds.
+    pub fn unknown(name: &str) -> String {
+        let meant = Backend::suggest(name);
+        let meant = match meant.as_slice() {
+            [] => String::new(),
+            meant => format!(" (did you mean {}?)", meant.join(", ")),
+        };
+        format!(
+            "unknown backend {name:?}{meant}: the simulated backends are {}; the real ones are {}",
+            Backend::names_in(World::Simulated).join(", "),
+            Backend::names_in(World::Real).join(", ")
+        )
+    }
+
     /// The backend `name` names in either world, and that world.
     pub fn parse(name: &str) -> Option<(Backend, World)> {
         World::ALL
@@ -502,6 +545,23 @@ pub trait Catalogue {
     }
 }
 
+/// How many single-letter insertions, deletions and substitutions turn
+/// `from` into `to` (Levenshtein's distance).
+fn edit_distance(from: &str, to: &str) -> usize {
+    let to: Vec<char> = to.chars().collect();
+    let mut previous: Vec<usize> = (0..=to.len()).collect();
+    for (row, letter) in from.chars().enumerate() {
+        let mut current = vec![row + 1; to.len() + 1];
+        for (column, other) in to.iter().enumerate() {
+            let substitution = previous[column] + usize::from(letter != *other);
+            current[column + 1] =
+                substitution.min(previous[column + 1] + 1).min(current[column] + 1);
+        }
+        previous = current;
+    }
+    previous[to.len()]
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Backend, World};
@@ -526,5 +586,22 @@ mod tests {
         assert_eq!(Backend::parse("etcd"), Some((Backend::Etcd, World::Real)));
         assert_eq!(Backend::all_in(World::Simulated).count(), 17);
         assert_eq!(Backend::all_in(World::Real).count(), 17);
+    }
+
+    #[test]
+    fn a_mistyped_backend_gets_what_it_may_have_meant_from_both_worlds() {
+        let postgres = Backend::suggest("postgres");
+        assert!(postgres.contains(&"postgres-advisory"), "{postgres:?}");
+        assert!(postgres.contains(&"postgres-lease"), "{postgres:?}");
+        assert_eq!(Backend::suggest("reddis").first(), Some(&"redis"));
+        assert_eq!(Backend::suggest("REDLOK").first(), Some(&"redlock"));
+        assert!(Backend::suggest("zookeeper").is_empty());
+        let message = Backend::unknown("postgres");
+        assert!(message.contains("did you mean postgres-advisory"), "{message}");
+        assert!(message.contains("the real ones are redis, "), "{message}");
+        assert!(message.contains("the simulated backends are sim-redis, "), "{message}");
+        assert!(!Backend::unknown("zookeeper").contains("did you mean"));
+        assert_eq!(super::edit_distance("kitten", "sitting"), 3);
+        assert_eq!(super::edit_distance("", "abc"), 3);
     }
 }
