@@ -231,9 +231,15 @@ pub(crate) fn who_and_when(violation: &Violation) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join(", "))
 }
 
-/// `clients 1 and 2`, `clients 1, 2 and 3`, `client 4`.
+/// `clients 1 and 2`, `clients 1, 2 and 3`, `client 4`: each client
+/// once, in the order the violation names them.
 fn clients(processes: &[i64]) -> String {
-    let names: Vec<String> = processes.iter().map(i64::to_string).collect();
+    let mut names: Vec<String> = Vec::with_capacity(processes.len());
+    for process in processes.iter().map(i64::to_string) {
+        if !names.contains(&process) {
+            names.push(process);
+        }
+    }
     match names.split_last() {
         None => "no clients".to_string(),
         Some((only, [])) => format!("client {only}"),
@@ -308,6 +314,14 @@ fn shorten(text: &str, max_chars: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_client_is_named_once() {
+        assert_eq!(clients(&[1, 2, 1]), "clients 1 and 2");
+        assert_eq!(clients(&[3, 3]), "client 3");
+        assert_eq!(clients(&[4, 0, 7]), "clients 4, 0 and 7");
+        assert_eq!(clients(&[]), "no clients");
+    }
 
     #[test]
     fn an_event_line_quotes_its_key_operation_and_error_short() {
