@@ -36,6 +36,9 @@ fn stalled_holder_is_a_mutual_exclusion_violation_with_both_clients_and_window()
         "{text}"
     );
     assert!(text.contains("events: 0, 1, 3, 4"), "{text}");
+    // Each proving operation, as `check` lists them.
+    assert!(text.contains("      #1 t=1.003 s  1 ok acquire \"report\" {\"fence\":33}"), "{text}");
+    assert!(text.contains("      #4 t=13.002 s  2 ok acquire \"report\" {\"fence\":34}"), "{text}");
     // The fencing token saved the resource.
     assert!(text.contains("resource-safety      valid"), "{text}");
     assert!(text.contains("verdict: INVALID (mutual-exclusion)"), "{text}");

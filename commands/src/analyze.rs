@@ -1,5 +1,6 @@
 //! `lockcheck analyze FILE…`
 
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{self, BufReader, Write};
 use std::path::Path;
@@ -9,8 +10,8 @@ use std::time::Instant;
 use lockcheck_checker::import::{import_capped, Import, InputFormat, ModelChoice};
 use lockcheck_checker::names::LINEARIZABILITY;
 use lockcheck_checker::{
-    analyze_imported, default_checkers, Analysis, CheckOptions, ReadError, Verdict,
-    NOTHING_TO_CHECK,
+    analyze_imported, default_checkers, Analysis, CheckOptions, Event, EventReader, ReadError,
+    Verdict, NOTHING_TO_CHECK,
 };
 use lockcheck_reports::{render_json, render_text, Analyzed, TextOptions};
 
@@ -37,6 +38,7 @@ pub fn run(args: &AnalyzeRequest) -> anyhow::Result<ExitCode> {
     }
     let mut analyses: Vec<(String, Analysis)> = Vec::new();
     let mut errors: Vec<(String, String)> = Vec::new();
+    let mut provings: Vec<Vec<Event>> = Vec::new();
     for path in &args.files {
         let source = path.display().to_string();
         let started = Instant::now();
@@ -70,7 +72,14 @@ pub fn run(args: &AnalyzeRequest) -> anyhow::Result<ExitCode> {
             );
         }
         drop(imported);
+        // The text report lists each violation's operations, as `check`'s
+        // does: a second pass keeps only the events the violations name.
+        let proving = match (args.format, format) {
+            (Format::Text, InputFormat::Jsonl) => proving_events(path, &analysis),
+            _ => Vec::new(),
+        };
         analyses.push((source, analysis));
+        provings.push(proving);
     }
     let verdict = analyses
         .iter()
@@ -100,7 +109,7 @@ pub fn run(args: &AnalyzeRequest) -> anyhow::Result<ExitCode> {
         }
         Format::Junit => lockcheck_reports::render_junit(&analyzed),
         Format::Markdown => lockcheck_reports::render_markdown(&analyzed),
-        Format::Text => text_report(&analyzed, errors.len(), &htmls),
+        Format::Text => text_report(&analyzed, errors.len(), &htmls, &provings),
     };
     print(&text)?;
     // Unreadable input outranks any verdict: the verdict did not cover it.
@@ -147,12 +156,20 @@ fn html_report(
     Ok(path.display().to_string())
 }
 
-fn text_report(analyzed: &[Analyzed<'_>], unreadable: usize, htmls: &[Option<String>]) -> String {
+fn text_report(
+    analyzed: &[Analyzed<'_>],
+    unreadable: usize,
+    htmls: &[Option<String>],
+    provings: &[Vec<Event>],
+) -> String {
     let mut text: Vec<String> = analyzed
         .iter()
         .zip(htmls)
-        .map(|(one, html)| {
-            let options = TextOptions { html_report: html.as_deref(), ..TextOptions::default() };
+        .zip(provings)
+        .map(|((one, html), proving)| {
+            let events = (!proving.is_empty()).then_some(proving.as_slice());
+            let options =
+                TextOptions { html_report: html.as_deref(), events, ..TextOptions::default() };
             render_text(one, &options)
         })
         .collect();
@@ -168,6 +185,32 @@ fn text_report(analyzed: &[Analyzed<'_>], unreadable: usize, htmls: &[Option<Str
         ));
     }
     text.join("\n")
+}
+
+/// The events of the history at `path` that `analysis`'s violations name,
+/// in index order: read again, keeping only those, so that memory stays
+/// what the violations kept. Standard input, read once, gives none, and so
+/// does a file that cannot be read again (its report lists indices only).
+fn proving_events(path: &Path, analysis: &Analysis) -> Vec<Event> {
+    let wanted: BTreeSet<u64> = analysis
+        .results
+        .iter()
+        .flat_map(|result| &result.violations)
+        .flat_map(|violation| violation.events.iter().copied())
+        .collect();
+    if wanted.is_empty() || path.as_os_str() == "-" {
+        return Vec::new();
+    }
+    let Ok(file) = File::open(path) else { return Vec::new() };
+    let reader =
+        EventReader::new(BufReader::with_capacity(1 << 20, file), path.display().to_string());
+    let mut events: Vec<Event> = reader
+        .filter_map(Result::ok)
+        .map(|(_, event)| event)
+        .filter(|event| wanted.contains(&event.index))
+        .collect();
+    events.sort_by_key(|event| event.index);
+    events
 }
 
 /// Writes to standard output; a closed pipe (`| head`) is not an error.
