@@ -356,7 +356,8 @@ pub fn sweep_cell(
         return Ok(Vec::new());
     }
     let next = std::sync::atomic::AtomicU64::new(seeds.start);
-    let (base, check_options) = cell_options(cell, effort);
+    let base = cell_options(cell, effort);
+    let check_options = base.checks();
     let results = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|scope| {
         for _ in 0..threads.max(1) {
@@ -391,9 +392,10 @@ pub fn sweep_cell(
     Ok(alarms)
 }
 
-/// The simulator's and the checkers' options for one cell's runs.
-fn cell_options(cell: &Cell, effort: &Effort) -> (RunOptions, CheckOptions) {
-    let base = RunOptions {
+/// The options of one cell's runs, with the checkers' bound on the
+/// linearizability search ([`RunOptions::checks`]).
+fn cell_options(cell: &Cell, effort: &Effort) -> RunOptions {
+    RunOptions {
         backend: cell.backend,
         workload: cell.workload,
         faults: cell.faults.to_vec(),
@@ -403,13 +405,9 @@ fn cell_options(cell: &Cell, effort: &Effort) -> (RunOptions, CheckOptions) {
         persistent: cell.persistent,
         time_limit: cell.time_limit.unwrap_or(effort.time_limit),
         ttl: cell.ttl.unwrap_or(RunOptions::default().ttl),
+        linearizability_timeout: effort.linearizability_timeout,
         ..RunOptions::default()
-    };
-    let check_options = CheckOptions {
-        linearizability_time_limit: Some(effort.linearizability_timeout),
-        ..CheckOptions::default()
-    };
-    (base, check_options)
+    }
 }
 
 /// Runs one cell.
@@ -424,7 +422,8 @@ pub fn run_cell_with_progress(
     effort: &Effort,
     progress: &mut dyn FnMut(u64, &SimRun),
 ) -> Result<CellResult, MatrixError> {
-    let (base, check_options) = cell_options(cell, effort);
+    let base = cell_options(cell, effort);
+    let check_options = base.checks();
     let seeds =
         if cell.expect.seeks_violation() { effort.violated_within } else { effort.safe_seeds };
     let outcome = cell.expect.judge_runs_from(
