@@ -38,6 +38,8 @@ pub struct Analysis {
     pub verdict: Verdict,
     pub summary: Summary,
     pub results: Vec<CheckResult>,
+    /// The violations grouped by cause, each with the fault behind it.
+    pub findings: Vec<crate::findings::Finding>,
     /// Problems in the history that did not stop it from being checked.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
@@ -138,7 +140,7 @@ pub fn analyze_operations<M: Model>(
         end_ns: 0,
     };
     let verdict = result.verdict.unwrap_or(Verdict::Unknown);
-    Analysis { verdict, summary, results: vec![result], warnings: Vec::new() }
+    Analysis { verdict, summary, results: vec![result], findings: Vec::new(), warnings: Vec::new() }
 }
 
 /// Pairs recorded `events` into a history and runs the default checkers on
@@ -160,8 +162,9 @@ pub fn analyze(
     options: &CheckOptions,
 ) -> Analysis {
     let subject = Subject::new(history);
-    let results: Vec<CheckResult> =
+    let mut results: Vec<CheckResult> =
         checkers.par_iter().map(|checker| checker.judge(&subject, options)).collect();
+    let findings = crate::findings::group(history, subject.beliefs(), &mut results);
     let verdict = results
         .iter()
         .filter_map(|result| result.verdict)
@@ -171,6 +174,7 @@ pub fn analyze(
         verdict,
         summary: summarize_with(history, subject.key_stats()),
         results,
+        findings,
         warnings: history.warnings().to_vec(),
     }
 }

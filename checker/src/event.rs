@@ -169,6 +169,8 @@ pub struct ValueFields {
     pub version: Option<u64>,
     pub fault: Option<String>,
     pub targets: Option<Vec<String>>,
+    /// A nemesis record's whole value (when it names a `fault`).
+    pub nemesis: Option<Value>,
 }
 
 impl Event {
@@ -197,7 +199,12 @@ fn value_fields(value: Option<&RawValue>) -> Result<ValueFields, String> {
     if !text.trim_start().starts_with('{') {
         return Ok(ValueFields::default());
     }
-    serde_json::from_str::<ValueFields>(text).map_err(|error| error.to_string())
+    let mut fields =
+        serde_json::from_str::<ValueFields>(text).map_err(|error| error.to_string())?;
+    if fields.fault.is_some() {
+        fields.nemesis = serde_json::from_str(text).ok();
+    }
+    Ok(fields)
 }
 
 impl Serialize for Event {

@@ -52,6 +52,8 @@ fn check_key(history: &History, key: KeyId, grants: &[OpId]) -> Vec<Violation> {
     if !fenced.is_empty() && !unfenced.is_empty() {
         let first = history.op(unfenced[0]);
         violations.push(Violation {
+            root: None,
+            finding: None,
             linearization: None,
             kind: ViolationKind::MixedFencing,
             key: name.to_string(),
@@ -68,15 +70,6 @@ fn check_key(history: &History, key: KeyId, grants: &[OpId]) -> Vec<Violation> {
             ),
         });
     }
-    let mut first_with_token: HashMap<u64, OpId> = HashMap::default();
-    for &id in &fenced {
-        let fence = history.op(id).fence.expect("partitioned on fence");
-        if let Some(&earlier) = first_with_token.get(&fence) {
-            violations.push(duplicate(history, history.op(earlier), history.op(id), fence));
-        } else {
-            first_with_token.insert(fence, id);
-        }
-    }
     let timed: Vec<Timed<u64>> = fenced
         .iter()
         .map(|&id| {
@@ -88,17 +81,55 @@ fn check_key(history: &History, key: KeyId, grants: &[OpId]) -> Vec<Violation> {
             }
         })
         .collect();
-    for (at, preceding) in largest_preceding(&timed).into_iter().enumerate() {
+    let preceding = largest_preceding(&timed);
+    let resets = resets(&timed, &preceding);
+    let mut first_with_token: HashMap<u64, OpId> = HashMap::default();
+    for (at, &id) in fenced.iter().enumerate() {
+        let fence = history.op(id).fence.expect("partitioned on fence");
+        if let Some(&earlier) = first_with_token.get(&fence) {
+            let mut violation = duplicate(history, history.op(earlier), history.op(id), fence);
+            violation.root = Some(resets[at].unwrap_or(timed[at].completion));
+            violations.push(violation);
+        } else {
+            first_with_token.insert(fence, id);
+        }
+    }
+    for (at, preceding) in preceding.into_iter().enumerate() {
         let Some(preceding) = preceding else { continue };
         if timed[preceding].value > timed[at].value {
-            violations.push(backwards(
-                history,
-                history.op(fenced[preceding]),
-                history.op(fenced[at]),
-            ));
+            let mut violation =
+                backwards(history, history.op(fenced[preceding]), history.op(fenced[at]));
+            violation.root = resets[at];
+            violations.push(violation);
         }
     }
     violations
+}
+
+/// Per grant (in `timed`'s order): the grant whose token started over, if
+/// this one's token is below one granted before it was asked for. Such a
+/// grant begins a run of low tokens (a lock service that lost its counter
+/// in a crash); every later grant still below the old tokens belongs to
+/// the same reset, until one goes lower than its run has reached: another
+/// reset. Each reset is one cause, however many violations follow it.
+fn resets(timed: &[Timed<u64>], preceding: &[Option<usize>]) -> Vec<Option<u64>> {
+    let mut root: Option<(u64, u64)> = None;
+    timed
+        .iter()
+        .zip(preceding)
+        .map(|(grant, &preceding)| {
+            let low = preceding.is_some_and(|preceding| timed[preceding].value >= grant.value);
+            if !low {
+                root = None;
+                return None;
+            }
+            root = match root {
+                Some((index, reached)) if grant.value >= reached => Some((index, grant.value)),
+                _ => Some((grant.completion, grant.value)),
+            };
+            root.map(|(index, _)| index)
+        })
+        .collect()
 }
 
 fn grant_at(history: &History, op: &Op) -> String {
@@ -112,6 +143,8 @@ fn duplicate(history: &History, first: &Op, second: &Op, fence: u64) -> Violatio
         vec![history.completion_or_end(first).index, history.completion_or_end(second).index];
     events.sort_unstable();
     Violation {
+        root: None,
+        finding: None,
         linearization: None,
         kind: ViolationKind::DuplicateToken,
         key: key.to_string(),
@@ -130,6 +163,8 @@ fn duplicate(history: &History, first: &Op, second: &Op, fence: u64) -> Violatio
 fn backwards(history: &History, earlier: &Op, later: &Op) -> Violation {
     let key = history.key_name(later.key);
     Violation {
+        root: None,
+        finding: None,
         linearization: None,
         kind: ViolationKind::BackwardsToken,
         key: key.to_string(),

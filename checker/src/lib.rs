@@ -15,6 +15,7 @@ mod event;
 mod expect;
 mod fastline;
 mod fence;
+pub mod findings;
 mod history;
 pub mod import;
 pub mod linear;
@@ -40,6 +41,7 @@ pub use capped::{LineTooLong, DEFAULT_MAX_LINE_BYTES};
 pub use event::{Event, EventType, Function, Process, ValueFields};
 pub use expect::{CellOutcome, Expect, Judgement};
 pub use fence::FenceMonotonicity;
+pub use findings::{Cause, Finding};
 pub use history::{
     History, HistoryBuilder, HistoryError, KeyId, Moment, NemesisEvent, Op, OpId, Outcome, Step,
 };

@@ -266,6 +266,8 @@ fn judge(
     processes.sort_unstable();
     processes.dedup();
     Some(Violation {
+        root: None,
+        finding: None,
         linearization: None,
         kind: ViolationKind::Stuck,
         key: key.to_string(),

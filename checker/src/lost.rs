@@ -77,6 +77,8 @@ fn same_version(history: &History, earlier: &Op, later: OpId, version: u64) -> V
     let later = history.op(later);
     let key = history.key_name(later.key);
     Violation {
+        root: None,
+        finding: None,
         kind: ViolationKind::LostUpdate,
         key: key.to_string(),
         processes: vec![earlier.process, later.process],
@@ -97,6 +99,8 @@ fn lower_version(history: &History, earlier: OpId, later: OpId) -> Violation {
     let (earlier, later) = (history.op(earlier), history.op(later));
     let key = history.key_name(later.key);
     Violation {
+        root: None,
+        finding: None,
         kind: ViolationKind::LostUpdate,
         key: key.to_string(),
         processes: vec![earlier.process, later.process],

@@ -57,7 +57,11 @@ fn over_limit(history: &History, beliefs: &[Belief], limit: usize) -> Vec<Violat
             .collect();
         let mut events: Vec<u64> = running.iter().map(|belief| belief.start.index).collect();
         events.sort_unstable();
+        // The holder granted first is the one that went on too long.
+        let root = running.iter().map(|belief| belief.start.index).min();
         violations.push(Violation {
+            root,
+            finding: None,
             linearization: None,
             kind: ViolationKind::Overlap,
             key: key.to_string(),
@@ -118,6 +122,8 @@ fn overlap(history: &History, earlier: &Belief, later: &Belief) -> Violation {
         b_ok = later.start.index,
     );
     Violation {
+        root: Some(earlier.start.index),
+        finding: None,
         linearization: None,
         kind: ViolationKind::Overlap,
         key: key.to_string(),

@@ -64,6 +64,8 @@ fn judge(history: &History, job: &str, unit: &str, runs: &[&Op]) -> Option<Viola
     if ran.len() >= 2 {
         let who: Vec<String> = ran.iter().map(|op| at(op)).collect();
         return Some(Violation {
+            root: None,
+            finding: None,
             kind: ViolationKind::RanTwice,
             key: job.to_string(),
             processes: ran.iter().map(|op| op.process).collect(),
@@ -85,6 +87,8 @@ fn judge(history: &History, job: &str, unit: &str, runs: &[&Op]) -> Option<Viola
         let reasons: Vec<String> =
             reasons.iter().map(|(reason, count)| format!("{reason} ×{count}")).collect();
         return Some(Violation {
+            root: None,
+            finding: None,
             kind: ViolationKind::NeverRan,
             key: job.to_string(),
             processes: runs.iter().map(|op| op.process).collect(),

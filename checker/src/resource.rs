@@ -44,7 +44,7 @@ impl Checker for ResourceSafety {
         let mut unguarded = 0u64;
         let mut lost = crate::lost::lost_updates(history);
         for (key, ops) in per_key.iter().enumerate().filter(|(_, ops)| !ops.is_empty()) {
-            let mut violations = stale_writes(history, ops);
+            let mut violations = stale_writes(history, beliefs, ops);
             violations.append(&mut lost[key]);
             let (double_charges, unguarded_here) = double_charges(history, beliefs, permits, ops);
             violations.extend(double_charges);
@@ -62,7 +62,7 @@ impl Checker for ResourceSafety {
     }
 }
 
-fn stale_writes(history: &History, ops: &[OpId]) -> Vec<Violation> {
+fn stale_writes(history: &History, beliefs: &Beliefs, ops: &[OpId]) -> Vec<Violation> {
     let accepted: Vec<OpId> = ops
         .iter()
         .copied()
@@ -92,6 +92,8 @@ fn stale_writes(history: &History, ops: &[OpId]) -> Vec<Violation> {
         let key = history.key_name(stale.key);
         let landed = history.completion_or_end(stale);
         violations.push(Violation {
+            root: beliefs.held_at_write(accepted[at]).map(|held| held.start.index).min(),
+            finding: None,
             linearization: None,
             kind: ViolationKind::StaleWrite,
             key: key.to_string(),
@@ -171,6 +173,8 @@ fn double_charge(history: &History, write: &Op, held: &Belief, other: &Belief) -
     let landed = history.completion_or_end(write);
     let data = write.data.as_deref().map(|data| format!(" {data:?}")).unwrap_or_default();
     Violation {
+        root: Some(held.start.index),
+        finding: None,
         linearization: None,
         kind: ViolationKind::DoubleCharge,
         key: resource.to_string(),
@@ -314,6 +318,8 @@ impl<'h> ReadCheck<'h> {
         ]);
         events.sort_unstable();
         Violation {
+            root: None,
+            finding: None,
             linearization: None,
             kind: ViolationKind::StaleRead,
             key: self.history.key_name(read.key).to_string(),
@@ -337,6 +343,8 @@ impl<'h> ReadCheck<'h> {
             (None, fence) => format!("token {}", fence.unwrap_or_default()),
         };
         Violation {
+            root: None,
+            finding: None,
             linearization: None,
             kind: ViolationKind::StaleRead,
             key: self.history.key_name(read.key).to_string(),

@@ -109,6 +109,15 @@ pub struct Violation {
     /// For `NotLinearizable`: how far the search got.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub linearization: Option<LinearizationEvidence>,
+    /// The event that began its cause, where the checker can tell: the
+    /// grant of the holder that went on past its lease, the first grant
+    /// after the lock's tokens started over. Violations with one root
+    /// make one finding.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root: Option<u64>,
+    /// The finding (see [`crate::findings`]) it belongs to, once grouped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finding: Option<u32>,
 }
 
 /// Where the search for a linearization got stuck, for reports and timelines.
@@ -155,6 +164,10 @@ pub struct CheckResult {
     /// Things a person should know that are not violations.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Every violation's root (kept or not), with how many violations it
+    /// began, in root order: what findings count.
+    #[serde(skip)]
+    pub roots: Vec<(u64, u64)>,
 }
 
 impl CheckResult {
@@ -167,6 +180,7 @@ impl CheckResult {
             violation_count: 0,
             violations: Vec::new(),
             notes: Vec::new(),
+            roots: Vec::new(),
         }
     }
 }
@@ -297,6 +311,7 @@ pub(crate) struct Findings {
     violation_count: u64,
     violations: Vec<Violation>,
     notes: Vec<String>,
+    roots: std::collections::BTreeMap<u64, u64>,
 }
 
 impl Findings {
@@ -308,6 +323,7 @@ impl Findings {
             violation_count: 0,
             violations: Vec::new(),
             notes: Vec::new(),
+            roots: std::collections::BTreeMap::new(),
         }
     }
 
@@ -323,6 +339,9 @@ impl Findings {
             reason: None,
         });
         self.violation_count += count;
+        for root in violations.iter().filter_map(|violation| violation.root) {
+            *self.roots.entry(root).or_default() += 1;
+        }
         let room = self.max_violations.saturating_sub(self.violations.len());
         self.violations.extend(violations.into_iter().take(room));
     }
@@ -353,6 +372,7 @@ impl Findings {
             violation_count: self.violation_count,
             violations: self.violations,
             notes: self.notes,
+            roots: self.roots.into_iter().collect(),
         }
     }
 }

@@ -220,10 +220,10 @@ async fn stall_clients(
         let fault = StallFault { client, at, start: start_at, end, ..*fault };
         let Some(stall) = holders.stall(client) else { continue };
         stall.request_at(fault.stall_ms, fault.at);
-        record_fault(recorder, &fault, Function::Start, None);
+        record_fault(recorder, &fault, stall.process(), Function::Start, None);
         tokio::time::sleep_until(start + fault.end).await;
         let struck = stall.clear();
-        record_fault(recorder, &fault, Function::Stop, Some(struck));
+        record_fault(recorder, &fault, stall.process(), Function::Stop, Some(struck));
     }
 }
 
@@ -232,12 +232,14 @@ async fn stall_clients(
 fn record_fault(
     recorder: &SharedRecorder,
     fault: &StallFault,
+    process: Option<i64>,
     f: Function,
     struck: Option<Option<StallPoint>>,
 ) {
     let mut value = json!({
         "fault": "pause",
         "targets": [format!("client-{}", fault.client)],
+        "processes": process.into_iter().collect::<Vec<_>>(),
         "stall_ms": fault.stall_ms,
         "at": fault.at.name(),
     });

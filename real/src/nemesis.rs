@@ -107,9 +107,17 @@ fn record(
     names: &[String],
     f: Function,
     sessions: Option<u64>,
+    servers: &[SharedServer],
 ) {
     let targets: Vec<&str> = fault.servers.iter().map(|&at| names[at].as_str()).collect();
     let mut value = json!({ "fault": fault.action.name(), "targets": targets });
+    if fault.action == ServerAction::Kill {
+        // Whether the keys held survive the crash.
+        let persistent = fault.servers.iter().all(|&at| {
+            servers[at].lock().unwrap_or_else(|poisoned| poisoned.into_inner()).keeps_data()
+        });
+        value["persistent"] = json!(persistent);
+    }
     if fault.action == ServerAction::ClockJump {
         value["jump_ms"] = json!(fault.jump_ms);
     }
@@ -226,7 +234,7 @@ pub async fn run(
         for &at in &fault.servers {
             strike(servers[at].clone(), fault, true).await?;
         }
-        record(recorder, fault, names, Function::Start, killed);
+        record(recorder, fault, names, Function::Start, killed, servers);
         if fault.action == ServerAction::ClockDrift {
             drift(fault, servers, start).await?;
         }
@@ -234,7 +242,7 @@ pub async fn run(
         for &at in &fault.servers {
             strike(servers[at].clone(), fault, false).await?;
         }
-        record(recorder, fault, names, Function::Stop, None);
+        record(recorder, fault, names, Function::Stop, None, servers);
     }
     Ok(())
 }

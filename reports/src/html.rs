@@ -60,6 +60,7 @@ pub fn render_html(input: &HtmlInput<'_>) -> String {
     header(&mut out, input);
     summary_section(&mut out, input.analysis);
     out.push_str(TIMELINE_SECTION);
+    findings_section(&mut out, input.analysis);
     violations_section(&mut out, input.analysis);
     out.push_str(CHARTS_SECTION);
     out.push_str("<div id=\"tooltip\" class=\"tooltip\" hidden></div>\n");
@@ -210,6 +211,37 @@ fn key_table(out: &mut String, result: &CheckResult, bad: usize) {
     out.push_str("</div>");
 }
 
+/// The findings: one item each, its cause, the fault behind it, and the
+/// violations it explains (the list below names each one's finding).
+fn findings_section(out: &mut String, analysis: &Analysis) {
+    if analysis.findings.is_empty() {
+        return;
+    }
+    out.push_str("<section id=\"findings\"><h2>Findings</h2>\n<ol class=\"findings\">\n");
+    for finding in &analysis.findings {
+        let fault = match &finding.fault {
+            Some(fault) => format!("fault: {}", escape_html(&fault.description)),
+            None => "no fault behind it: the lock, or its use, broke by itself".to_string(),
+        };
+        let explained: Vec<String> = finding
+            .checkers
+            .iter()
+            .map(|explained| format!("{} {}", escape_html(explained.checker), explained.violations))
+            .collect();
+        let _ = writeln!(
+            out,
+            "<li class=\"finding\" value=\"{id}\" id=\"finding-{id}\"><span class=\"tag kind\">{}</span> \
+             <code>{}</code> ({})<div>{}</div><div class=\"muted\">{fault}</div></li>",
+            escape_html(finding.cause.describe()),
+            escape_html(&finding.key),
+            explained.join(", "),
+            escape_html(&finding.summary),
+            id = finding.id,
+        );
+    }
+    out.push_str("</ol></section>\n");
+}
+
 fn violations_section(out: &mut String, analysis: &Analysis) {
     out.push_str("<section id=\"violations\"><h2>Violations</h2>\n");
     let shown: usize = analysis.results.iter().map(|result| result.violations.len()).sum();
@@ -252,10 +284,14 @@ fn violation_item(out: &mut String, position: usize, checker: &str, violation: &
         None => String::new(),
     };
     let events: Vec<String> = violation.events.iter().map(u64::to_string).collect();
+    let finding = violation
+        .finding
+        .map(|id| format!(" <a class=\"tag\" href=\"#finding-{id}\">finding {id}</a>"))
+        .unwrap_or_default();
     let _ = writeln!(
         out,
         "<li class=\"violation\" data-violation=\"{position}\" tabindex=\"0\">\
-         <span class=\"tag\">{}</span> <span class=\"tag kind\">{}</span> <code>{}</code>{}\
+         <span class=\"tag\">{}</span> <span class=\"tag kind\">{}</span>{finding} <code>{}</code>{}\
          <div>{}</div><div class=\"muted\">events: {}</div></li>",
         escape_html(checker),
         escape_html(&kind),

@@ -11,7 +11,7 @@
 
 use std::fmt::Write;
 
-use lockcheck_checker::{CheckResult, KeyVerdict, Verdict, Violation, ViolationKind};
+use lockcheck_checker::{CheckResult, Finding, KeyVerdict, Verdict, Violation, ViolationKind};
 
 use crate::text::who_and_when;
 use crate::Analyzed;
@@ -111,12 +111,14 @@ impl Counts {
 }
 
 fn suite<'a>(analyzed: &Analyzed<'a>) -> Suite<'a> {
-    let cases = analyzed.analysis.results.iter().flat_map(cases).collect();
+    let findings = &analyzed.analysis.findings;
+    let cases =
+        analyzed.analysis.results.iter().flat_map(|result| cases(result, findings)).collect();
     Suite { source: analyzed.source, cases, warnings: &analyzed.analysis.warnings }
 }
 
 /// A checker's test cases: one per key it judged, or one for the checker.
-fn cases(result: &CheckResult) -> Vec<Case> {
+fn cases(result: &CheckResult, findings: &[Finding]) -> Vec<Case> {
     let Some(verdict) = result.verdict else {
         let message = result.reason.clone().unwrap_or_else(|| "does not apply".to_string());
         return vec![Case {
@@ -126,11 +128,12 @@ fn cases(result: &CheckResult) -> Vec<Case> {
     };
     if result.keys.is_empty() {
         let violations: Vec<&Violation> = result.violations.iter().collect();
-        let outcome =
-            outcome(verdict, &violations, result.violation_count, result.reason.as_deref());
+        let count = result.violation_count;
+        let outcome = outcome(verdict, &violations, count, result.reason.as_deref(), findings);
         return vec![Case { name: result.checker.to_string(), outcome }];
     }
-    let mut cases: Vec<Case> = result.keys.iter().map(|key| key_case(result, key)).collect();
+    let mut cases: Vec<Case> =
+        result.keys.iter().map(|key| key_case(result, key, findings)).collect();
     let orphans: Vec<&Violation> = result
         .violations
         .iter()
@@ -138,19 +141,19 @@ fn cases(result: &CheckResult) -> Vec<Case> {
         .collect();
     if !orphans.is_empty() {
         let count = orphans.len() as u64;
-        let outcome = outcome(Verdict::Invalid, &orphans, count, None);
+        let outcome = outcome(Verdict::Invalid, &orphans, count, None, findings);
         cases.push(Case { name: result.checker.to_string(), outcome });
     }
     cases
 }
 
-fn key_case(result: &CheckResult, key: &KeyVerdict) -> Case {
+fn key_case(result: &CheckResult, key: &KeyVerdict, findings: &[Finding]) -> Case {
     let violations: Vec<&Violation> =
         result.violations.iter().filter(|violation| violation.key == key.key).collect();
     let reason = key.reason.as_deref().or(result.reason.as_deref());
     Case {
         name: format!("{} {}", result.checker, key.key),
-        outcome: outcome(key.verdict, &violations, key.violations, reason),
+        outcome: outcome(key.verdict, &violations, key.violations, reason, findings),
     }
 }
 
@@ -161,24 +164,25 @@ fn outcome(
     violations: &[&Violation],
     count: u64,
     reason: Option<&str>,
+    findings: &[Finding],
 ) -> Outcome {
     match verdict {
         Verdict::Valid => Outcome::Passed,
         Verdict::Unknown => {
             Outcome::Error { message: reason.unwrap_or("the checker could not decide").to_string() }
         }
-        Verdict::Invalid => failure(violations, count),
+        Verdict::Invalid => failure(violations, count, findings),
     }
 }
 
-fn failure(violations: &[&Violation], count: u64) -> Outcome {
+fn failure(violations: &[&Violation], count: u64, findings: &[Finding]) -> Outcome {
     let Some(first) = violations.first() else {
         let message = format!("{count} violations; none kept as evidence (see --max-violations)");
         return Outcome::Failure { body: message.clone(), message, kind: "invalid".to_string() };
     };
     let message = first.explanation.lines().next().unwrap_or_default().to_string();
     let mut paragraphs: Vec<String> =
-        violations.iter().map(|violation| paragraph(violation)).collect();
+        violations.iter().map(|violation| paragraph(violation, findings)).collect();
     let kept = violations.len() as u64;
     if count > kept {
         paragraphs.push(format!("… {} more violations not kept as evidence", count - kept));
@@ -188,13 +192,28 @@ fn failure(violations: &[&Violation], count: u64) -> Outcome {
 
 /// A violation as a person reads it: the checker's paragraph, then who,
 /// when, and the events that prove it.
-fn paragraph(violation: &Violation) -> String {
+fn paragraph(violation: &Violation, findings: &[Finding]) -> String {
     let mut text = violation.explanation.clone();
     if let Some(line) = who_and_when(violation) {
         let _ = write!(text, "\n{line}");
     }
     let events: Vec<String> = violation.events.iter().map(u64::to_string).collect();
     let _ = write!(text, "\nevents: {}", events.join(", "));
+    let finding = violation.finding.and_then(|id| findings.iter().find(|f| f.id == id));
+    if let Some(finding) = finding {
+        let _ = write!(
+            text,
+            "\nfinding {}: {} ({} in all)",
+            finding.id,
+            finding.cause.describe(),
+            crate::text::plural(finding.violations, "violation", "violations")
+        );
+        let fault = finding
+            .fault
+            .as_ref()
+            .map_or("none: the lock broke by itself", |fault| fault.description.as_str());
+        let _ = write!(text, "\nfault: {fault}");
+    }
     text
 }
 

@@ -57,9 +57,49 @@ fn history(out: &mut String, analyzed: &Analyzed<'_>) {
         let _ = writeln!(out, "> warning: {}\n", escape(&clip_quoted(warning)));
     }
     table(out, analysis);
+    findings(out, analysis);
     for result in &analysis.results {
         details(out, result);
     }
+}
+
+/// Findings listed at most; the rest are counted.
+const FINDINGS_SHOWN_MAX: usize = 10;
+
+/// One item per finding: its cause, the violations it explains, the fault
+/// behind it.
+fn findings(out: &mut String, analysis: &Analysis) {
+    if analysis.findings.is_empty() {
+        return;
+    }
+    let explained: u64 = analysis.findings.iter().map(|finding| finding.violations).sum();
+    let _ = writeln!(
+        out,
+        "**findings**: {} explain {}\n",
+        analysis.findings.len(),
+        plural(explained, "violation", "violations")
+    );
+    for finding in analysis.findings.iter().take(FINDINGS_SHOWN_MAX) {
+        let fault = finding
+            .fault
+            .as_ref()
+            .map_or("no fault behind it: the lock broke by itself", |fault| &fault.description);
+        let _ = writeln!(
+            out,
+            "- **finding {}**: {} on {}, {}; fault: {}  \n  {}",
+            finding.id,
+            escape(finding.cause.describe()),
+            escape(&text(&finding.key)),
+            plural(finding.violations, "violation", "violations"),
+            escape(&clip_quoted(fault)),
+            escape(&clip_quoted(&finding.summary))
+        );
+    }
+    if analysis.findings.len() > FINDINGS_SHOWN_MAX {
+        let more = (analysis.findings.len() - FINDINGS_SHOWN_MAX) as u64;
+        let _ = writeln!(out, "- … and {}", plural(more, "more finding", "more findings"));
+    }
+    out.push('\n');
 }
 
 fn table(out: &mut String, analysis: &Analysis) {
@@ -120,6 +160,9 @@ fn violation_item(out: &mut String, violation: &Violation) {
         .and_then(|name| name.as_str().map(str::to_string))
         .unwrap_or_else(|| format!("{:?}", violation.kind));
     let _ = write!(out, "- **{}** on {}", escape(&kind), escape(&text(&violation.key)));
+    if let Some(id) = violation.finding {
+        let _ = write!(out, " (finding {id})");
+    }
     if let Some(line) = who_and_when(violation) {
         let _ = write!(out, ": {}", escape(&line));
     }

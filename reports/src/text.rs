@@ -10,7 +10,7 @@ use std::fmt::Write;
 
 use lockcheck_checker::quote::{clip_quoted, display, text};
 use lockcheck_checker::{
-    format_seconds, format_time, Analysis, CheckResult, Event, Verdict, Violation,
+    format_seconds, format_time, Analysis, CheckResult, Event, Finding, Verdict, Violation,
 };
 
 use crate::Analyzed;
@@ -65,8 +65,9 @@ pub fn render_text(analyzed: &Analyzed<'_>, options: &TextOptions<'_>) -> String
     }
     out.push('\n');
     for result in &analysis.results {
-        checker(&mut out, result, options);
+        checker(&mut out, result, analysis, options);
     }
+    findings(&mut out, analysis, options);
     let failing: Vec<&str> = analysis
         .results
         .iter()
@@ -123,7 +124,7 @@ pub(crate) fn summary_line(analysis: &Analysis) -> String {
     )
 }
 
-fn checker(out: &mut String, result: &CheckResult, options: &TextOptions<'_>) {
+fn checker(out: &mut String, result: &CheckResult, analysis: &Analysis, options: &TextOptions<'_>) {
     let Some(verdict) = result.verdict else {
         let reason = result.reason.as_deref().unwrap_or("does not apply");
         let _ = writeln!(out, "{:<20} n/a      {}", result.checker, clip_quoted(reason));
@@ -179,6 +180,22 @@ fn checker(out: &mut String, result: &CheckResult, options: &TextOptions<'_>) {
             bad - options.max_keys_listed as u64
         );
     }
+    if !analysis.findings.is_empty() {
+        // Told by cause below: here, which findings explain them.
+        let ids: Vec<u32> = analysis
+            .findings
+            .iter()
+            .filter(|finding| finding.checkers.iter().any(|c| c.checker == result.checker))
+            .map(|finding| finding.id)
+            .collect();
+        if !ids.is_empty() {
+            let _ = writeln!(out, "  in {}", finding_ids(&ids));
+        }
+        for note in &result.notes {
+            let _ = writeln!(out, "  note: {}", clip_quoted(note));
+        }
+        return;
+    }
     for violation in result.violations.iter().take(options.max_violations_shown) {
         violation_block(out, violation, options);
     }
@@ -193,6 +210,178 @@ fn checker(out: &mut String, result: &CheckResult, options: &TextOptions<'_>) {
     for note in &result.notes {
         let _ = writeln!(out, "  note: {}", clip_quoted(note));
     }
+}
+
+/// The findings: how many causes explain the violations, then one block
+/// for the largest finding of each kind of cause and fault (a stale holder
+/// after a pause, a token reset after a kill, a stale holder with no fault
+/// behind it …), and one line for the rest of each kind.
+fn findings(out: &mut String, analysis: &Analysis, options: &TextOptions<'_>) {
+    let findings = &analysis.findings;
+    if findings.is_empty() {
+        return;
+    }
+    let all: u64 = analysis.results.iter().map(|result| result.violation_count).sum();
+    let explained: u64 = findings.iter().map(|finding| finding.violations).sum();
+    // Kinds in the order they first happened.
+    let mut kinds: Vec<((&str, &str), Vec<&Finding>)> = Vec::new();
+    for finding in findings {
+        let kind = (finding.cause.describe(), finding.fault_name());
+        match kinds.iter_mut().find(|(seen, _)| *seen == kind) {
+            Some((_, list)) => list.push(finding),
+            None => kinds.push((kind, vec![finding])),
+        }
+    }
+    let causes: Vec<String> =
+        kinds.iter().map(|((cause, fault), list)| kind_name(cause, fault, list.len())).collect();
+    let explains = if explained >= all {
+        format!("all {}", plural(all, "violation", "violations"))
+    } else {
+        format!("{explained} of {}", plural(all, "violation", "violations"))
+    };
+    let _ = writeln!(
+        out,
+        "\n{} {} {explains}: {}",
+        plural(findings.len() as u64, "finding", "findings"),
+        if findings.len() == 1 { "explains" } else { "explain" },
+        causes.join("; ")
+    );
+    for ((cause, fault), list) in kinds.iter().take(FINDING_KINDS_SHOWN) {
+        let largest = list
+            .iter()
+            .max_by_key(|finding| (finding.violations, std::cmp::Reverse(finding.id)))
+            .expect("a kind has a finding");
+        finding_block(out, largest, options);
+        if list.len() > 1 {
+            let others: Vec<u32> =
+                list.iter().map(|finding| finding.id).filter(|&id| id != largest.id).collect();
+            let _ = writeln!(
+                out,
+                "  and {} like it: {}",
+                kind_name(cause, fault, others.len()),
+                finding_ids(&others)
+            );
+        }
+    }
+    for ((cause, fault), list) in kinds.iter().skip(FINDING_KINDS_SHOWN) {
+        let ids: Vec<u32> = list.iter().map(|finding| finding.id).collect();
+        let _ = writeln!(out, "{}: {}", kind_name(cause, fault, list.len()), finding_ids(&ids));
+    }
+    if let Some(path) = options.html_report {
+        let _ = writeln!(out, "timeline: {path}");
+    }
+    if explained < all {
+        let _ = writeln!(
+            out,
+            "({} beyond the {} kept per checker are counted, not grouped)",
+            plural(all - explained, "violation", "violations"),
+            "--max-violations"
+        );
+    }
+}
+
+/// Kinds of finding shown as a block each; the rest get a line.
+const FINDING_KINDS_SHOWN: usize = 4;
+
+/// `3 stale holders after pauses`, `1 token reset after a kill`,
+/// `2 stale holders with no fault behind them`.
+fn kind_name(cause: &str, fault: &str, count: usize) -> String {
+    let many = count != 1;
+    let cause = if many { format!("{count} {cause}s") } else { format!("1 {cause}") };
+    match fault {
+        "no fault" if many => format!("{cause} with no fault behind them"),
+        "no fault" => format!("{cause} with no fault behind it"),
+        fault if many => format!("{cause} after {}", fault_plural(fault)),
+        fault => format!("{cause} after a {fault}"),
+    }
+}
+
+fn fault_plural(fault: &str) -> String {
+    match fault {
+        "pause" => "pauses".to_string(),
+        "slow-net" | "slow-client" | "loss" | "clock" | "skew" | "conn-kill" | "client-kill" => {
+            format!("{fault} faults")
+        }
+        fault => format!("{fault}s"),
+    }
+}
+
+/// `finding 4`, `findings 1, 4 and 11`, `findings 1–9, 12 …` (at most a
+/// line's worth).
+fn finding_ids(ids: &[u32]) -> String {
+    let mut runs: Vec<String> = Vec::new();
+    let mut at = 0;
+    while at < ids.len() {
+        let mut end = at;
+        while end + 1 < ids.len() && ids[end + 1] == ids[end] + 1 {
+            end += 1;
+        }
+        runs.push(match end - at {
+            0 => ids[at].to_string(),
+            1 => format!("{}, {}", ids[at], ids[end]),
+            _ => format!("{}–{}", ids[at], ids[end]),
+        });
+        at = end + 1;
+    }
+    const SHOWN: usize = 12;
+    let more = runs.len().saturating_sub(SHOWN);
+    runs.truncate(SHOWN);
+    let noun = if ids.len() == 1 { "finding" } else { "findings" };
+    let mut text = format!("{noun} {}", runs.join(", "));
+    if more > 0 {
+        let _ = write!(text, " …");
+    }
+    text
+}
+
+/// One finding: what it is and how many violations it explains, the
+/// cause in a sentence, the fault behind it, one violation it explains,
+/// and the events that prove it.
+fn finding_block(out: &mut String, finding: &Finding, options: &TextOptions<'_>) {
+    let per_checker: Vec<String> = finding
+        .checkers
+        .iter()
+        .map(|explained| format!("{} {}", explained.checker, explained.violations))
+        .collect();
+    let who = finding.process.map(|process| format!(", process {process}")).unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "finding {}: {} on {}{who} ({}: {})",
+        finding.id,
+        finding.cause.describe(),
+        text(&finding.key),
+        plural(finding.violations, "violation", "violations"),
+        per_checker.join(", ")
+    );
+    let _ = writeln!(out, "  {}", clip_quoted(&finding.summary));
+    match &finding.fault {
+        Some(fault) => {
+            let _ = writeln!(out, "  fault: {}", clip_quoted(&fault.description));
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "  fault: none struck it: the lock, or the way it is used, broke by itself"
+            );
+        }
+    }
+    let example = analysis_example(finding, options);
+    if let Some(example) = example {
+        let _ = writeln!(out, "  e.g. {}", clip_quoted(example));
+    }
+    match options.events {
+        Some(events) => proving_events(out, &finding.events, events),
+        None => {
+            let indices: Vec<String> = finding.events.iter().map(u64::to_string).collect();
+            let _ = writeln!(out, "  events: {}", indices.join(", "));
+        }
+    }
+}
+
+/// The explanation of the finding's first violation, when it is not the
+/// finding's own summary.
+fn analysis_example<'a>(finding: &'a Finding, _options: &TextOptions<'_>) -> Option<&'a str> {
+    finding.example.as_deref().filter(|example| *example != finding.summary)
 }
 
 /// One violation in at most about 12 lines: the paragraph, who and when, the

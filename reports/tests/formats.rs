@@ -298,13 +298,14 @@ fn markdown_caps_violations_per_checker() {
     assert!(markdown.contains("- … and 3 more violations"), "{markdown}");
 }
 
-/// The lines of each violation block: `  - ` and the lines indented under it.
-fn violation_blocks(text: &str) -> Vec<Vec<&str>> {
+/// The lines of each finding block: `finding N: …` and the lines indented
+/// under it.
+fn finding_blocks(text: &str) -> Vec<Vec<&str>> {
     let mut blocks: Vec<Vec<&str>> = Vec::new();
     for line in text.lines() {
-        if line.starts_with("  - ") {
+        if line.starts_with("finding ") {
             blocks.push(vec![line]);
-        } else if line.starts_with("    ") {
+        } else if line.starts_with("  ") {
             if let Some(block) = blocks.last_mut() {
                 block.push(line);
             }
@@ -312,12 +313,12 @@ fn violation_blocks(text: &str) -> Vec<Vec<&str>> {
             blocks.push(Vec::new());
         }
     }
-    blocks.retain(|block| !block.is_empty());
+    blocks.retain(|block| block.first().is_some_and(|line| line.starts_with("finding ")));
     blocks
 }
 
 #[test]
-fn text_violation_fits_one_screen_with_operations_and_timeline() {
+fn text_finding_fits_one_screen_with_operations_and_timeline() {
     let history = overlap_history("report");
     let analysis = analysis_of(&history);
     let options = TextOptions {
@@ -326,37 +327,40 @@ fn text_violation_fits_one_screen_with_operations_and_timeline() {
         ..TextOptions::default()
     };
     let text = render_text(&Analyzed { source: "stall.jsonl", analysis: &analysis }, &options);
-    let blocks = violation_blocks(&text);
+    let blocks = finding_blocks(&text);
     assert!(!blocks.is_empty(), "{text}");
     for block in &blocks {
         assert!(block.len() <= 12, "{} lines:\n{}", block.len(), block.join("\n"));
-        assert!(block.contains(&"    timeline: store/latest/timeline.html"), "{text}");
     }
+    assert!(text.contains("\ntimeline: store/latest/timeline.html\n"), "{text}");
     let mutex = blocks[0].join("\n");
-    assert!(mutex.contains("clients 1 and 2, window t=1.500 s to t=2.000 s (500.0 ms)"), "{mutex}");
-    assert!(mutex.contains("    events: 0, 1, 2, 3, 4"), "{mutex}");
+    assert!(mutex.starts_with("finding 1: stale holder on \"report\", process 1"), "{mutex}");
+    assert!(mutex.contains("  e.g. processes 1 and 2 both believed they held"), "{mutex}");
     assert!(mutex.contains("      #3 t=1.500 s  2 ok acquire \"report\" {\"fence\":2}"), "{mutex}");
     assert!(mutex.contains("      #0 t=0.100 s  1 invoke acquire \"report\" {\"ttl_ms\":1000}"));
+    // The checker's line says which findings explain its violations.
+    assert!(text.contains("mutual-exclusion     INVALID  1 violation on 1 of 1 key\n"), "{text}");
+    assert!(text.contains("  in finding 1\n"), "{text}");
 }
 
 #[test]
-fn text_violation_without_events_lists_indices() {
+fn text_finding_without_events_lists_indices() {
     let analysis = analysis_of(&overlap_history("report"));
     let text = render_text(
         &Analyzed { source: "stall.jsonl", analysis: &analysis },
         &TextOptions::default(),
     );
-    let blocks = violation_blocks(&text);
+    let blocks = finding_blocks(&text);
     let mutex = blocks[0].join("\n");
-    assert!(mutex.contains("    events: 0, 1, 2, 3, 4"), "{mutex}");
+    assert!(mutex.contains("  events: 0, 1, 2, 3, 4"), "{mutex}");
     assert!(!mutex.contains("#3 t="), "{mutex}");
     assert!(!text.contains("timeline:"), "{text}");
 }
 
 #[test]
-fn text_lists_a_few_events_and_counts_the_rest() {
-    // Ten clients hold a two-permit semaphore at once: the last violation's
-    // events are the ten grants, more than a block lists.
+fn text_tells_one_block_per_kind_of_finding_and_counts_the_rest() {
+    // Ten clients hold a two-permit semaphore at once: eight grants over
+    // the limit, each the cause of its own violation, all of one kind.
     let mut lines: Vec<Line<'_>> = Vec::new();
     for client in 0..10 {
         let at = 100 + 10 * client as u64;
@@ -375,12 +379,13 @@ fn text_lists_a_few_events_and_counts_the_rest() {
         ..TextOptions::default()
     };
     let text = render_text(&Analyzed { source: "semaphore", analysis: &analysis }, &options);
-    let blocks = violation_blocks(&text);
-    assert!(!blocks.is_empty(), "{text}");
-    for block in &blocks {
-        assert!(block.len() <= 12, "{} lines:\n{}", block.len(), block.join("\n"));
-    }
-    assert!(text.contains("      … 3 more events\n    timeline: timeline.html"), "{text}");
+    let blocks = finding_blocks(&text);
+    assert_eq!(blocks.len(), 1, "{text}");
+    assert!(blocks[0].len() <= 12, "{} lines:\n{}", blocks[0].len(), blocks[0].join("\n"));
+    let findings = analysis.findings.len();
+    assert!(findings >= 1, "{text}");
+    let explained: u64 = analysis.findings.iter().map(|finding| finding.violations).sum();
+    assert_eq!(explained, analysis.results[0].violation_count, "{text}");
 }
 
 #[test]
@@ -410,7 +415,7 @@ fn text_and_markdown_quote_a_huge_key_short_json_and_html_keep_it_whole() {
     let cut = format!("\"{}\"… (1000000 bytes)", "k".repeat(80));
     assert!(text.contains(&format!("  {cut}: invalid")), "{text}");
     assert!(text.contains(&format!("1 invoke acquire {cut} {{\"ttl_ms\":1000}}")), "{text}");
-    let explanation = text.lines().find(|line| line.starts_with("  - ")).unwrap_or_default();
+    let explanation = text.lines().find(|line| line.starts_with("  e.g. ")).unwrap_or_default();
     assert!(explanation.contains(&format!("{}…\" (1000000 bytes)", "k".repeat(80))), "{text}");
     let markdown = render_markdown(&[analyzed]);
     assert!(markdown.len() < 16 * 1024, "{} bytes", markdown.len());

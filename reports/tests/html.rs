@@ -123,6 +123,7 @@ fn a_history_the_builder_rejects_still_renders() {
             end_ns: 10,
         },
         results: Vec::new(),
+        findings: Vec::new(),
         warnings: Vec::new(),
     };
     let html = render_html(&HtmlInput {

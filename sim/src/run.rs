@@ -233,6 +233,12 @@ pub enum SimError {
     OverBudget { over: memory::OverBudget, simulated: Duration },
 }
 
+/// What a fault's record says of the run beyond the fault itself.
+struct FaultWorld<'a> {
+    stalls: &'a [Stall],
+    persistent: bool,
+}
+
 /// The history's record of `fault`, which struck `lock_hosts[host]` (and
 /// those after it, by its spread).
 fn fault_value(
@@ -240,13 +246,19 @@ fn fault_value(
     lock_hosts: &[&str],
     host: usize,
     client_hosts: ClientHosts,
+    world: &FaultWorld<'_>,
 ) -> Value {
+    // The processes a client's fault struck: what the history's client
+    // events are numbered by.
+    let processes = |clients: &mut dyn Iterator<Item = u32>| -> Vec<i64> {
+        clients.filter_map(|client| world.stalls.get(client as usize)?.process()).collect()
+    };
     let lock_host = lock_hosts[host];
     let struck: Vec<&str> =
         (0..fault.spread as usize).map(|at| lock_hosts[(host + at) % lock_hosts.len()]).collect();
     match &fault.action {
         Action::StallClient { client, stall_ms, at } => {
-            json!({ "fault": "pause", "targets": [format!("client-{client}")], "stall_ms": stall_ms, "at": at.name() })
+            json!({ "fault": "pause", "targets": [format!("client-{client}")], "processes": processes(&mut std::iter::once(*client)), "stall_ms": stall_ms, "at": at.name() })
         }
         Action::PauseServer => json!({ "fault": "sigstop", "targets": [lock_host] }),
         Action::ClockJump { forward_ms } => {
@@ -255,7 +267,9 @@ fn fault_value(
         Action::ClockDrift { rate } => {
             json!({ "fault": "clock", "targets": [lock_host], "drift_rate": rate })
         }
-        Action::Kill => json!({ "fault": "kill", "targets": struck }),
+        Action::Kill => {
+            json!({ "fault": "kill", "targets": struck, "persistent": world.persistent })
+        }
         Action::Delay { max_ms } => {
             json!({ "fault": "slow-net", "targets": [lock_host], "max_ms": max_ms })
         }
@@ -263,7 +277,7 @@ fn fault_value(
             json!({ "fault": "loss", "targets": [lock_host], "probability": probability })
         }
         Action::SkewClient { client, offset_ms } => {
-            json!({ "fault": "skew", "targets": [format!("client-{client}")], "offset_ms": offset_ms })
+            json!({ "fault": "skew", "targets": [format!("client-{client}")], "processes": processes(&mut std::iter::once(*client)), "offset_ms": offset_ms })
         }
         Action::Failover => {
             let promoted = lock_hosts[(host + 1) % lock_hosts.len()];
@@ -272,7 +286,8 @@ fn fault_value(
         Action::IsolateClient { client } => {
             let cut: Vec<String> =
                 client_hosts.mates(*client).map(|mate| format!("client-{mate}")).collect();
-            json!({ "fault": "partition", "shape": "client", "targets": cut, "from": lock_hosts })
+            let processes = processes(&mut client_hosts.mates(*client));
+            json!({ "fault": "partition", "shape": "client", "targets": cut, "processes": processes, "from": lock_hosts })
         }
         Action::SplitServers { shape, minority, cuts } => {
             let cut_off: Vec<&str> = if minority.is_empty() {
@@ -341,11 +356,15 @@ struct Nemesis {
     drift_ms: f64,
     /// Which machine each client runs on, for a client partition.
     client_hosts: ClientHosts,
+    /// Whether a crashed lock server keeps its keys.
+    persistent: bool,
 }
 
 impl Nemesis {
     fn record(&self, fault: &Fault, f: Function) {
-        let value = fault_value(fault, self.lock_hosts, self.host(fault), self.client_hosts);
+        let world = FaultWorld { stalls: &self.stalls, persistent: self.persistent };
+        let value =
+            fault_value(fault, self.lock_hosts, self.host(fault), self.client_hosts, &world);
         self.recorder.lock().expect("the recorder is never poisoned").record_nemesis(f, value);
     }
 
@@ -455,8 +474,14 @@ impl Nemesis {
         }
         match struck {
             Some(struck) => {
-                let mut value =
-                    fault_value(fault, self.lock_hosts, self.host(fault), self.client_hosts);
+                let world = FaultWorld { stalls: &self.stalls, persistent: self.persistent };
+                let mut value = fault_value(
+                    fault,
+                    self.lock_hosts,
+                    self.host(fault),
+                    self.client_hosts,
+                    &world,
+                );
                 value["struck"] = json!(struck);
                 let mut recorder = self.recorder.lock().expect("the recorder is never poisoned");
                 recorder.record_nemesis(Function::Stop, value);
@@ -718,6 +743,7 @@ where
         down_hosts,
         drift_ms: 0.0,
         client_hosts: hosts,
+        persistent,
     };
     let mut pending = faults.iter().enumerate().peekable();
     // Due, and waiting for its aim (with `aim` on).

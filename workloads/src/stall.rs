@@ -175,6 +175,8 @@ struct State {
     /// The points passed since the client last held nothing: a hold
     /// starts with those of the acquire that granted it.
     turn: StallPoints,
+    /// The history's process id the client runs as now.
+    process: Option<i64>,
 }
 
 /// One client's pause point: the nemesis asks for a stall at a point, the
@@ -218,6 +220,18 @@ impl Stall {
         if let Some(hold) = self.state().hold.as_mut() {
             hold.until = Some(until);
         }
+    }
+
+    /// The workload says which process of the history the client runs as
+    /// now (a new one after an unknown outcome), so that a fault's record
+    /// can name the process it struck.
+    pub fn set_process(&self, process: i64) {
+        self.state().process = Some(process);
+    }
+
+    /// The process the client runs as now, once the workload has said.
+    pub fn process(&self) -> Option<i64> {
+        self.state().process
     }
 
     /// The lock the client holds now, if any.

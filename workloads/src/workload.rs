@@ -208,6 +208,7 @@ async fn run_cron<C: LockClient, S: ResourceStore>(
     let (job, output, ttl_ms) = (&options.locks[0], &options.resources[0], options.ttl_ms);
     let start = tokio::time::Instant::now();
     let mut process = i64::from(plan.logical);
+    stall.set_process(process);
     for day in 0u64.. {
         let late = Duration::from_millis(rng.gen_range(0..=ttl_ms / 2));
         let fire_at = start + Duration::from_millis(day * DAY_IN_TTLS * ttl_ms) + late;
@@ -252,6 +253,7 @@ async fn run_cron<C: LockClient, S: ResourceStore>(
             Outcome::Info(error) => {
                 record(process, EventType::Info, Value::Null, Some(&error));
                 process += i64::from(plan.clients);
+                stall.set_process(process);
                 reset(client, store).await;
             }
         }
@@ -292,6 +294,7 @@ async fn run_unlocked<S: ResourceStore>(
     stall: &Stall,
 ) {
     let mut process = i64::from(plan.logical);
+    stall.set_process(process);
     let mut writes = 0u64;
     let record = |process: i64, event_type, key: &str, value, error: Option<&str>| {
         recorder.lock().expect("the recorder is never poisoned").record(
@@ -317,6 +320,7 @@ async fn run_unlocked<S: ResourceStore>(
             Outcome::Info(error) => {
                 record(process, EventType::Info, resource, Value::Null, Some(&error));
                 process += i64::from(plan.clients);
+                stall.set_process(process);
                 store.reset().await;
                 continue;
             }
@@ -343,6 +347,7 @@ async fn run_locking<C: LockClient, S: ResourceStore>(
     stall: &Stall,
 ) {
     let mut process = i64::from(plan.logical);
+    stall.set_process(process);
     let mut writes = 0u64;
     let record = |process: i64, event_type, f, key: &str, value, error: Option<&str>| {
         recorder.lock().expect("the recorder is never poisoned").record(
@@ -370,6 +375,7 @@ async fn run_locking<C: LockClient, S: ResourceStore>(
                 Outcome::Info(error) => {
                     record(*process, EventType::Info, f, key, Value::Null, Some(&error));
                     *process += i64::from(plan.clients);
+                    stall.set_process(*process);
                     None
                 }
             }

@@ -181,6 +181,8 @@ fn refuted(
     processes.dedup();
     let last = *refutation.operations.last().expect("a refutation names operations");
     Violation {
+        root: None,
+        finding: None,
         kind: ViolationKind::NotLinearizable,
         key: name.to_string(),
         processes,

@@ -56,6 +56,8 @@ pub(crate) fn violation<M: Model>(
     processes.dedup();
     processes.push(blocked.client);
     Violation {
+        root: None,
+        finding: None,
         kind: ViolationKind::NotLinearizable,
         key: key.to_string(),
         processes,

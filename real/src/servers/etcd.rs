@@ -35,6 +35,7 @@ impl ServerKind {
         stop_signal: "TERM",
         ignores_faketime: Some("a static Go binary reads the clock without libc"),
         ports: 2,
+        durable: true,
         data_knows_ports: true,
         several: false,
         url: |port| format!("http://127.0.0.1:{port}"),

@@ -23,6 +23,7 @@ impl ServerKind {
         stop_signal: "TERM",
         ignores_faketime: None,
         ports: 1,
+        durable: true,
         data_knows_ports: false,
         several: false,
         url: |port| format!("mysql://root@127.0.0.1:{port}/test"),

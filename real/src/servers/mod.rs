@@ -106,6 +106,9 @@ pub struct ServerKind {
     ignores_faketime: Option<&'static str>,
     /// The loopback ports it listens on, the client port first.
     ports: usize,
+    /// Its data outlives a crash (a database's); Redis's only when started
+    /// persistent.
+    durable: bool,
     /// Its data remembers its ports (etcd's member id is bound to its peer
     /// URL): a start retried on new ports begins with no data.
     data_knows_ports: bool,
@@ -435,6 +438,12 @@ impl ManagedServer {
         });
         // On an error the servers already started are dropped: stopped.
         results.into_iter().collect()
+    }
+
+    /// Whether its data outlives a crash: Redis (and moto's in-memory S3)
+    /// only when started persistent, a database always.
+    pub fn keeps_data(&self) -> bool {
+        self.kind.durable || self.options.persistent
     }
 
     pub fn kind(&self) -> ServerKind {

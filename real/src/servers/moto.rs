@@ -25,6 +25,7 @@ impl ServerKind {
         stop_signal: "TERM",
         ignores_faketime: None,
         ports: 1,
+        durable: false,
         data_knows_ports: false,
         several: false,
         url: |port| format!("http://127.0.0.1:{port}"),

@@ -29,6 +29,7 @@ impl ServerKind {
         stop_signal: "INT",
         ignores_faketime: None,
         ports: 1,
+        durable: true,
         data_knows_ports: false,
         several: false,
         url: |port| format!("postgres://postgres@127.0.0.1:{port}/postgres"),

@@ -22,6 +22,7 @@ impl ServerKind {
         stop_signal: "TERM",
         ignores_faketime: None,
         ports: 1,
+        durable: false,
         data_knows_ports: false,
         several: true,
         url: |port| format!("redis://127.0.0.1:{port}"),
