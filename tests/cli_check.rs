@@ -12,6 +12,23 @@ fn lockcheck(args: &[&str]) -> Output {
         .expect("lockcheck runs")
 }
 
+/// A replay line's arguments, after its program: `lockcheck` when it is the
+/// one on PATH, `cargo run --release --` or `cargo run --` when built in a
+/// cargo target directory (as these tests usually run it), else the
+/// binary's absolute path. Panics when the line starts otherwise.
+fn replay_arguments(line: &str) -> &str {
+    let line = line.trim();
+    for program in ["lockcheck ", "cargo run --release -- ", "cargo run -- "] {
+        if let Some(arguments) = line.strip_prefix(program) {
+            return arguments;
+        }
+    }
+    let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_lockcheck")).expect("the binary");
+    let exe = format!("{} ", exe.display());
+    line.strip_prefix(exe.as_str())
+        .unwrap_or_else(|| panic!("{line:?} starts with none of the programs a replay may name"))
+}
+
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
@@ -66,7 +83,61 @@ fn check_prints_the_seed_first_and_exits_1_on_the_default_runs_violation() {
     assert!(text.contains("mutual-exclusion     INVALID"), "{text}");
     assert!(text.contains("both believed they held \"lock-"), "{text}");
     assert!(text.contains("verdict: INVALID"), "{text}");
-    assert!(text.contains("replay: lockcheck check "), "{text}");
+    let replay = text.lines().find_map(|line| line.strip_prefix("replay: ")).expect("a replay");
+    assert!(replay_arguments(replay).starts_with("check --backend sim-redis "), "{text}");
+}
+
+/// The binary under another name (a hard link, else a copy), run with `path`
+/// as PATH: its replay line.
+fn replay_when_run_as(exe: &Path, path: &str) -> String {
+    std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
+    let _ = std::fs::remove_file(exe);
+    let built = env!("CARGO_BIN_EXE_lockcheck");
+    if std::fs::hard_link(built, exe).is_err() {
+        std::fs::copy(built, exe).unwrap();
+    }
+    let output = Command::new(exe)
+        .args(["check", "--seed", "7", "--no-store", "--no-shrink"])
+        .env("PATH", path)
+        .output()
+        .expect("the binary runs");
+    assert_eq!(output.status.code(), Some(1), "{}", both(&output));
+    let text = stdout(&output);
+    let replay = text.lines().find_map(|line| line.strip_prefix("replay: "));
+    replay.unwrap_or_else(|| panic!("no replay line: {text}")).to_string()
+}
+
+/// The replay line starts with what runs the binary again from a shell:
+/// `lockcheck` when it is the one on PATH, cargo when it lies in a cargo
+/// target directory, else its path, quoted when a shell needs it.
+#[test]
+fn the_replay_line_names_the_program_as_a_shell_finds_it() {
+    let dir = scratch("program").canonicalize().unwrap();
+    let arguments = "check --backend sim-redis --workload fenced-write";
+    let system = "/usr/bin:/bin";
+
+    let release = dir.join("work/target/release/lockcheck");
+    let line = replay_when_run_as(&release, system);
+    assert!(line.starts_with(&format!("cargo run --release -- {arguments} ")), "{line}");
+    let debug = dir.join("work/target/debug/lockcheck");
+    let line = replay_when_run_as(&debug, system);
+    assert!(line.starts_with(&format!("cargo run -- {arguments} ")), "{line}");
+
+    let bin = dir.join("bin");
+    let installed = bin.join("lockcheck");
+    let line = replay_when_run_as(&installed, &format!("{}:{system}", bin.display()));
+    assert!(line.starts_with(&format!("lockcheck {arguments} ")), "{line}");
+    // Another lockcheck first on PATH: this one is named by its path.
+    let line = replay_when_run_as(&release, &format!("{}:{system}", bin.display()));
+    assert!(line.starts_with("cargo run --release -- "), "{line}");
+    let elsewhere = dir.join("opt/lockcheck");
+    let line = replay_when_run_as(&elsewhere, &format!("{}:{system}", bin.display()));
+    assert!(line.starts_with(&format!("{} {arguments} ", elsewhere.display())), "{line}");
+
+    let spaced = dir.join("my tools/lockcheck");
+    let line = replay_when_run_as(&spaced, system);
+    assert!(line.starts_with(&format!("'{}' {arguments} ", spaced.display())), "{line}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -110,7 +181,7 @@ fn store_keeps_history_results_and_command_and_analyze_agrees() {
         assert!(latest.join(file).is_file(), "no {} after --store", latest.join(file).display());
     }
     let command = std::fs::read_to_string(latest.join("command")).unwrap();
-    assert!(command.starts_with("lockcheck check "), "{command}");
+    assert!(replay_arguments(&command).starts_with("check "), "{command}");
     assert!(command.contains("--seed 7"), "{command}");
 
     let stored: serde_json::Value =
@@ -142,9 +213,7 @@ fn replays(args: &[&str]) {
         .lines()
         .find_map(|line| line.strip_prefix("replay: "))
         .unwrap_or_else(|| panic!("no replay line: {text}"));
-    let mut words: Vec<&str> = replay.split_whitespace().collect();
-    assert_eq!(words.first(), Some(&"lockcheck"), "{replay}");
-    words.remove(0);
+    let mut words: Vec<&str> = replay_arguments(replay).split_whitespace().collect();
     words.push("--no-store");
     let again = lockcheck(&words);
     assert_eq!(again.status.code(), Some(1), "replay {replay:?}: {}", both(&again));
@@ -268,7 +337,7 @@ fn a_failure_is_shrunk_to_a_smaller_run_that_replays_and_still_fails() {
         .find(|line| line.starts_with("shrink: "))
         .unwrap_or_else(|| panic!("no shrink line: {}", both(&output)))
         .to_string();
-    let replay = line.split("replay: lockcheck ").nth(1).expect("a replay command");
+    let replay = replay_arguments(line.split("replay: ").nth(1).expect("a replay command"));
     let shrunk = dir.join("latest/shrunk-history.jsonl");
     let analyzed = lockcheck(&["analyze", shrunk.to_str().unwrap()]);
     assert_eq!(analyzed.status.code(), Some(1), "{}", both(&analyzed));

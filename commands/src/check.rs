@@ -272,7 +272,7 @@ const SHRINK_BUDGET: u32 = 60;
 
 /// The command that replays this run exactly.
 fn replay_command(options: &RunOptions) -> String {
-    options.replay().to_string()
+    crate::program::replay_line(&options.replay())
 }
 
 /// Makes the seed's store folder, for its history to be written as the

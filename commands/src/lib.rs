@@ -38,6 +38,7 @@ pub mod matrix_real;
 pub mod matrix_sim;
 pub mod options;
 pub mod output;
+pub mod program;
 pub mod real;
 
 use std::path::PathBuf;

@@ -11,6 +11,7 @@ use lockcheck_real::matrix::{
 use lockcheck_real::{RealBackend, RealRun};
 
 use crate::matrix::{Layout, Ran, World};
+use crate::program::replay_line;
 use crate::MatrixRequest;
 use lockcheck_runs::Progress;
 
@@ -59,7 +60,8 @@ impl World for Real {
         Ok(match run_cell(cell, &effort, &shown) {
             Ok(result) => {
                 if let (false, Some(run)) = (result.matches, &result.decided) {
-                    progress.suspend(|| keep_evidence(&result.replay, run));
+                    let replay = replay_line(&result.replay);
+                    progress.suspend(|| keep_evidence(&replay, run));
                 }
                 for missed in &result.missed {
                     progress.suspend(|| keep_missed(missed));
@@ -67,7 +69,7 @@ impl World for Real {
                 Ran::Judged {
                     matches: result.matches,
                     found: result.found,
-                    replay: result.replay,
+                    replay: replay_line(&result.replay),
                     runs: result.runs,
                 }
             }
@@ -117,7 +119,7 @@ fn keep_missed(missed: &Missed) {
         Ok(path) => format!("history in {}", path.display()),
         Err(error) => format!("history not kept: {error:#}"),
     };
-    eprintln!("showed nothing: {}\n  {}; {kept}", missed.replay, missed.summary);
+    eprintln!("showed nothing: {}\n  {}; {kept}", replay_line(&missed.replay), missed.summary);
 }
 
 /// A cell that did not come out as expected keeps what shows why: its

@@ -97,7 +97,7 @@ impl World for Simulated {
             runs: result.seeds,
             matches: result.matches,
             found: result.found,
-            replay: format!("lockcheck {}", result.options.replay().arguments()),
+            replay: crate::program::replay_line(&result.options.replay()),
         })
     }
 }
@@ -166,11 +166,11 @@ pub fn sweep(sweep_seeds: u64, sweep_backends: &[String]) -> anyhow::Result<u8> 
         );
         alarms.extend(found.into_iter().map(|alarm| {
             format!(
-                "  {} seed {}: {}; replay: lockcheck {}",
+                "  {} seed {}: {}; replay: {}",
                 cell.backend.sim_name(),
                 alarm.seed,
                 alarm.found,
-                alarm.options.replay().arguments()
+                crate::program::replay_line(&alarm.options.replay())
             )
         }));
     }

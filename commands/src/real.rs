@@ -41,7 +41,7 @@ pub fn run(args: &CheckRequest) -> anyhow::Result<ExitCode> {
     let (test, backend) = (&planned.test, planned.backend);
     // Real servers' timing is not the seed's: a rerun draws the same
     // schedule, not always the same history.
-    let rerun = test.replay().to_string();
+    let rerun = crate::program::replay_line(&test.replay());
     // The run's folder first: its history is written as it is recorded.
     let stored = match &args.store {
         None => None,

@@ -10,7 +10,7 @@ use lockcheck_checker::names::LINEARIZABILITY as LINEAR;
 use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
 use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
 use lockcheck_checker::{Event, Expect, Function, Judgement, Process};
-use lockcheck_workloads::{Backend, RunOptions, SharedRecorder, World};
+use lockcheck_workloads::{Backend, Replay, RunOptions, SharedRecorder, World};
 
 use crate::catalogue::RealBackend;
 use crate::netfault::Shape;
@@ -166,9 +166,9 @@ pub struct CellResult {
     pub runs: u64,
     /// One line for the table.
     pub found: String,
-    /// The run that decided the cell (or the first), as a `lockcheck check`
-    /// command line.
-    pub replay: String,
+    /// The run that decided the cell (or the first): the `lockcheck check`
+    /// command line that runs it again.
+    pub replay: Replay,
     /// The run that decided the cell, when one did: what shows why, since
     /// a real run on a loaded machine may not come out the same way twice.
     pub decided: Option<RealRun>,
@@ -181,8 +181,8 @@ pub struct CellResult {
 /// A run of a violated cell that showed none of the violations sought.
 #[derive(Debug)]
 pub struct Missed {
-    /// The run as a `lockcheck check` command line.
-    pub replay: String,
+    /// The run's `lockcheck check` command line.
+    pub replay: Replay,
     /// What the run did and found, in one line ([`summary`]).
     pub summary: String,
     /// Its history.
@@ -259,7 +259,7 @@ pub fn run_cell(
     let first = effort.first_seed;
     let planned =
         plan(&cell_options(cell, time_limit, timeout, first)).map_err(RealFailure::Usage)?;
-    let replay = |seed: u64| planned.seeded(seed).test.replay().to_string();
+    let replay = |seed: u64| planned.seeded(seed).test.replay();
     let args = check_args(cell);
     let what = args.strip_prefix("--backend ").unwrap_or(&args);
     // The runs of a violated cell that decided nothing: they showed nothing.

@@ -98,21 +98,29 @@ pub(crate) fn plural(count: u64, one: &str, many: &str) -> String {
     format!("{count} {}", if count == 1 { one } else { many })
 }
 
+/// What a summary line's count of processes means.
+const PROCESSES: &str = " (a client whose operation timed out or crashed goes on as a new process)";
+
 fn summary(out: &mut String, analysis: &Analysis) {
     let _ = writeln!(out, "  {}", summary_line(analysis));
 }
 
 /// What was checked, in one line: `24 events, 11 operations on 1 lock and 1
-/// resource by 3 clients, t=0.500 s to t=10.002 s (9.502 s)`.
+/// resource by 3 processes (…), t=0.500 s to t=10.002 s (9.502 s)`. A
+/// history's processes are not the run's clients: a client whose operation
+/// ended unknown goes on as a new process (histories/README.md), so more
+/// than one process says so, in words, since the report cannot know how
+/// many clients the run had.
 pub(crate) fn summary_line(analysis: &Analysis) -> String {
     let s = &analysis.summary;
     format!(
-        "{}, {} on {} and {} by {}, t={} to t={} ({}){}",
+        "{}, {} on {} and {} by {}{}, t={} to t={} ({}){}",
         plural(s.events, "event", "events"),
         plural(s.ops, "operation", "operations"),
         plural(s.lock_keys, "lock", "locks"),
         plural(s.resource_keys, "resource", "resources"),
-        plural(s.clients, "client", "clients"),
+        plural(s.clients, "process", "processes"),
+        if s.clients > 1 { PROCESSES } else { "" },
         format_time(s.start_ns),
         format_time(s.end_ns),
         format_seconds(s.end_ns - s.start_ns.min(s.end_ns)),
@@ -503,6 +511,40 @@ fn shorten(text: &str, max_chars: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn with_processes(clients: u64) -> Analysis {
+        Analysis {
+            verdict: Verdict::Valid,
+            summary: lockcheck_checker::Summary {
+                events: 24,
+                ops: 11,
+                lock_keys: 1,
+                resource_keys: 1,
+                clients,
+                nemesis_events: 0,
+                start_ns: 500_000_000,
+                end_ns: 10_002_000_000,
+            },
+            results: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_summary_says_processes_and_what_more_of_them_than_clients_means() {
+        assert_eq!(
+            summary_line(&with_processes(102)),
+            "24 events, 11 operations on 1 lock and 1 resource by 102 processes (a client \
+             whose operation timed out or crashed goes on as a new process), t=0.500 s to \
+             t=10.002 s (9.502 s)"
+        );
+        assert_eq!(
+            summary_line(&with_processes(1)),
+            "24 events, 11 operations on 1 lock and 1 resource by 1 process, t=0.500 s to \
+             t=10.002 s (9.502 s)"
+        );
+        assert!(!summary_line(&with_processes(5)).contains("clients"));
+    }
 
     #[test]
     fn a_client_is_named_once() {

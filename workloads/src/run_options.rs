@@ -308,6 +308,14 @@ impl Replay {
     pub fn arguments(&self) -> &str {
         self.line.strip_prefix("lockcheck ").unwrap_or(&self.line)
     }
+
+    /// The line as [`Replay`]'s `Display` shows it, with `program` (what
+    /// runs lockcheck from a shell: `lockcheck`, `cargo run --release --`,
+    /// a path) in place of `lockcheck`.
+    pub fn run_by(&self, program: &str) -> String {
+        let shown = self.to_string();
+        format!("{program} {}", shown.strip_prefix("lockcheck ").unwrap_or(&shown))
+    }
 }
 
 impl fmt::Display for Replay {
@@ -376,6 +384,10 @@ mod tests {
             assert!(line.contains(part), "{part} missing from {line}");
         }
         assert_eq!(replay.secrets, ["LOCKCHECK_REDIS_URL"]);
+        let run = replay.run_by("cargo run --release --");
+        assert!(run.starts_with("cargo run --release -- check --backend redis "), "{run}");
+        assert!(run.ends_with("# password redacted: pass the URL in LOCKCHECK_REDIS_URL"), "{run}");
+        assert_eq!(replay.arguments(), replay.line.strip_prefix("lockcheck ").expect("lockcheck"));
     }
 
     #[test]
