@@ -35,7 +35,13 @@ fn stalled_holder_is_a_mutual_exclusion_violation_with_both_clients_and_window()
         text.contains("processes 1 and 2 both believed they held \"report\" for 2.999 s, from t=13.002 s to t=16.001 s"),
         "{text}"
     );
-    assert!(text.contains("events: 0, 1, 3, 4"), "{text}");
+    // One finding: the stale holder, traced to the pause that struck it.
+    assert!(
+        text.contains("1 finding explains all 1 violation: 1 stale holder after a pause"),
+        "{text}"
+    );
+    assert!(text.contains("  fault: pause struck client-1 at t=2.000 s for 14.000 s"), "{text}");
+    assert!(text.contains("      #2 t=2.000 s  nemesis info start"), "{text}");
     // Each proving operation, as `check` lists them.
     assert!(text.contains("      #1 t=1.003 s  1 ok acquire \"report\" {\"fence\":33}"), "{text}");
     assert!(text.contains("      #4 t=13.002 s  2 ok acquire \"report\" {\"fence\":34}"), "{text}");

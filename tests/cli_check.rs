@@ -454,3 +454,49 @@ fn a_run_too_large_for_its_memory_is_refused_before_it_starts() {
     assert_eq!(output.status.code(), Some(64), "{}", both(&output));
     assert!(stderr(&output).contains("three quarters of this machine"), "{}", both(&output));
 }
+
+/// The default run as README shows it: its terminal output fits one screen
+/// (60 lines), tells its violations by cause, and names every kind of
+/// cause the run found (each cause with the fault behind it) that the
+/// JSON report lists, among them the pause and the kill.
+#[test]
+fn the_default_runs_output_fits_one_screen_and_names_every_cause() {
+    for seed in ["1", "7"] {
+        let output = lockcheck(&["check", "--seed", seed, "--no-store"]);
+        assert_eq!(output.status.code(), Some(1), "{}", both(&output));
+        let text = stdout(&output);
+        let lines = text.lines().count();
+        assert!(lines <= 60, "seed {seed}: {lines} lines:\n{text}");
+        let json = lockcheck(&["check", "--seed", seed, "--no-store", "--format", "json"]);
+        let document: serde_json::Value =
+            serde_json::from_slice(&json.stdout).unwrap_or_else(|e| panic!("{e}: {}", both(&json)));
+        let findings = document["histories"][0]["findings"].as_array().expect("findings");
+        assert!(!findings.is_empty(), "{document}");
+        let mut kinds = std::collections::BTreeSet::new();
+        for finding in findings {
+            let cause = finding["cause"].as_str().map(|cause| cause.replace('-', " "));
+            let fault = finding["fault"]["fault"].as_str().unwrap_or("no fault");
+            kinds
+                .insert((cause.unwrap_or_else(|| finding["cause"].to_string()), fault.to_string()));
+        }
+        for (cause, fault) in &kinds {
+            let named = text.lines().any(|line| {
+                line.contains(cause.as_str())
+                    && (line.contains(&format!("after a {fault}"))
+                        || line.contains(&format!("after {fault}"))
+                        || (fault == "no fault" && line.contains("no fault behind")))
+            });
+            assert!(named, "seed {seed}: {cause} after {fault} is not named:\n{text}");
+        }
+        let faults: Vec<&str> = kinds.iter().map(|(_, fault)| fault.as_str()).collect();
+        assert!(faults.contains(&"pause") && faults.contains(&"kill"), "seed {seed}: {kinds:?}");
+        // Every violation is explained by a finding.
+        let all: u64 = document["histories"][0]["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .map(|result| result["violation_count"].as_u64().unwrap_or(0))
+            .sum();
+        assert!(text.contains(&format!("explain all {all} violations")), "seed {seed}:\n{text}");
+    }
+}

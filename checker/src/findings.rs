@@ -710,6 +710,33 @@ mod tests {
         }
     }
 
+    /// A grant that came back after its lease ran out (the client stalled
+    /// between its request and the reply) makes its holder the stale one,
+    /// though it was granted last.
+    #[test]
+    fn a_grant_back_after_its_lease_ran_out_is_the_stale_holder() {
+        let history = history(&[
+            r#""time":0,"process":1,"type":"invoke","f":"acquire","key":"l","value":{"ttl_ms":1000}"#,
+            r#""time":10,"process":"nemesis","type":"info","f":"start","key":null,"value":{"fault":"pause","targets":["client-1"],"processes":[1],"stall_ms":2900}"#,
+            r#""time":1500000000,"process":2,"type":"invoke","f":"acquire","key":"l","value":{"ttl_ms":1000}"#,
+            r#""time":1500000010,"process":2,"type":"ok","f":"acquire","key":"l","value":null"#,
+            r#""time":2900000010,"process":"nemesis","type":"info","f":"stop","key":null,"value":{"fault":"pause","targets":["client-1"],"processes":[1],"stall_ms":2900,"struck":"in-flight"}"#,
+            r#""time":3000000000,"process":1,"type":"ok","f":"acquire","key":"l","value":null"#,
+            r#""time":3100000000,"process":2,"type":"invoke","f":"release","key":"l","value":null"#,
+            r#""time":3100000010,"process":2,"type":"ok","f":"release","key":"l","value":null"#,
+            r#""time":3200000000,"process":1,"type":"invoke","f":"release","key":"l","value":null"#,
+            r#""time":3200000010,"process":1,"type":"ok","f":"release","key":"l","value":null"#,
+        ]);
+        let analysis = analyze(&history, &default_checkers(), &CheckOptions::default());
+        let finding = analysis
+            .findings
+            .iter()
+            .find(|finding| finding.cause == Cause::StaleHolder)
+            .expect("a stale holder");
+        assert_eq!(finding.process, Some(1), "{finding:#?}");
+        assert_eq!(finding.fault.as_ref().map(|fault| fault.fault.as_str()), Some("pause"));
+    }
+
     /// A holder that went on past its lease with no fault struck: no fault
     /// is named, because the bug is the lock's own.
     #[test]

@@ -57,8 +57,10 @@ fn over_limit(history: &History, beliefs: &[Belief], limit: usize) -> Vec<Violat
             .collect();
         let mut events: Vec<u64> = running.iter().map(|belief| belief.start.index).collect();
         events.sort_unstable();
-        // The holder granted first is the one that went on too long.
-        let root = running.iter().map(|belief| belief.start.index).min();
+        let root = running
+            .iter()
+            .min_by_key(|belief| lease_runs_out(history, belief))
+            .map(|belief| belief.start.index);
         violations.push(Violation {
             root,
             finding: None,
@@ -80,6 +82,21 @@ fn over_limit(history: &History, beliefs: &[Belief], limit: usize) -> Vec<Violat
         });
     }
     violations
+}
+
+/// When a belief's lease may have run out first: its grant's invoke plus
+/// its TTL (the service may have started the lease as early as the
+/// request); a lock without a lease never runs out, so the holder granted
+/// first is then the one in the wrong. Of two overlapping beliefs, the one
+/// whose lease ran out first is the stale holder: usually the one granted
+/// first, but a grant that came back late (its client stalled between the
+/// request and the reply) may have run out before it began.
+fn lease_runs_out(history: &History, belief: &Belief) -> (u64, u64) {
+    let grant = history.op(belief.grant);
+    let runs_out = grant
+        .ttl_ms
+        .map_or(u64::MAX, |ttl| grant.invoke.time_ns.saturating_add(ttl.saturating_mul(1_000_000)));
+    (runs_out, belief.start.index)
 }
 
 /// Sweeps one lock's beliefs in start order, keeping those still running.
@@ -121,8 +138,13 @@ fn overlap(history: &History, earlier: &Belief, later: &Belief) -> Violation {
         a_end = earlier.describe_end(history),
         b_ok = later.start.index,
     );
+    let stale = if lease_runs_out(history, later) < lease_runs_out(history, earlier) {
+        later
+    } else {
+        earlier
+    };
     Violation {
-        root: Some(earlier.start.index),
+        root: Some(stale.start.index),
         finding: None,
         linearization: None,
         kind: ViolationKind::Overlap,

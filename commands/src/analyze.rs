@@ -187,7 +187,8 @@ fn text_report(
     text.join("\n")
 }
 
-/// The events of the history at `path` that `analysis`'s violations name,
+/// The events of the history at `path` that `analysis`'s violations and
+/// findings name,
 /// in index order: read again, keeping only those, so that memory stays
 /// what the violations kept. Standard input, read once, gives none, and so
 /// does a file that cannot be read again (its report lists indices only).
@@ -197,6 +198,7 @@ fn proving_events(path: &Path, analysis: &Analysis) -> Vec<Event> {
         .iter()
         .flat_map(|result| &result.violations)
         .flat_map(|violation| violation.events.iter().copied())
+        .chain(analysis.findings.iter().flat_map(|finding| finding.events.iter().copied()))
         .collect();
     if wanted.is_empty() || path.as_os_str() == "-" {
         return Vec::new();

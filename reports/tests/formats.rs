@@ -432,3 +432,50 @@ fn text_and_markdown_quote_a_huge_key_short_json_and_html_keep_it_whole() {
     });
     assert!(html.contains(&key), "the HTML report keeps the key whole");
 }
+
+/// A stale holder struck by a pause: every format names the finding each
+/// violation belongs to, and the fault behind it.
+#[test]
+fn every_format_names_each_violations_finding_and_its_fault() {
+    let mut history = overlap_history("report");
+    // The pause that struck process 1 after its grant, recorded as the
+    // simulator records it (indices follow the history's).
+    let pause = |time: u64, f: &str| -> Event {
+        let event = json!({
+            "index": 0, "time": time, "process": "nemesis", "type": "info", "f": f,
+            "key": null,
+            "value": {"fault": "pause", "targets": ["client-1"], "processes": [1], "stall_ms": 2800},
+        });
+        serde_json::from_str(&event.to_string()).unwrap()
+    };
+    history.push(pause(3_020_000_000, "stop"));
+    history.insert(2, pause(200_000_000, "start"));
+    for (at, event) in history.iter_mut().enumerate() {
+        event.index = at as u64;
+    }
+    let analysis = analysis_of(&history);
+    assert_eq!(analysis.findings.len(), 1, "{:#?}", analysis.findings);
+    let analyzed = Analyzed { source: "paused", analysis: &analysis };
+    let fault = "pause struck client-1 (process 1) at t=0.200 s for 2.800 s";
+    let json = lockcheck_reports::render_json(analysis.verdict, &[analyzed], &[]);
+    let parsed: Value = serde_json::from_str(&json).unwrap();
+    let history_json = &parsed["histories"][0];
+    assert_eq!(history_json["results"][0]["violations"][0]["finding"], json!(1), "{json}");
+    assert_eq!(history_json["findings"][0]["fault"]["description"], json!(fault), "{json}");
+    let junit = render_junit(&[analyzed]);
+    assert!(junit.contains("finding 1: stale holder (1 violation in all)"), "{junit}");
+    assert!(junit.contains(&format!("fault: {fault}")), "{junit}");
+    let markdown = render_markdown(&[analyzed]);
+    assert!(markdown.contains("- **finding 1**: stale holder on"), "{markdown}");
+    assert!(markdown.contains(&format!("fault: {fault}")), "{markdown}");
+    assert!(markdown.contains("- **overlap** on \"report\" (finding 1)"), "{markdown}");
+    let html = lockcheck_reports::render_html(&lockcheck_reports::HtmlInput {
+        title: "paused",
+        events: &history,
+        analysis: &analysis,
+        command: None,
+    });
+    assert!(html.contains("id=\"finding-1\""), "{html}");
+    assert!(html.contains(&format!("fault: {fault}")), "the HTML names the fault");
+    assert!(html.contains("href=\"#finding-1\">finding 1</a>"), "violations link their finding");
+}
