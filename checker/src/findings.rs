@@ -580,16 +580,15 @@ fn during<'a, 'h>(
         (Some(list), Some(process)) => list.contains(&process),
         _ => false,
     };
-    let named = faults.iter().filter(active).filter(on_process).last();
-    named.or_else(|| faults.iter().filter(active).filter(|f| !f.strikes_clients()).last()).or_else(
-        || {
-            faults
-                .iter()
-                .filter(active)
-                .filter(|f| f.strikes_clients() && f.processes.is_none())
-                .last()
-        },
-    )
+    let active = |interval: &&Interval<'_>, wanted: &dyn Fn(&Interval<'_>) -> bool| {
+        active(interval) && wanted(interval)
+    };
+    let latest = |wanted: &dyn Fn(&Interval<'_>) -> bool| {
+        faults.iter().rfind(|interval| active(interval, wanted))
+    };
+    latest(&|interval| on_process(&interval))
+        .or_else(|| latest(&|interval| !interval.strikes_clients()))
+        .or_else(|| latest(&|interval| interval.strikes_clients() && interval.processes.is_none()))
 }
 
 fn plural(count: u64, one: &str, many: &str) -> String {

@@ -281,9 +281,8 @@ fn findings(out: &mut String, analysis: &Analysis, options: &TextOptions<'_>) {
     if explained < all {
         let _ = writeln!(
             out,
-            "({} beyond the {} kept per checker are counted, not grouped)",
+            "({} beyond the --max-violations kept per checker are counted, not grouped)",
             plural(all - explained, "violation", "violations"),
-            "--max-violations"
         );
     }
 }
@@ -526,6 +525,7 @@ mod tests {
                 end_ns: 10_002_000_000,
             },
             results: Vec::new(),
+            findings: Vec::new(),
             warnings: Vec::new(),
         }
     }

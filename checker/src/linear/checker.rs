@@ -26,7 +26,7 @@ pub struct Linearizability;
 /// What one lock's search concluded.
 enum KeyOutcome {
     Valid,
-    Invalid(Violation),
+    Invalid(Box<Violation>),
     Unknown(String),
 }
 
@@ -89,7 +89,7 @@ impl Checker for Linearizability {
             let ops = per_key[key as usize].len() as u64;
             match outcome {
                 KeyOutcome::Valid => findings.key(name, ops, Vec::new()),
-                KeyOutcome::Invalid(violation) => findings.key(name, ops, vec![violation]),
+                KeyOutcome::Invalid(violation) => findings.key(name, ops, vec![*violation]),
                 KeyOutcome::Unknown(reason) => findings.key_unknown(name, ops, reason),
             }
         }
@@ -147,7 +147,7 @@ fn check_key(
     };
     if let Some(refutation) = refute(&operations, leased) {
         let name: &'static str = if leased { "fenced-lease" } else { "mutex" };
-        return KeyOutcome::Invalid(refuted(history, key, &operations, name, refutation));
+        return KeyOutcome::Invalid(Box::new(refuted(history, key, &operations, name, refutation)));
     }
     // Crashed operations: each placed one either took effect or did not,
     // in one set of states, rather than a branch of the search per crash.
@@ -220,7 +220,13 @@ fn judge<M: Model<Input = LockInput, Output = LockOutput>>(
                 states: evidence.states.iter().map(|state| model.describe_state(state)).collect(),
             };
             let key = history.key_name(key);
-            KeyOutcome::Invalid(violation(model, key, operations, operations.len(), &evidence))
+            KeyOutcome::Invalid(Box::new(violation(
+                model,
+                key,
+                operations,
+                operations.len(),
+                &evidence,
+            )))
         }
     }
 }
