@@ -12,7 +12,7 @@ use std::fmt;
 
 use thiserror::Error;
 
-use crate::event::{Event, EventType, Function, Process, ValueFields};
+use crate::event::{Event, EventType, Function, NemesisDetails, Process, ValueFields};
 
 /// Index of a key (lock name or resource name) in [`History::keys`].
 pub type KeyId = u32;
@@ -76,6 +76,8 @@ pub struct NemesisEvent {
     pub f: Function,
     pub fault: Option<String>,
     pub targets: Vec<String>,
+    /// The rest of what its value says about the fault (coverage reads it).
+    pub details: NemesisDetails,
 }
 
 /// One step of the history in real-time order: an operation's invoke or its
@@ -300,6 +302,7 @@ impl HistoryBuilder {
                 f: event.f.clone(),
                 fault: fields.fault.take(),
                 targets: fields.targets.take().unwrap_or_default(),
+                details: fields.nemesis.take().map(|details| *details).unwrap_or_default(),
             }),
             Process::Client(process) => match event.event_type {
                 EventType::Invoke => self.invoke(process, &event, fields)?,
