@@ -35,6 +35,8 @@ struct Suite<'a> {
     source: &'a str,
     cases: Vec<Case>,
     warnings: &'a [String],
+    /// What the run's faults reached (a property of the suite).
+    coverage: Option<String>,
 }
 
 impl Suite<'_> {
@@ -112,7 +114,12 @@ impl Counts {
 
 fn suite<'a>(analyzed: &Analyzed<'a>) -> Suite<'a> {
     let cases = analyzed.analysis.results.iter().flat_map(cases).collect();
-    Suite { source: analyzed.source, cases, warnings: &analyzed.analysis.warnings }
+    Suite {
+        source: analyzed.source,
+        cases,
+        warnings: &analyzed.analysis.warnings,
+        coverage: crate::text::coverage_line(analyzed.analysis),
+    }
 }
 
 /// A checker's test cases: one per key it judged, or one for the checker.
@@ -213,6 +220,13 @@ fn write_suite(out: &mut String, suite: &Suite<'_>) {
         attribute(suite.source),
         suite.counts().attributes()
     );
+    if let Some(coverage) = &suite.coverage {
+        let _ = writeln!(
+            out,
+            "    <properties><property name=\"coverage\" value=\"{}\"/></properties>",
+            attribute(coverage)
+        );
+    }
     for case in &suite.cases {
         write_case(out, suite.source, case);
     }
