@@ -464,11 +464,15 @@ fn probe(history: &History, fault: &Fault<'_>) -> Probe {
     }
 }
 
+/// One client's ok renews of one lock, (invoke time, TTL in ns) in order,
+/// and how many of them the beliefs before have passed.
+type Renews = (Vec<(u64, Option<u64>)>, usize);
+
 /// Every belief's intervals: live, under each lease, past each lease.
 fn items(history: &History, beliefs: &Beliefs) -> Vec<Item> {
     // The ok renews of each client on each lock: (invoke time, TTL), in
     // invoke order (ops are numbered as they are invoked).
-    let mut renews: HashMap<(i64, KeyId), (Vec<(u64, Option<u64>)>, usize)> = HashMap::default();
+    let mut renews: HashMap<(i64, KeyId), Renews> = HashMap::default();
     for op in history.ops() {
         if op.f == Function::Renew && op.outcome == Outcome::Ok {
             renews
