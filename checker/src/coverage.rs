@@ -155,7 +155,8 @@ impl Kind {
             "partition" if event.details.shape.as_deref() == Some("client") => Kind::ClientCut,
             "partition" => Kind::Partition,
             "kill" => Kind::Kill,
-            "clock" => Kind::Clock,
+            // A real server's drift is recorded as `clock-drift`.
+            "clock" | "clock-drift" => Kind::Clock,
             "failover" => Kind::Failover,
             other => Kind::Other(other.to_string()),
         }
@@ -843,6 +844,11 @@ mod tests {
             )
         };
         assert_eq!(coverage(&merged(&[&holder(900), &drift("3.0")])).reached(), 1);
+        // A real server's drift: `clock-drift` with its `rate`.
+        let real =
+            drift("3.0").replace(r#""clock""#, r#""clock-drift""#).replace("drift_rate", "rate");
+        let real = coverage(&merged(&[&holder(900), &real]));
+        assert_eq!((real.reached(), real.kinds[0].kind.as_str()), (1, "clock"));
         // 1.1x: the server gains 0.08 s, ending the lease at 1.02 s: after
         // the release.
         assert!(coverage(&merged(&[&holder(900), &drift("1.1")])).vacuous());
