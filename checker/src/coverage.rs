@@ -116,25 +116,37 @@ impl Coverage {
                 .collect::<Vec<_>>()
                 .join("; ");
         }
-        let kinds: Vec<String> = self
-            .kinds
-            .iter()
-            .map(|kind| {
-                if kind.reached > 0 {
-                    format!("{} {}/{}: {}", kind.kind, kind.reached, kind.faults, kind.window)
-                } else {
-                    format!("{} {}/{}", kind.kind, kind.reached, kind.faults)
-                }
-            })
-            .collect();
-        format!(
-            "{} of {} faults reached a vulnerable window ({})",
-            self.reached(),
-            self.faults.len(),
-            kinds.join("; ")
-        )
+        let kinds = |windows: bool| -> String {
+            let kinds: Vec<String> = self
+                .kinds
+                .iter()
+                .map(|kind| {
+                    if windows && kind.reached > 0 {
+                        format!("{} {}/{}: {}", kind.kind, kind.reached, kind.faults, kind.window)
+                    } else {
+                        format!("{} {}/{}", kind.kind, kind.reached, kind.faults)
+                    }
+                })
+                .collect();
+            format!(
+                "{} of {} faults reached a vulnerable window ({})",
+                self.reached(),
+                self.faults.len(),
+                kinds.join("; ")
+            )
+        };
+        // The windows' names while the line stays short; counts alone after.
+        let long = kinds(true);
+        if long.chars().count() <= MAX_LINE_CHARS {
+            long
+        } else {
+            kinds(false)
+        }
     }
 }
+
+/// How long [`Coverage::line`] may grow naming the windows reached.
+const MAX_LINE_CHARS: usize = 200;
 
 /// The kinds of fault, each with its window.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -874,6 +886,22 @@ mod tests {
         assert_eq!(
             coverage.line(),
             "1 of 3 faults reached a vulnerable window (failover 1/2: a failover with a grant not yet replicated; partition 0/1)"
+        );
+    }
+
+    #[test]
+    fn a_line_with_many_kinds_gives_counts_alone() {
+        let mut faults = String::new();
+        for (at, name) in ["kill", "failover", "sigstop", "loss", "conn-kill"].iter().enumerate() {
+            let time = 300 + at as u64 * 10;
+            faults.push_str(&format!(
+                "{time} n info start - {{\"fault\":\"{name}\",\"targets\":[\"s\"]}}\n"
+            ));
+        }
+        let coverage = coverage(&merged(&[&holder(2000), &faults]));
+        assert_eq!(
+            coverage.line(),
+            "5 of 5 faults reached a vulnerable window (kill 1/1; failover 1/1; sigstop 1/1; loss 1/1; conn-kill 1/1)"
         );
     }
 
