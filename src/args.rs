@@ -192,6 +192,10 @@ pub struct AnalyzeArgs {
     /// whole. Reading also stops after 1000 lines that are not operations.
     #[arg(long, value_name = "SIZE", value_parser = parse_line_cap, default_value = "16MiB")]
     pub max_line_bytes: u64,
+    /// Fail (exit 1) a valid history whose faults reached no window where
+    /// the lock could break: a vacuous pass.
+    #[arg(long)]
+    pub require_coverage: bool,
 }
 
 /// A cap on a line: a size of at least one byte.
@@ -222,6 +226,7 @@ impl AnalyzeArgs {
             max_violations: self.max_violations,
             stats: self.stats,
             max_line_bytes: self.max_line_bytes,
+            require_coverage: self.require_coverage,
         })
     }
 }
@@ -388,6 +393,10 @@ pub struct CheckArgs {
     /// every checker]
     #[arg(long, value_delimiter = ',', value_name = "CHECKERS")]
     pub gate: Vec<String>,
+    /// Fail (exit 1) a valid run whose faults reached no window where the
+    /// lock could break (a vacuous pass), as a violation would.
+    #[arg(long)]
+    pub require_coverage: bool,
     /// --backend exec: the servers lockcheck starts for your program, a
     /// comma list of redis (redis*5: five, for a Redlock), postgres, mysql,
     /// etcd, moto (an S3 server); their URLs reach it as LOCKCHECK_REDIS_URL and the like
@@ -528,6 +537,7 @@ impl CheckArgs {
             shrink: !self.no_shrink,
             stats: self.stats,
             max_memory: self.max_memory,
+            require_coverage: self.require_coverage,
         })
     }
 

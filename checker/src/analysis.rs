@@ -6,6 +6,7 @@ use serde::Serialize;
 use crate::fence::FenceMonotonicity;
 use std::collections::BTreeSet;
 
+use crate::coverage::{coverage_with, Coverage};
 use crate::event::Event;
 use crate::history::{History, HistoryBuilder, HistoryError};
 use crate::import::Imported;
@@ -43,6 +44,10 @@ pub struct Analysis {
     /// Problems in the history that did not stop it from being checked.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Which vulnerable windows the run's faults reached (none for a history
+    /// without faults, and for imported register and key-value histories).
+    #[serde(skip_serializing_if = "Coverage::is_none")]
+    pub coverage: Coverage,
 }
 
 impl Analysis {
@@ -56,6 +61,12 @@ impl Analysis {
     /// or did not apply to this history.
     pub fn verdict_of(&self, checker: &str) -> Option<Verdict> {
         self.result_of(checker).and_then(|result| result.verdict)
+    }
+
+    /// Valid, but none of the run's faults reached a window where the lock
+    /// could break: the pass proves nothing about them.
+    pub fn vacuous(&self) -> bool {
+        self.verdict == Verdict::Valid && self.coverage.vacuous()
     }
 }
 
@@ -140,7 +151,14 @@ pub fn analyze_operations<M: Model>(
         end_ns: 0,
     };
     let verdict = result.verdict.unwrap_or(Verdict::Unknown);
-    Analysis { verdict, summary, results: vec![result], findings: Vec::new(), warnings: Vec::new() }
+    Analysis {
+        verdict,
+        summary,
+        results: vec![result],
+        findings: Vec::new(),
+        warnings: Vec::new(),
+        coverage: Coverage::none(),
+    }
 }
 
 /// Pairs recorded `events` into a history and runs the default checkers on
@@ -176,5 +194,6 @@ pub fn analyze(
         results,
         findings,
         warnings: history.warnings().to_vec(),
+        coverage: coverage_with(history, subject.beliefs()),
     }
 }

@@ -169,8 +169,77 @@ pub struct ValueFields {
     pub version: Option<u64>,
     pub fault: Option<String>,
     pub targets: Option<Vec<String>>,
-    /// A nemesis record's whole value (when it names a `fault`).
-    pub nemesis: Option<Value>,
+    /// A nemesis event's other fields that coverage reads (absent on client
+    /// events).
+    pub nemesis: Option<Box<NemesisDetails>>,
+}
+
+/// What a nemesis event's `value` says about its fault beyond its name and
+/// targets, as far as coverage reads it. Each field is read leniently: one
+/// of an unexpected type is left out, never an error, so that histories
+/// written before a field existed (or by other tools) still read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NemesisDetails {
+    /// partition: `client` (cut clients) or a server shape (`halves`, ...).
+    pub shape: Option<String>,
+    /// pause: how long the stall lasts.
+    pub stall_ms: Option<u64>,
+    /// pause (on stop): `Some(Some(point))` where it struck, `Some(None)`
+    /// (`"struck": null`) it never struck, `None` not recorded.
+    pub struck: Option<Option<String>>,
+    /// clock: how far the clock jumped forward.
+    pub jump_ms: Option<u64>,
+    /// clock drift: how fast the server clock ran, in millionths
+    /// (`drift_rate` or `rate`; 2000000 runs twice as fast).
+    pub drift_micros: Option<u64>,
+    /// The process ids of the targeted clients at that moment.
+    pub processes: Option<Vec<i64>>,
+    /// kill: whether the killed server kept its keys.
+    pub persistent: Option<bool>,
+}
+
+impl NemesisDetails {
+    fn is_field(name: &str) -> bool {
+        matches!(
+            name,
+            "shape"
+                | "stall_ms"
+                | "struck"
+                | "jump_ms"
+                | "drift_rate"
+                | "rate"
+                | "processes"
+                | "persistent"
+        )
+    }
+
+    fn set(&mut self, name: &str, value: Value) {
+        match name {
+            "shape" => self.shape = value.as_str().map(str::to_string),
+            "stall_ms" => self.stall_ms = value.as_u64(),
+            "struck" => {
+                self.struck = match value {
+                    Value::Null => Some(None),
+                    Value::String(point) => Some(Some(point)),
+                    _ => None,
+                }
+            }
+            "jump_ms" => self.jump_ms = value.as_u64(),
+            "drift_rate" | "rate" => {
+                self.drift_micros = value
+                    .as_f64()
+                    .filter(|rate| rate.is_finite() && *rate >= 0.0 && *rate < 1e9)
+                    .map(|rate| (rate * 1e6).round() as u64)
+            }
+            "processes" => {
+                self.processes = value
+                    .as_array()
+                    .map(|ids| ids.iter().filter_map(Value::as_i64).collect::<Vec<i64>>())
+            }
+            "persistent" => self.persistent = value.as_bool(),
+            _ => {}
+        }
+    }
 }
 
 impl Event {
@@ -199,12 +268,7 @@ fn value_fields(value: Option<&RawValue>) -> Result<ValueFields, String> {
     if !text.trim_start().starts_with('{') {
         return Ok(ValueFields::default());
     }
-    let mut fields =
-        serde_json::from_str::<ValueFields>(text).map_err(|error| error.to_string())?;
-    if fields.fault.is_some() {
-        fields.nemesis = serde_json::from_str(text).ok();
-    }
-    Ok(fields)
+    serde_json::from_str::<ValueFields>(text).map_err(|error| error.to_string())
 }
 
 impl Serialize for Event {
@@ -337,6 +401,10 @@ impl<'de> Visitor<'de> for ValueFieldsVisitor {
                 "version" => fields.version = map.next_value().map_err(error)?,
                 "fault" => fields.fault = map.next_value().map_err(error)?,
                 "targets" => fields.targets = map.next_value().map_err(error)?,
+                _ if NemesisDetails::is_field(name) => {
+                    let value: Value = map.next_value()?;
+                    fields.nemesis.get_or_insert_with(Default::default).set(name, value);
+                }
                 _ => {
                     map.next_value::<de::IgnoredAny>()?;
                 }

@@ -40,9 +40,25 @@ pub struct CellOutcome<R> {
     pub found: String,
     /// Runs made.
     pub runs: u64,
+    /// Of the runs made, those that had faults, and those whose faults
+    /// reached a window where the lock could break.
+    pub faulted: u64,
+    pub covered: u64,
     /// The run that decided the cell, with its number; none when every run
     /// was made without a decision.
     pub decided: Option<(u64, R)>,
+}
+
+/// What a cell found, with how many of its runs' faults reached a
+/// vulnerable window (`, covered 2/3`; nothing when no run had faults). A
+/// cell that stayed valid (`valid`) while its faults reached nothing is
+/// called vacuous: its pass proves nothing about them.
+fn with_coverage(found: String, runs: u64, faulted: u64, covered: u64, valid: bool) -> String {
+    match (faulted, covered) {
+        (0, _) => found,
+        (_, 0) if valid => format!("vacuous: {found}, covered 0/{runs}"),
+        _ => format!("{found}, covered {covered}/{runs}"),
+    }
 }
 
 /// The checkers of `names` whose verdict on `analysis` is one of `verdicts`.
@@ -131,17 +147,24 @@ impl Expect {
         analysis_of: impl Fn(&R) -> &Analysis,
     ) -> Result<CellOutcome<R>, E> {
         let runs = runs.max(1);
+        let (mut faulted, mut covered) = (0, 0);
         for (done, at) in (first..first.saturating_add(runs)).enumerate() {
             let made = run(at)?;
+            let analysis = analysis_of(&made);
+            faulted += u64::from(!analysis.coverage.is_none());
+            covered += u64::from(analysis.coverage.reached() > 0);
             if let Judgement::Decided { matches, found } =
-                self.judge(analysis_of(&made), &format!("{} {at}", names.0))
+                self.judge(analysis, &format!("{} {at}", names.0))
             {
                 let runs = done as u64 + 1;
-                return Ok(CellOutcome { matches, found, runs, decided: Some((at, made)) });
+                let found = with_coverage(found, runs, faulted, covered, false);
+                let decided = Some((at, made));
+                return Ok(CellOutcome { matches, found, runs, faulted, covered, decided });
             }
         }
         let (matches, found) = self.exhausted(runs, names.1);
-        Ok(CellOutcome { matches, found, runs, decided: None })
+        let found = with_coverage(found, runs, faulted, covered, matches);
+        Ok(CellOutcome { matches, found, runs, faulted, covered, decided: None })
     }
 
     /// Whether a run can decide the cell for a match: only a violated cell
@@ -300,5 +323,47 @@ mod tests {
             (true, "resource-safety valid over 2 runs".to_string())
         );
         assert_eq!(keeps_mutex.describe(), "resource-safety, mutual-exclusion safe");
+    }
+
+    /// `clean` with a fault: a slow network while the lock is held within
+    /// its (absent) lease reaches nothing; a kill while it is held does.
+    fn clean_with(fault: &str) -> Analysis {
+        let start = format!(
+            r#"{{"index":2,"time":2,"process":"nemesis","type":"info","f":"start","key":null,"value":{{"fault":"{fault}","targets":["s"]}}}}"#
+        );
+        analysis(&[
+            r#"{"index":0,"time":0,"process":0,"type":"invoke","f":"acquire","key":"l","value":{"ttl_ms":1000}}"#,
+            r#"{"index":1,"time":1,"process":0,"type":"ok","f":"acquire","key":"l"}"#,
+            &start,
+            r#"{"index":3,"time":3,"process":0,"type":"invoke","f":"release","key":"l"}"#,
+            r#"{"index":4,"time":4,"process":0,"type":"ok","f":"release","key":"l"}"#,
+        ])
+    }
+
+    #[test]
+    fn a_cell_counts_its_covered_runs_and_a_valid_one_that_covered_none_is_vacuous() {
+        let judge = |histories: Vec<Analysis>| {
+            Expect::Safe
+                .judge_runs(
+                    histories.len() as u64,
+                    ("seed", "seed"),
+                    |at| Ok::<_, ()>(histories[at as usize].clone()),
+                    |a| a,
+                )
+                .unwrap()
+        };
+        let vacuous = judge(vec![clean_with("slow-net"), clean_with("slow-net")]);
+        assert!(vacuous.matches);
+        assert_eq!((vacuous.faulted, vacuous.covered), (2, 0));
+        assert_eq!(vacuous.found, "vacuous: valid over 2 seeds, covered 0/2");
+        let covered = judge(vec![clean_with("kill"), clean_with("slow-net"), clean()]);
+        assert_eq!((covered.faulted, covered.covered), (2, 1));
+        assert_eq!(covered.found, "valid over 3 seeds, covered 1/3");
+        // No faults: as before.
+        assert_eq!(judge(vec![clean()]).found, "valid over 1 seed");
+        let missed = VIOLATED
+            .judge_runs(1, ("seed", "seed"), |_| Ok::<_, ()>(clean_with("slow-net")), |a| a)
+            .unwrap();
+        assert_eq!(missed.found, "not found in 1 seed, covered 0/1");
     }
 }

@@ -23,6 +23,7 @@ use serde::Serialize;
 
 use crate::beliefs::Beliefs;
 use crate::event::Function;
+use crate::event::NemesisDetails;
 use crate::history::{History, Moment, NemesisEvent, OpId};
 use crate::verdict::{CheckResult, ViolationKind};
 use crate::{format_seconds, format_time};
@@ -153,8 +154,9 @@ impl Interval<'_> {
         self.processes.is_some() || self.start.targets.iter().any(|t| t.starts_with("client"))
     }
 
-    fn field(&self, name: &str) -> Option<&serde_json::Value> {
-        self.stop.and_then(|stop| stop.field(name)).or_else(|| self.start.field(name))
+    /// A detail of its record: the stop's, else the start's.
+    fn detail<T>(&self, get: impl Fn(&NemesisDetails) -> Option<T>) -> Option<T> {
+        self.stop.and_then(|stop| get(&stop.details)).or_else(|| get(&self.start.details))
     }
 
     fn describe(&self, history_end: u64) -> String {
@@ -173,8 +175,8 @@ impl Interval<'_> {
         let length = format_seconds(self.stop_ns(history_end).saturating_sub(self.start_ns()));
         match name {
             "pause" => {
-                let struck = self.field("struck").and_then(serde_json::Value::as_str);
-                let stall = self.field("stall_ms").and_then(serde_json::Value::as_u64);
+                let struck = self.detail(|details| details.struck.clone().flatten());
+                let stall = self.detail(|details| details.stall_ms);
                 let at = struck.map(|point| format!(" {point}")).unwrap_or_default();
                 let stall = stall
                     .map(|ms| format_seconds(ms * 1_000_000))
@@ -183,26 +185,28 @@ impl Interval<'_> {
             }
             "kill" => {
                 let back = stop.map(|ns| format!(" (back at t={})", format_time(ns)));
-                let kept = match self.field("persistent").and_then(serde_json::Value::as_bool) {
+                let kept = match self.detail(|details| details.persistent) {
                     Some(true) => ", persistent",
                     Some(false) => ", not persistent",
                     None => "",
                 };
                 format!("kill of {targets} at t={start}{}{kept}", back.unwrap_or_default())
             }
-            "clock" => {
+            "clock" | "clock-drift" => {
                 let how = match (
-                    self.field("jump_ms").and_then(serde_json::Value::as_u64),
-                    self.field("drift_rate").or(self.field("rate")).and_then(|v| v.as_f64()),
+                    self.detail(|details| details.jump_ms),
+                    self.detail(|details| details.drift_micros),
                 ) {
                     (Some(ms), _) => format!(" jumped {} forward", format_seconds(ms * 1_000_000)),
-                    (None, Some(rate)) => format!(" ran {rate:.2}× fast for {length}"),
+                    (None, Some(micros)) => {
+                        format!(" ran {:.2}× fast for {length}", micros as f64 / 1e6)
+                    }
                     _ => String::new(),
                 };
                 format!("clock of {targets}{how} at t={start}")
             }
             _ => {
-                let shape = self.field("shape").and_then(serde_json::Value::as_str);
+                let shape = self.detail(|details| details.shape.clone());
                 let shape = shape.map(|shape| format!(" ({shape})")).unwrap_or_default();
                 format!("{name}{shape} of {targets}{processes} from t={start} for {length}")
             }
@@ -236,7 +240,7 @@ fn intervals(history: &History) -> Vec<Interval<'_>> {
                 {
                     let interval = &mut intervals[at];
                     interval.stop = Some(event);
-                    if let Some(more) = event.processes() {
+                    if let Some(more) = event.details.processes.clone() {
                         let list = interval.processes.get_or_insert_with(Vec::new);
                         list.extend(more);
                         list.sort_unstable();
@@ -246,7 +250,8 @@ fn intervals(history: &History) -> Vec<Interval<'_>> {
             }
             _ => {
                 open.entry(pairing).or_default().push(intervals.len());
-                intervals.push(Interval { start: event, stop: None, processes: event.processes() });
+                let processes = event.details.processes.clone();
+                intervals.push(Interval { start: event, stop: None, processes });
             }
         }
     }

@@ -12,7 +12,7 @@ use std::fmt;
 
 use thiserror::Error;
 
-use crate::event::{Event, EventType, Function, Process, ValueFields};
+use crate::event::{Event, EventType, Function, NemesisDetails, Process, ValueFields};
 
 /// Index of a key (lock name or resource name) in [`History::keys`].
 pub type KeyId = u32;
@@ -76,33 +76,8 @@ pub struct NemesisEvent {
     pub f: Function,
     pub fault: Option<String>,
     pub targets: Vec<String>,
-    /// Its whole `value` (`stall_ms`, `struck`, `processes`, …): nemesis
-    /// events are few.
-    pub value: Option<serde_json::Value>,
-}
-
-impl NemesisEvent {
-    /// A field of its value.
-    pub fn field(&self, name: &str) -> Option<&serde_json::Value> {
-        self.value.as_ref()?.get(name)
-    }
-
-    /// A number field of its value.
-    pub fn number(&self, name: &str) -> Option<f64> {
-        self.field(name)?.as_f64()
-    }
-
-    /// A text field of its value.
-    pub fn text(&self, name: &str) -> Option<&str> {
-        self.field(name)?.as_str()
-    }
-
-    /// The processes it struck, when the record names them (`processes`):
-    /// a client's fault names the process the client ran as.
-    pub fn processes(&self) -> Option<Vec<i64>> {
-        let list = self.field("processes")?.as_array()?;
-        Some(list.iter().filter_map(serde_json::Value::as_i64).collect())
-    }
+    /// The rest of what its value says about the fault (coverage reads it).
+    pub details: NemesisDetails,
 }
 
 /// One step of the history in real-time order: an operation's invoke or its
@@ -327,7 +302,7 @@ impl HistoryBuilder {
                 f: event.f.clone(),
                 fault: fields.fault.take(),
                 targets: fields.targets.take().unwrap_or_default(),
-                value: fields.nemesis.take(),
+                details: fields.nemesis.take().map(|details| *details).unwrap_or_default(),
             }),
             Process::Client(process) => match event.event_type {
                 EventType::Invoke => self.invoke(process, &event, fields)?,

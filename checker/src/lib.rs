@@ -11,6 +11,7 @@
 mod analysis;
 mod beliefs;
 mod capped;
+mod coverage;
 mod event;
 mod expect;
 mod fastline;
@@ -38,7 +39,8 @@ pub use analysis::{
 };
 pub use beliefs::{Belief, BeliefEnd, Beliefs};
 pub use capped::{LineTooLong, DEFAULT_MAX_LINE_BYTES};
-pub use event::{Event, EventType, Function, Process, ValueFields};
+pub use coverage::{coverage, coverage_with, Coverage, FaultCoverage, KindCoverage};
+pub use event::{Event, EventType, Function, NemesisDetails, Process, ValueFields};
 pub use expect::{CellOutcome, Expect, Judgement};
 pub use fence::FenceMonotonicity;
 pub use findings::{Cause, Finding};

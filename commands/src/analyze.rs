@@ -86,6 +86,15 @@ pub fn run(args: &AnalyzeRequest) -> anyhow::Result<ExitCode> {
         .map(|(_, analysis)| analysis.verdict)
         .reduce(Verdict::combine)
         .unwrap_or(Verdict::Unknown);
+    // What the exit code follows: with --require-coverage, a vacuous pass
+    // fails.
+    let gated = analyses
+        .iter()
+        .map(|(source, analysis)| {
+            exit::require_coverage(analysis, analysis.verdict, args.require_coverage, source)
+        })
+        .reduce(Verdict::combine)
+        .unwrap_or(Verdict::Unknown);
     let analyzed: Vec<Analyzed<'_>> =
         analyses.iter().map(|(source, analysis)| Analyzed { source, analysis }).collect();
     let mut htmls: Vec<Option<String>> = Vec::with_capacity(analyses.len());
@@ -113,7 +122,7 @@ pub fn run(args: &AnalyzeRequest) -> anyhow::Result<ExitCode> {
     };
     print(&text)?;
     // Unreadable input outranks any verdict: the verdict did not cover it.
-    let code = if errors.is_empty() { exit::for_verdict(verdict) } else { exit::BAD_INPUT };
+    let code = if errors.is_empty() { exit::for_verdict(gated) } else { exit::BAD_INPUT };
     Ok(code.into())
 }
 

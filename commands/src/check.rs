@@ -118,7 +118,10 @@ pub fn run(args: &CheckRequest) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        worst = worst.combine(exit::gated(&analysis, &base.gate));
+        let gated = exit::gated(&analysis, &base.gate);
+        let source = format!("seed {seed}");
+        worst =
+            worst.combine(exit::require_coverage(&analysis, gated, args.require_coverage, &source));
         tally.push((seed, analysis.verdict));
         progress.inc();
     }

@@ -33,6 +33,35 @@ pub fn gated(analysis: &lockcheck_checker::Analysis, gate: &[String]) -> Verdict
         .fold(Verdict::Valid, Verdict::combine)
 }
 
+/// With `--require-coverage`, a pass whose faults reached no vulnerable
+/// window fails the gate as a violation does (the reason goes to stderr);
+/// otherwise, or when the gated verdict is not valid, the verdict as is.
+pub fn require_coverage(
+    analysis: &lockcheck_checker::Analysis,
+    gated: Verdict,
+    required: bool,
+    source: &str,
+) -> Verdict {
+    if !vacuous_failure(analysis, gated, required) {
+        return gated;
+    }
+    eprintln!(
+        "lockcheck: {source}: --require-coverage: valid, but vacuous: {}; exit {INVALID}",
+        analysis.coverage.line()
+    );
+    Verdict::Invalid
+}
+
+/// Whether `--require-coverage` fails this pass: the gated verdict is
+/// valid and the run had faults, none of which reached a vulnerable window.
+pub fn vacuous_failure(
+    analysis: &lockcheck_checker::Analysis,
+    gated: Verdict,
+    required: bool,
+) -> bool {
+    required && gated == Verdict::Valid && analysis.coverage.vacuous()
+}
+
 /// What is wrong with a `--gate` list, if anything.
 pub fn check_gate(gate: &[String]) -> Result<(), String> {
     let known: Vec<&str> =

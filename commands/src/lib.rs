@@ -66,6 +66,9 @@ pub struct CheckRequest {
     /// A simulated run's memory budget [default: three quarters of the
     /// machine's].
     pub max_memory: Option<u64>,
+    /// A valid run whose faults reached no vulnerable window fails
+    /// (`--require-coverage`).
+    pub require_coverage: bool,
 }
 
 /// `lockcheck matrix`: which cells, and how hard to look.
@@ -99,6 +102,9 @@ pub struct AnalyzeRequest {
     pub max_violations: usize,
     pub stats: bool,
     pub max_line_bytes: u64,
+    /// A valid history whose faults reached no vulnerable window fails
+    /// (`--require-coverage`).
+    pub require_coverage: bool,
 }
 
 /// `lockcheck conformance`: porcupine's corpus, and the search's bound.

@@ -108,7 +108,9 @@ pub fn run(args: &CheckRequest) -> anyhow::Result<ExitCode> {
         }
     }
     print(&text)?;
-    Ok(exit::for_verdict(exit::gated(analysis, &test.gate)).into())
+    let gated = exit::gated(analysis, &test.gate);
+    let gated = exit::require_coverage(analysis, gated, args.require_coverage, &source);
+    Ok(exit::for_verdict(gated).into())
 }
 
 /// Exit 69 with the reason: a server is missing or cannot be reached.

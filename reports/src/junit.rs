@@ -35,6 +35,8 @@ struct Suite<'a> {
     source: &'a str,
     cases: Vec<Case>,
     warnings: &'a [String],
+    /// What the run's faults reached (a property of the suite).
+    coverage: Option<String>,
 }
 
 impl Suite<'_> {
@@ -114,7 +116,12 @@ fn suite<'a>(analyzed: &Analyzed<'a>) -> Suite<'a> {
     let findings = &analyzed.analysis.findings;
     let cases =
         analyzed.analysis.results.iter().flat_map(|result| cases(result, findings)).collect();
-    Suite { source: analyzed.source, cases, warnings: &analyzed.analysis.warnings }
+    Suite {
+        source: analyzed.source,
+        cases,
+        warnings: &analyzed.analysis.warnings,
+        coverage: crate::text::coverage_line(analyzed.analysis),
+    }
 }
 
 /// A checker's test cases: one per key it judged, or one for the checker.
@@ -232,6 +239,13 @@ fn write_suite(out: &mut String, suite: &Suite<'_>) {
         attribute(suite.source),
         suite.counts().attributes()
     );
+    if let Some(coverage) = &suite.coverage {
+        let _ = writeln!(
+            out,
+            "    <properties><property name=\"coverage\" value=\"{}\"/></properties>",
+            attribute(coverage)
+        );
+    }
     for case in &suite.cases {
         write_case(out, suite.source, case);
     }

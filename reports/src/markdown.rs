@@ -53,6 +53,9 @@ fn history(out: &mut String, analyzed: &Analyzed<'_>) {
     let analysis = analyzed.analysis;
     let _ = writeln!(out, "### {}: {}\n", escape(analyzed.source), shout(analysis.verdict));
     let _ = writeln!(out, "{}\n", escape(&summary_line(analysis)));
+    if let Some(line) = crate::text::coverage_line(analysis) {
+        let _ = writeln!(out, "{}\n", escape(&line));
+    }
     for warning in &analysis.warnings {
         let _ = writeln!(out, "> warning: {}\n", escape(&clip_quoted(warning)));
     }

@@ -81,7 +81,30 @@ pub fn render_text(analyzed: &Analyzed<'_>, options: &TextOptions<'_>) -> String
         let _ = write!(out, " ({})", failing.join(", "));
     }
     out.push('\n');
+    coverage(&mut out, analysis);
     out
+}
+
+/// What the run's faults reached, under the verdict.
+fn coverage(out: &mut String, analysis: &Analysis) {
+    if let Some(line) = coverage_line(analysis) {
+        let _ = writeln!(out, "{line}");
+    }
+}
+
+/// What the run's faults reached, in one line: a valid run whose faults
+/// reached no vulnerable window is "valid, but vacuous", and says why.
+/// `None` without faults.
+pub(crate) fn coverage_line(analysis: &Analysis) -> Option<String> {
+    if analysis.coverage.is_none() {
+        return None;
+    }
+    let line = analysis.coverage.line();
+    Some(if analysis.vacuous() {
+        format!("valid, but vacuous: {line}")
+    } else {
+        format!("coverage: {line}")
+    })
 }
 
 /// The verdict as the report prints it: loud when it is not valid.
@@ -527,6 +550,7 @@ mod tests {
             results: Vec::new(),
             findings: Vec::new(),
             warnings: Vec::new(),
+            coverage: lockcheck_checker::Coverage::none(),
         }
     }
 

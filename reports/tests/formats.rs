@@ -479,3 +479,62 @@ fn every_format_names_each_violations_finding_and_its_fault() {
     assert!(html.contains(&format!("fault: {fault}")), "the HTML names the fault");
     assert!(html.contains("href=\"#finding-1\">finding 1</a>"), "violations link their finding");
 }
+
+/// `valid_history` with a fault around each of its two holders: a slow
+/// network while client 1 holds within its lease, and a kill (not
+/// persisted) while client 2 holds, when `kill` is set.
+fn with_faults(kill: bool) -> Vec<Event> {
+    let nemesis = |index: usize, time_ms: u64, f: &str, value: Value| -> Event {
+        let json = json!({
+            "index": index, "time": time_ms * 1_000_000, "process": "nemesis",
+            "type": "info", "f": f, "key": null, "value": value,
+        });
+        serde_json::from_str(&json.to_string()).unwrap()
+    };
+    let mut events = valid_history();
+    let slow = json!({"fault": "slow-net", "targets": ["redis"]});
+    let killed = json!({"fault": "kill", "targets": ["redis"], "persistent": false});
+    let mut faults = vec![(150, "start", slow.clone()), (250, "stop", slow)];
+    if kill {
+        faults.extend([(450, "start", killed.clone()), (460, "stop", killed)]);
+    }
+    for (time_ms, f, value) in faults {
+        let at = events.partition_point(|event| event.time_ns <= time_ms * 1_000_000);
+        events.insert(at, nemesis(0, time_ms, f, value));
+    }
+    for (index, event) in events.iter_mut().enumerate() {
+        event.index = index as u64;
+    }
+    events
+}
+
+#[test]
+fn every_format_says_what_the_faults_reached() {
+    let vacuous = analysis_of(&with_faults(false));
+    assert!(vacuous.vacuous());
+    let analyzed = Analyzed { source: "slow.jsonl", analysis: &vacuous };
+    let line = "valid, but vacuous: 0 of 1 slow-net faults caught a holder acting past its lease";
+    let text = render_text(&analyzed, &TextOptions::default());
+    assert!(text.ends_with(&format!("verdict: valid\n{line}\n")), "{text}");
+    assert!(render_markdown(&[analyzed]).contains(&format!("\n{line}\n")));
+    let junit = render_junit(&[analyzed]);
+    assert!(junit.contains(&format!("<property name=\"coverage\" value=\"{line}\"/>")), "{junit}");
+
+    let covered = analysis_of(&with_faults(true));
+    assert!(!covered.vacuous());
+    let analyzed = Analyzed { source: "kill.jsonl", analysis: &covered };
+    let text = render_text(&analyzed, &TextOptions::default());
+    assert!(
+        text.ends_with(
+            "verdict: valid\ncoverage: 1 of 2 faults reached a vulnerable window (slow-net 0/1; \
+             kill 1/1: a kill while a key was held and not yet persisted)\n"
+        ),
+        "{text}"
+    );
+    // A history without faults reads as before.
+    assert!(!render_text(
+        &Analyzed { source: "v", analysis: &analysis_of(&valid_history()) },
+        &TextOptions::default()
+    )
+    .contains("coverage"));
+}

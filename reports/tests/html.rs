@@ -125,6 +125,7 @@ fn a_history_the_builder_rejects_still_renders() {
         results: Vec::new(),
         findings: Vec::new(),
         warnings: Vec::new(),
+        coverage: lockcheck_checker::Coverage::none(),
     };
     let html = render_html(&HtmlInput {
         title: "bad",

@@ -42,6 +42,19 @@ fn every_simulated_cell_comes_out_as_the_truth_table_says() {
             result.found,
             result.seeds
         );
+        // No cell with faults passes bare: it says how many of its runs'
+        // faults reached a vulnerable window, and is vacuous if none did.
+        if !cell.faults.is_empty() && result.matches && !cell.expect.seeks_violation() {
+            assert!(
+                result.found.contains(", covered "),
+                "{} {:?}: {}",
+                cell.backend.sim_name(),
+                cell.faults,
+                result.found
+            );
+            let vacuous = result.found.contains(", covered 0/");
+            assert_eq!(vacuous, result.found.starts_with("vacuous: "), "{}", result.found);
+        }
         if !result.matches {
             mismatches.push(format!(
                 "{} ({}): {}; replay: cargo run --release -- {}",
