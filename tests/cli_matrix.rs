@@ -18,6 +18,13 @@ fn the_real_matrix_finds_every_violated_cell_and_no_false_one() {
     assert!(rows.len() >= 20, "a row per cell:\n{stdout}\n{stderr}");
     for row in &rows {
         assert!(row.contains(" ok ("), "a cell that does not match:\n{row}\n\n{stdout}\n{stderr}");
+        // No cell with faults passes bare: it counts the runs whose faults
+        // reached a vulnerable window, and one that reached none is vacuous.
+        if row.contains("valid over") && !row.contains("--nemesis none") {
+            assert!(row.contains(", covered "), "a bare valid cell:\n{row}\n\n{stdout}");
+            let vacuous = row.contains(", covered 0/");
+            assert_eq!(vacuous, row.contains("vacuous: "), "{row}");
+        }
     }
     // The cells that must be found and the ones that must stay clean are
     // both there, and their verdicts come from runs, not from the table.
