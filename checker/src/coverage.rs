@@ -14,8 +14,9 @@
 //! - pause: the struck process's belief went on past x during the stall;
 //! - partition: a cut client's belief (shape `client`), or any belief (a
 //!   split of the servers), went on past x during the cut;
-//! - kill: a belief was live when the server was killed, and the kill was
-//!   not recorded as `persistent` (a session lock counts: its session dies);
+//! - kill: a belief was live when the server was killed, the kill
+//!   persistent or not (whether a persisted key survives is what such a
+//!   kill tests; a session lock counts: its session dies);
 //! - clock: a jump larger than a live lease's remaining time, or a drift
 //!   that made a live lease run out on the server while its holder still
 //!   believed;
@@ -205,7 +206,7 @@ impl Kind {
             Kind::ClientCut | Kind::Partition => {
                 "a cut holder whose work outlasted its lease".into()
             }
-            Kind::Kill => "a kill while a key was held and not yet persisted".into(),
+            Kind::Kill => "a kill while a key was held".into(),
             Kind::Clock => "a clock jump larger than a live lease's remaining time".into(),
             Kind::Failover => "a failover with a grant not yet replicated".into(),
             Kind::Other(name) => format!("a holder acting past its lease while {name} was on"),
@@ -217,7 +218,7 @@ impl Kind {
         match self {
             Kind::Pause => "reached a stall longer than the holder's remaining lease",
             Kind::ClientCut | Kind::Partition => "caught a holder whose work outlasted its lease",
-            Kind::Kill => "struck while a key was held and not yet persisted",
+            Kind::Kill => "struck while a key was held",
             Kind::Clock => "outran a live lease's remaining time",
             Kind::Failover => "struck with a grant not yet replicated",
             Kind::Other(_) => "caught a holder acting past its lease",
@@ -457,13 +458,9 @@ fn probe(history: &History, fault: &Fault<'_>) -> Probe {
         }
         Kind::ClientCut => span(Want::Overdue),
         Kind::Partition => Probe { processes: None, ..span(Want::Overdue) },
-        Kind::Kill => {
-            if fault.detail(|details| &details.persistent) == Some(true) {
-                point(Want::Nothing)
-            } else {
-                point(Want::Live)
-            }
-        }
+        // A server that persists its keys is struck where it matters too:
+        // whether the held keys survive the crash is what its kill tests.
+        Kind::Kill => point(Want::Live),
         Kind::Failover => point(Want::Live),
         Kind::Clock => match (
             fault.detail(|details| &details.jump_ms),
@@ -629,6 +626,10 @@ fn reached_description(
                 (Kind::Kill, None) => {
                     format!("{who} at t={at} (the history does not say whether it persisted)")
                 }
+                (Kind::Kill, Some(true)) => format!(
+                    "{who} at t={at}; the server persists its keys: the kill tests that they survive"
+                ),
+                (Kind::Kill, Some(false)) => format!("{who} at t={at}, not persisted"),
                 _ => format!("{who} at t={at}"),
             }
         }
@@ -649,7 +650,6 @@ fn reached_description(
 fn missed_description(fault: &Fault<'_>, kind: &Kind, probe: &Probe) -> String {
     let text = match (kind, probe.want) {
         (Kind::Pause, Want::Nothing) => "never struck",
-        (Kind::Kill, Want::Nothing) => "persisted: the killed server kept its keys",
         (Kind::Pause, _) => "struck no holder past its lease",
         (_, Want::Live) => "no lock was held when it struck",
         (_, Want::Jump { .. }) => "no live lease had less time left than the jump",
@@ -800,9 +800,11 @@ mod tests {
         let volatile = coverage(&merged(&[&holder(500), &kill(r#","persistent":false"#)]));
         assert_eq!(volatile.reached(), 1);
         assert!(volatile.faults[0].description.starts_with("a kill while a key was held"));
+        // A server that persists is struck where it matters as well: the
+        // kill tests that the held key survives.
         let persisted = coverage(&merged(&[&holder(500), &kill(r#","persistent":true"#)]));
-        assert!(persisted.vacuous());
-        assert!(persisted.faults[0].description.starts_with("persisted"));
+        assert_eq!(persisted.reached(), 1);
+        assert!(persisted.faults[0].description.contains("persists its keys"), "{persisted:?}");
         let unknown = coverage(&merged(&[&holder(500), &kill("")]));
         assert_eq!(unknown.reached(), 1);
         assert!(unknown.faults[0].description.contains("does not say whether it persisted"));
