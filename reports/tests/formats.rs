@@ -527,7 +527,7 @@ fn every_format_says_what_the_faults_reached() {
     assert!(
         text.ends_with(
             "verdict: valid\ncoverage: 1 of 2 faults reached a vulnerable window (slow-net 0/1; \
-             kill 1/1: a kill while a key was held and not yet persisted)\n"
+             kill 1/1: a kill while a key was held)\n"
         ),
         "{text}"
     );
