@@ -146,7 +146,29 @@ fn summary_section(out: &mut String, analysis: &Analysis) {
     for result in &analysis.results {
         checker_row(out, result);
     }
-    out.push_str("</tbody></table></section>\n");
+    out.push_str("</tbody></table>\n");
+    coverage(out, analysis);
+    out.push_str("</section>\n");
+}
+
+/// What the run's faults reached: the line the text report prints, and
+/// each fault with what it reached or why it reached nothing.
+fn coverage(out: &mut String, analysis: &Analysis) {
+    let Some(line) = crate::text::coverage_line(analysis) else { return };
+    let _ =
+        write!(out, "<details class=\"coverage\"><summary>{}</summary><ul>", escape_html(&line));
+    for fault in &analysis.coverage.faults {
+        let _ = write!(
+            out,
+            "<li>{} of {} at t={}: {}{}</li>",
+            escape_html(&fault.fault),
+            escape_html(&fault.targets.join(", ")),
+            format_time(fault.start_ns),
+            if fault.reached { "reached " } else { "" },
+            escape_html(&fault.description)
+        );
+    }
+    out.push_str("</ul></details>\n");
 }
 
 fn checker_row(out: &mut String, result: &CheckResult) {

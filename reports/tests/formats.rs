@@ -478,6 +478,9 @@ fn every_format_names_each_violations_finding_and_its_fault() {
     assert!(html.contains("id=\"finding-1\""), "{html}");
     assert!(html.contains(&format!("fault: {fault}")), "the HTML names the fault");
     assert!(html.contains("href=\"#finding-1\">finding 1</a>"), "violations link their finding");
+    // And what the pause reached, as the text says it.
+    let coverage = "coverage: 1 of 1 faults reached a vulnerable window (pause 1/1: a stall longer";
+    assert!(html.contains(&format!("<details class=\"coverage\"><summary>{coverage}")), "{html}");
 }
 
 /// `valid_history` with a fault around each of its two holders: a slow
