@@ -12,8 +12,9 @@
 //!
 //! The windows, by fault:
 //! - pause: the struck process's belief went on past x during the stall;
-//! - partition: a cut client's belief (shape `client`), or any belief (a
-//!   split of the servers), went on past x during the cut;
+//! - partition: a cut client's belief (shape `client`) went on past x
+//!   during the cut (a renew sent during the cut does not count); a split
+//!   of the servers: a belief was live during it;
 //! - kill: a belief was live when the server was killed, the kill
 //!   persistent or not (whether a persisted key survives is what such a
 //!   kill tests; a session lock counts: its session dies);
@@ -21,6 +22,8 @@
 //!   that made a live lease run out on the server while its holder still
 //!   believed;
 //! - failover: a belief was live when the primary failed;
+//! - conn-kill: a belief was live when the server ended the lock sessions
+//!   (a session lock goes with its session; a lease outlives it);
 //! - anything else: a belief (of the targeted processes, for a fault aimed
 //!   at clients) went on past x during the fault, or a session lock was
 //!   held during it.
@@ -158,6 +161,9 @@ enum Kind {
     Kill,
     Clock,
     Failover,
+    /// The SQL server ends the lock sessions (a session lock goes with its
+    /// session, whatever its client believes).
+    ConnKill,
     Other(String),
 }
 
@@ -171,6 +177,7 @@ impl Kind {
             // A real server's drift is recorded as `clock-drift`.
             "clock" | "clock-drift" => Kind::Clock,
             "failover" => Kind::Failover,
+            "conn-kill" => Kind::ConnKill,
             other => Kind::Other(other.to_string()),
         }
     }
@@ -183,6 +190,7 @@ impl Kind {
             Kind::Kill => "kill".into(),
             Kind::Clock => "clock".into(),
             Kind::Failover => "failover".into(),
+            Kind::ConnKill => "conn-kill".into(),
             Kind::Other(name) => name.clone(),
         }
     }
@@ -195,6 +203,7 @@ impl Kind {
             Kind::Kill => "kills".into(),
             Kind::Clock => "clock faults".into(),
             Kind::Failover => "failovers".into(),
+            Kind::ConnKill => "session kills".into(),
             Kind::Other(name) => format!("{name} faults"),
         }
     }
@@ -203,12 +212,12 @@ impl Kind {
     fn window(&self) -> String {
         match self {
             Kind::Pause => "a stall longer than the holder's remaining lease".into(),
-            Kind::ClientCut | Kind::Partition => {
-                "a cut holder whose work outlasted its lease".into()
-            }
+            Kind::ClientCut => "a cut holder whose work outlasted its lease".into(),
+            Kind::Partition => "a lock held while the servers were split".into(),
             Kind::Kill => "a kill while a key was held".into(),
             Kind::Clock => "a clock jump larger than a live lease's remaining time".into(),
             Kind::Failover => "a failover with a grant not yet replicated".into(),
+            Kind::ConnKill => "a killed session that held a lock".into(),
             Kind::Other(name) => format!("a holder acting past its lease while {name} was on"),
         }
     }
@@ -217,10 +226,12 @@ impl Kind {
     fn verb_phrase(&self) -> &'static str {
         match self {
             Kind::Pause => "reached a stall longer than the holder's remaining lease",
-            Kind::ClientCut | Kind::Partition => "caught a holder whose work outlasted its lease",
+            Kind::ClientCut => "caught a holder whose work outlasted its lease",
+            Kind::Partition => "split the servers while a lock was held",
             Kind::Kill => "struck while a key was held",
             Kind::Clock => "outran a live lease's remaining time",
             Kind::Failover => "struck with a grant not yet replicated",
+            Kind::ConnKill => "struck a session that held a lock",
             Kind::Other(_) => "caught a holder acting past its lease",
         }
     }
@@ -329,9 +340,14 @@ pub fn coverage_with(history: &History, beliefs: &Beliefs) -> Coverage {
     if faults.is_empty() {
         return Coverage::none();
     }
-    let items = items(history, beliefs);
+    let mut items = items(history, beliefs);
     let mut probes: Vec<Probe> = faults.iter().map(|fault| probe(history, fault)).collect();
     sweep(&items, &mut probes);
+    for (fault, probe) in faults.iter().zip(probes.iter_mut()) {
+        if probe.found.is_none() && Kind::of(&fault.name, fault.start) == Kind::ClientCut {
+            cut_off_renewals(history, beliefs, probe, &mut items);
+        }
+    }
     let mut covered: Vec<FaultCoverage> = Vec::with_capacity(faults.len());
     let mut kinds: Vec<(Kind, u64, u64)> = Vec::new();
     for (fault, probe) in faults.iter().zip(&probes) {
@@ -457,11 +473,14 @@ fn probe(history: &History, fault: &Fault<'_>) -> Probe {
             Probe { to: stop.saturating_add(stall), ..span(Want::Overdue) }
         }
         Kind::ClientCut => span(Want::Overdue),
-        Kind::Partition => Probe { processes: None, ..span(Want::Overdue) },
+        // A split of the servers tests the service's own agreement: whether
+        // a side without a majority still grants or renews. It matters
+        // while a lock is held (or taken) during it.
+        Kind::Partition => Probe { processes: None, ..span(Want::Live) },
         // A server that persists its keys is struck where it matters too:
         // whether the held keys survive the crash is what its kill tests.
         Kind::Kill => point(Want::Live),
-        Kind::Failover => point(Want::Live),
+        Kind::Failover | Kind::ConnKill => point(Want::Live),
         Kind::Clock => match (
             fault.detail(|details| &details.jump_ms),
             fault.detail(|details| &details.drift_micros),
@@ -547,6 +566,58 @@ fn items(history: &History, beliefs: &Beliefs) -> Vec<Item> {
         }
     }
     items
+}
+
+/// A client cut also reaches a holder whose renewals it cut off: a renew
+/// sent while its client was cut off from the servers cannot have reached
+/// them, whatever its reply said (a client library may answer a renewal
+/// from what it last heard), so the lease runs from the last renew sent
+/// before the cut. Found, the stretch past that lease is added to `items`
+/// as the probe's evidence. Client cuts are few: each looks at the beliefs
+/// live during it.
+fn cut_off_renewals(
+    history: &History,
+    beliefs: &Beliefs,
+    probe: &mut Probe,
+    items: &mut Vec<Item>,
+) {
+    for key in 0..history.key_count() as KeyId {
+        let list = beliefs.of_key(key);
+        let live = list.partition_point(|belief| belief.start.time_ns <= probe.to);
+        for belief in &list[..live] {
+            let cut = probe.processes.as_ref().is_none_or(|cut| cut.contains(&belief.process));
+            if !cut || belief.end.time_ns <= probe.from {
+                continue;
+            }
+            let grant = history.op(belief.grant);
+            let Some(mut ttl) = grant.ttl_ms.map(ms) else { continue };
+            let mut deadline = grant.invoke.time_ns.saturating_add(ttl);
+            // The renewals sent before the cut, in order (ops are numbered as
+            // they are invoked).
+            let sent_before = probe.from.min(belief.end.time_ns);
+            let since_grant = history.ops()[belief.grant as usize..].iter();
+            for renew in since_grant.take_while(|op| op.invoke.time_ns < sent_before).filter(|op| {
+                op.process == belief.process
+                    && op.key == key
+                    && op.f == Function::Renew
+                    && op.outcome == Outcome::Ok
+            }) {
+                ttl = renew.ttl_ms.map(ms).unwrap_or(ttl);
+                deadline = renew.invoke.time_ns.saturating_add(ttl);
+            }
+            if deadline < belief.end.time_ns && deadline <= probe.to {
+                items.push(Item {
+                    from: deadline.max(probe.from),
+                    to: belief.end.time_ns,
+                    process: belief.process,
+                    key,
+                    class: Class::Overdue,
+                });
+                probe.found = Some(items.len() - 1);
+                return;
+            }
+        }
+    }
 }
 
 /// Finds, for each probe, one item it matches: a sweep over the items and
@@ -774,7 +845,7 @@ mod tests {
             910 1 ok renew l
         "#;
         let cut = r#"
-            200 n info start - {"fault":"partition","shape":"client","targets":["client-1"],"processes":[1]}
+            950 n info start - {"fault":"partition","shape":"client","targets":["client-1"],"processes":[1]}
             1700 n info stop - {"fault":"partition","shape":"client","targets":["client-1"],"processes":[1]}
         "#;
         let covered = coverage(&merged(&[&holder(1500), renewed, cut]));
@@ -787,10 +858,33 @@ mod tests {
         let bare = coverage(&merged(&[&holder(1500), cut]));
         assert_eq!(bare.reached(), 1);
         assert_eq!(bare.kinds[0].kind, "client cut");
+        // A renew sent while the cut was on cannot have reached the
+        // servers, whatever its reply said: the lease ran out at 1.1 s.
+        let early_cut = r#"
+            200 n info start - {"fault":"partition","shape":"client","targets":["client-1"],"processes":[1]}
+            1700 n info stop - {"fault":"partition","shape":"client","targets":["client-1"],"processes":[1]}
+        "#;
+        let cut_off = coverage(&merged(&[&holder(1500), renewed, early_cut]));
+        assert_eq!(cut_off.reached(), 1, "{cut_off:?}");
+    }
+
+    /// A session kill reaches a lock held then, though its lease (the
+    /// workload records one) has time left: the session lock goes with
+    /// its session.
+    #[test]
+    fn a_session_kill_reaches_a_lock_held_when_it_struck() {
+        let kill = "300 n info start - {\"fault\":\"conn-kill\",\"targets\":[],\"sessions\":5}\n\
+                    400 n info stop - {\"fault\":\"conn-kill\",\"targets\":[]}\n";
+        let held = coverage(&merged(&[&holder(500), kill]));
+        assert_eq!(held.reached(), 1, "{held:?}");
+        assert!(held.faults[0].description.starts_with("a killed session that held a lock"));
+        let idle = coverage(&merged(&[&holder(200), kill]));
+        assert!(idle.vacuous());
+        assert_eq!(idle.line(), "0 of 1 session kills struck a session that held a lock");
     }
 
     #[test]
-    fn a_kill_reaches_a_held_key_unless_it_persisted() {
+    fn a_kill_reaches_a_held_key_persisted_or_not() {
         let kill = |persistent: &str| {
             format!(
                 "300 n info start - {{\"fault\":\"kill\",\"targets\":[\"redis\"]{persistent}}}\n\
@@ -866,6 +960,18 @@ mod tests {
         // 1.1x: the server gains 0.08 s, ending the lease at 1.02 s: after
         // the release.
         assert!(coverage(&merged(&[&holder(900), &drift("1.1")])).vacuous());
+    }
+
+    #[test]
+    fn a_split_of_the_servers_reaches_a_lock_held_during_it() {
+        let split = r#"
+            300 n info start - {"fault":"partition","shape":"halves","targets":["etcd-0"]}
+            450 n info stop - {"fault":"partition","shape":"halves","targets":["etcd-0"]}
+        "#;
+        let held = coverage(&merged(&[&holder(500), split]));
+        assert_eq!(held.reached(), 1, "{held:?}");
+        assert!(held.faults[0].description.starts_with("a lock held while the servers were split"));
+        assert!(coverage(&merged(&[&holder(200), split])).vacuous());
     }
 
     #[test]
