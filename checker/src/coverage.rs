@@ -218,6 +218,12 @@ impl Kind {
             Kind::Clock => "a clock jump larger than a live lease's remaining time".into(),
             Kind::Failover => "a failover with a grant not yet replicated".into(),
             Kind::ConnKill => "a killed session that held a lock".into(),
+            Kind::Other(name) if name == "skew" => {
+                "a lock held while a client's clock was off".into()
+            }
+            Kind::Other(name) if LOSSY.contains(&name.as_str()) => {
+                format!("a holder past its lease, or a lock reply lost, while {name} was on")
+            }
             Kind::Other(name) => format!("a holder acting past its lease while {name} was on"),
         }
     }
@@ -232,6 +238,10 @@ impl Kind {
             Kind::Clock => "outran a live lease's remaining time",
             Kind::Failover => "struck with a grant not yet replicated",
             Kind::ConnKill => "struck a session that held a lock",
+            Kind::Other(name) if name == "skew" => "struck while a lock was held",
+            Kind::Other(name) if LOSSY.contains(&name.as_str()) => {
+                "caught a holder past its lease or lost a lock reply"
+            }
             Kind::Other(_) => "caught a holder acting past its lease",
         }
     }
@@ -248,6 +258,8 @@ enum Class {
     /// The time a belief went on past its lease's deadline (to the next
     /// renew or its end).
     Overdue,
+    /// A lock operation whose outcome is unknown (its reply lost).
+    Unknown,
 }
 
 /// An interval of one belief: [from, to) in ns.
@@ -344,8 +356,15 @@ pub fn coverage_with(history: &History, beliefs: &Beliefs) -> Coverage {
     let mut probes: Vec<Probe> = faults.iter().map(|fault| probe(history, fault)).collect();
     sweep(&items, &mut probes);
     for (fault, probe) in faults.iter().zip(probes.iter_mut()) {
-        if probe.found.is_none() && Kind::of(&fault.name, fault.start) == Kind::ClientCut {
-            cut_off_renewals(history, beliefs, probe, &mut items);
+        if probe.found.is_some() {
+            continue;
+        }
+        match Kind::of(&fault.name, fault.start) {
+            Kind::ClientCut => cut_off_renewals(history, beliefs, probe, &mut items),
+            Kind::Other(name) if LOSSY.contains(&name.as_str()) => {
+                unknown_outcome(history, probe, &mut items)
+            }
+            _ => {}
         }
     }
     let mut covered: Vec<FaultCoverage> = Vec::with_capacity(faults.len());
@@ -489,6 +508,9 @@ fn probe(history: &History, fault: &Fault<'_>) -> Probe {
             (None, Some(micros)) => Probe { processes: None, ..span(Want::Drift { micros }) },
             (None, None) => Probe { processes: None, ..span(Want::OverdueOrSession) },
         },
+        // A client whose clock is off misjudges leases: its own, and (a
+        // lease table's client that compares expiries) everyone else's.
+        Kind::Other(name) if name == "skew" => Probe { processes: None, ..span(Want::Live) },
         Kind::Other(_) => span(Want::OverdueOrSession),
     }
 }
@@ -512,6 +534,17 @@ fn items(history: &History, beliefs: &Beliefs) -> Vec<Item> {
         }
     }
     let mut items = Vec::new();
+    // A unit of work that must run once (the cron workloads) holds its
+    // day's lock inside the run: a run in flight is a lock held.
+    for op in history.ops().iter().filter(|op| op.f == Function::Run) {
+        items.push(Item {
+            from: op.invoke.time_ns,
+            to: history.completion_or_end(op).time_ns,
+            process: op.process,
+            key: op.key,
+            class: Class::Live { session: false },
+        });
+    }
     for key in 0..history.key_count() as KeyId {
         for belief in beliefs.of_key(key) {
             let (from, to) = (belief.start.time_ns, belief.end.time_ns);
@@ -566,6 +599,43 @@ fn items(history: &History, beliefs: &Beliefs) -> Vec<Item> {
         }
     }
     items
+}
+
+/// The faults of the network that lose or delay replies.
+const LOSSY: [&str; 3] = ["loss", "slow-net", "slow-client"];
+
+/// A fault that loses or delays replies also reaches a lock operation
+/// whose outcome it left unknown (`info`: a timeout, a lost reply): the
+/// service may have granted or released without the client knowing, which
+/// is where a recipe that retries or assumes breaks. Found, the operation
+/// is added to `items` as the probe's evidence.
+fn unknown_outcome(history: &History, probe: &mut Probe, items: &mut Vec<Item>) {
+    let ops = history.ops();
+    // Ops are numbered as they are invoked: those invoked before the fault
+    // ended, from a minute before it began (lock operations time out well
+    // within that: a reply still awaited when it began).
+    let since = probe.from.saturating_sub(60_000_000_000);
+    let first = ops.partition_point(|op| op.invoke.time_ns < since);
+    for op in ops[first..].iter().take_while(|op| op.invoke.time_ns <= probe.to) {
+        let lock_op = matches!(op.f, Function::Acquire | Function::Release | Function::Renew);
+        let aimed = probe.processes.as_ref().is_none_or(|aimed| aimed.contains(&op.process));
+        let Some(done) = op.completion else { continue };
+        if lock_op
+            && aimed
+            && op.outcome == Outcome::Info
+            && (probe.from..=probe.to).contains(&done.time_ns)
+        {
+            items.push(Item {
+                from: op.invoke.time_ns,
+                to: done.time_ns,
+                process: op.process,
+                key: op.key,
+                class: Class::Unknown,
+            });
+            probe.found = Some(items.len() - 1);
+            return;
+        }
+    }
 }
 
 /// A client cut also reaches a holder whose renewals it cut off: a renew
@@ -704,6 +774,14 @@ fn reached_description(
                 _ => format!("{who} at t={at}"),
             }
         }
+        (_, Class::Unknown) => {
+            let op = format!("process {}'s lock operation on {key}", item.process);
+            return format!(
+                "a lock operation whose reply it lost: {op} ended unknown at t={}{}",
+                crate::format_time(item.to),
+                process_note(fault, probe)
+            );
+        }
         (_, Class::Live { session: true }) => {
             format!("{who} on a session (no TTL) during it")
         }
@@ -745,13 +823,18 @@ mod tests {
             let mut word = || words.next().expect("time process type f key [value]");
             let (time, process, event_type, f, key) = (word(), word(), word(), word(), word());
             let value = words.next().unwrap_or("null");
+            // `!reason`: an error instead of a value.
+            let (value, error) = match value.strip_prefix('!') {
+                Some(error) => ("null", format!(r#","error":"{error}""#)),
+                None => (value, String::new()),
+            };
             let time: u64 = time.parse().expect("time in ms");
             let (process, key) = match process {
                 "n" => ("\"nemesis\"".to_string(), "null".to_string()),
                 id => (id.to_string(), format!("\"{key}\"")),
             };
             let json = format!(
-                r#"{{"index":{index},"time":{},"process":{process},"type":"{event_type}","f":"{f}","key":{key},"value":{value}}}"#,
+                r#"{{"index":{index},"time":{},"process":{process},"type":"{event_type}","f":"{f}","key":{key},"value":{value}{error}}}"#,
                 time * 1_000_000
             );
             let event: Event = serde_json::from_str(&json).expect("test event parses");
@@ -960,6 +1043,54 @@ mod tests {
         // 1.1x: the server gains 0.08 s, ending the lease at 1.02 s: after
         // the release.
         assert!(coverage(&merged(&[&holder(900), &drift("1.1")])).vacuous());
+    }
+
+    /// A client's skewed clock misjudges anyone's lease (a lease table's
+    /// client compares expiries): any lock held during it is reached.
+    #[test]
+    fn a_skewed_client_clock_reaches_any_lock_held_during_it() {
+        let skew = r#"
+            300 n info start - {"fault":"skew","targets":["client-2"],"processes":[2],"offset_ms":900}
+            450 n info stop - {"fault":"skew","targets":["client-2"],"processes":[2],"offset_ms":900}
+        "#;
+        assert_eq!(coverage(&merged(&[&holder(500), skew])).reached(), 1);
+        assert_eq!(
+            coverage(&merged(&[&holder(200), skew])).line(),
+            "0 of 1 skew faults struck while a lock was held"
+        );
+    }
+
+    /// Lost replies reach a lock operation whose outcome they left unknown.
+    #[test]
+    fn a_lost_reply_reaches_a_lock_operation_left_unknown() {
+        let loss = r#"
+            600 n info start - {"fault":"loss","targets":["redis"],"probability":0.3}
+            900 n info stop - {"fault":"loss","targets":["redis"],"probability":0.3}
+        "#;
+        let lost = r#"
+            650 2 invoke acquire l {"ttl_ms":1000}
+            800 2 info acquire l !timeout
+        "#;
+        let reached = coverage(&merged(&[&holder(500), loss, lost]));
+        assert_eq!(reached.reached(), 1, "{reached:?}");
+        assert!(
+            reached.faults[0]
+                .description
+                .starts_with("a lock operation whose reply it lost: process 2"),
+            "{}",
+            reached.faults[0].description
+        );
+        assert!(coverage(&merged(&[&holder(500), loss])).vacuous());
+    }
+
+    /// A job's run holds its day's lock: a kill while one is in flight is
+    /// a kill while a key was held.
+    #[test]
+    fn a_run_in_flight_is_a_lock_held() {
+        let run = "100 1 invoke run job {\"data\":\"day-0\"}\n500 1 ok run job\n";
+        let kill = "300 n info start - {\"fault\":\"kill\",\"targets\":[\"redis\"]}\n\
+                    400 n info stop - {\"fault\":\"kill\",\"targets\":[\"redis\"]}\n";
+        assert_eq!(coverage(&merged(&[run, kill])).reached(), 1);
     }
 
     #[test]
