@@ -21,13 +21,13 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// A slow network that delays but never makes a holder outlive its lease.
+/// A client cut that catches no holder whose work outlasts its lease.
 const VACUOUS: &[&str] = &[
     "check",
     "--no-store",
     "--no-shrink",
     "--nemesis",
-    "slow-net",
+    "partition",
     "--time-limit",
     "5s",
     "--seed",
@@ -42,7 +42,7 @@ fn a_vacuous_pass_says_so_and_fails_only_when_coverage_is_required() {
     assert!(text.contains("verdict: valid\n"), "{}", both(&output));
     assert!(
         text.contains(
-            "valid, but vacuous: 0 of 1 slow-net faults caught a holder acting past its lease"
+            "valid, but vacuous: 0 of 1 client cuts caught a holder whose work outlasted its lease"
         ),
         "{}",
         both(&output)
@@ -163,10 +163,17 @@ fn the_simulated_matrix_counts_covered_runs_and_calls_a_pass_that_covered_none_v
     // Without faults: a bare valid, as before.
     let none = row("none");
     assert!(none.contains("valid over 2 seeds") && !none.contains("covered"), "{none}");
-    // A client clock skew on a lease table whose server keeps time reaches
-    // no holder past its lease: valid, but vacuous.
+    // A client clock skew reaches every lock held while it is on; the lease
+    // table keeps time on its server, so the covered runs stay valid.
     let skew = row("skew");
-    assert!(skew.contains("vacuous: valid over 2 seeds, covered 0/2"), "{skew}");
+    assert!(
+        skew.contains("valid over 2 seeds, covered 2/2") && !skew.contains("vacuous"),
+        "{skew}"
+    );
+    // A client cut that caught no holder whose work outlasted its lease:
+    // valid, but vacuous.
+    let partition = row("partition");
+    assert!(partition.contains("vacuous: valid over 2 seeds, covered 0/2"), "{partition}");
     // The pause that shows the violation reached its window.
     let pause = row("pause");
     assert!(pause.contains("mutual-exclusion at seed 0, covered 1/1"), "{pause}");

@@ -516,7 +516,7 @@ fn every_format_says_what_the_faults_reached() {
     let vacuous = analysis_of(&with_faults(false));
     assert!(vacuous.vacuous());
     let analyzed = Analyzed { source: "slow.jsonl", analysis: &vacuous };
-    let line = "valid, but vacuous: 0 of 1 slow-net faults caught a holder acting past its lease";
+    let line = "valid, but vacuous: 0 of 1 slow-net faults caught a holder past its lease or lost a lock reply";
     let text = render_text(&analyzed, &TextOptions::default());
     assert!(text.ends_with(&format!("verdict: valid\n{line}\n")), "{text}");
     assert!(render_markdown(&[analyzed]).contains(&format!("\n{line}\n")));
