@@ -10,6 +10,11 @@
 //!   and [`user`], the transport traits a user-written recipe is generic over;
 //! - the storages: [`ResourceStore`], [`StorageKind`], and [`s3`], the S3
 //!   storages' recipe over a transport of GETs and PUTs;
+//! - the payments workload's services as pure state machines, which the
+//!   simulator hosts and the real world's services are tested against:
+//!   [`queue`] (an at-least-once queue with a visibility timeout) and
+//!   [`provider`] (a payment provider with idempotency keys, correct or
+//!   broken);
 //! - the fault vocabulary: [`FaultKind`] (every fault's name, in both
 //!   worlds) and [`Shape`] (a partition's shapes), and [`schedule()`], the
 //!   seeded schedule of faults each world draws its own way ([`Draws`]),
@@ -30,6 +35,8 @@ mod fault;
 pub mod interrupt;
 pub mod lease_table;
 pub mod memory;
+pub mod provider;
+pub mod queue;
 mod recorder;
 pub mod redis_lock;
 pub mod redlock;
