@@ -7,6 +7,9 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lockcheck_checker::import::{InputFormat, ModelChoice};
 use lockcheck_commands::{AnalyzeRequest, CheckRequest, ConformanceRequest, MatrixRequest};
+use lockcheck_checker::Purpose;
+use lockcheck_workloads::payments::Protection;
+use lockcheck_workloads::provider::{Profile, Variant};
 use lockcheck_workloads::{
     Backend, FaultKind, RunOptions, Services, Shape, StallPoint, StorageKind, UrlService, Workload,
     World,
@@ -255,9 +258,34 @@ pub struct CheckArgs {
     /// under a lock per day: exactly once a day), cron-release (broken: the
     /// day's lock is released after the run) or unlocked-write (no lock at
     /// all: clients write as they like, and only the storage keeps them
-    /// safe).
+    /// safe) or payments (workers take orders from a queue that redelivers
+    /// and charge each: the double charge; see --protection).
     #[arg(long, default_value = "fenced-write")]
     pub workload: String,
+    /// What the payments workload relies on to charge each order once:
+    /// none, lock (a lock per order: a stall past its lease charges twice),
+    /// fenced (the lock, and the charge is the order's row in a fenced
+    /// table), idempotency-key (the provider dedupes by the order), unique
+    /// (an insert under UNIQUE (order_id)), conditional (pending to paid),
+    /// append (broken: an insert with no constraint).
+    #[arg(long, default_value = "lock")]
+    pub protection: String,
+    /// The payments provider's idempotency semantics: ietf (the
+    /// Idempotency-Key draft: 422 on a reused key with another body) or
+    /// stripe (400 idempotency_error); both replay the first response and
+    /// answer 409 while the first request is in flight.
+    #[arg(long, default_value = "ietf")]
+    pub provider: String,
+    /// The provider itself: correct, or a broken one: no-dedupe,
+    /// replay-any-body (replays the first response for another body),
+    /// check-then-insert (a race: two requests at once both charge).
+    #[arg(long, default_value = "correct")]
+    pub provider_variant: String,
+    /// correctness (duplicate work fails the run) or efficiency (duplicate
+    /// work is counted as cost and reported; corruption and work never
+    /// done still fail).
+    #[arg(long, default_value = "correctness")]
+    pub purpose: String,
     /// What holds the protected resources (docs/storage.md): table (a
     /// table, fenced unless --no-fencing: PostgreSQL's against real
     /// servers), or an S3 object per resource: s3-put (read, then a plain
@@ -511,7 +539,7 @@ impl CheckArgs {
     pub fn workload(&self) -> Result<Workload, String> {
         Workload::parse(&self.workload).ok_or_else(|| {
             format!(
-                "unknown workload {:?}: use mutex, fenced-write, cron, cron-release or unlocked-write",
+                "unknown workload {:?}: use mutex, fenced-write, cron, cron-release, unlocked-write or payments",
                 self.workload
             )
         })
@@ -569,6 +597,20 @@ impl CheckArgs {
             persistent: self.persistent,
             pause_at: StallPoint::parse_list(&self.pause_at)?,
             storage: self.storage()?,
+            protection: Protection::parse(&self.protection)
+                .ok_or_else(|| Protection::unknown(&self.protection))?,
+            provider: Profile::parse(&self.provider).ok_or_else(|| {
+                format!("unknown provider {:?}: use ietf or stripe", self.provider)
+            })?,
+            provider_variant: Variant::parse(&self.provider_variant).ok_or_else(|| {
+                format!(
+                    "unknown provider variant {:?}: use correct, no-dedupe, replay-any-body or check-then-insert",
+                    self.provider_variant
+                )
+            })?,
+            purpose: Purpose::parse(&self.purpose).ok_or_else(|| {
+                format!("unknown purpose {:?}: use correctness or efficiency", self.purpose)
+            })?,
             linearizability_timeout: self.linearizability_timeout,
             gate: self.gate.clone(),
             aim: self.aim.unwrap_or(defaults.aim),

@@ -48,6 +48,7 @@ fn options(seed: u64) -> DriveOptions {
             permits: None,
             keepalive_ms: None,
             lock_delay_ms: None,
+            protection: Default::default(),
         },
         clients: CLIENTS,
         time_limit: Duration::from_secs(SECONDS),

@@ -19,6 +19,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::RealError;
+use lockcheck_workloads::payments::NoPayments;
 use lockcheck_workloads::{
     run_client, Aim, ClientPlan, HistoryFile, Holders, LockClient, Recorder, ResourceStore,
     SharedRecorder, Stall, StallPoint, StallPoints, WorkloadOptions,
@@ -176,6 +177,7 @@ where
             run_client(
                 &mut client,
                 &mut store,
+                &mut NoPayments,
                 &plan,
                 &options.workload,
                 client_rng,

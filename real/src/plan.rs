@@ -1,7 +1,7 @@
 //! What a real run asks for, checked before any server starts: the options
 //! of `lockcheck check` against real servers, and the faults they turn on.
 
-use lockcheck_workloads::{check_sizes, FaultKind, RunOptions, UrlService, World};
+use lockcheck_workloads::{check_sizes, FaultKind, RunOptions, UrlService, Workload, World};
 
 use crate::catalogue::{LockService, RealBackend};
 use crate::netfault::Shape;
@@ -116,6 +116,12 @@ pub fn plan(test: &RunOptions) -> Result<Plan, String> {
 fn faults(test: &RunOptions, backend: RealBackend) -> Result<Faults, String> {
     if let Some(why) = test.storage.refuses(test.workload) {
         return Err(why);
+    }
+    if test.workload == Workload::Payments {
+        return Err(format!(
+            "--workload payments runs on the simulated backends only for now (its real queue and provider are not built yet): try --backend {}",
+            test.backend.sim_name()
+        ));
     }
     let mut faults = Faults::default();
     for &fault in &test.faults {

@@ -133,6 +133,7 @@ pub fn execute_recorded(
             permits: backend.permits(),
             keepalive_ms: backend.keepalive_ms(ttl_ms),
             lock_delay_ms: backend.backend().lock_delay_ms(),
+            protection: Default::default(),
         },
         clients: test.clients,
         time_limit: test.time_limit,

@@ -151,6 +151,7 @@ fn options(stalled: bool) -> DriveOptions {
             permits: None,
             keepalive_ms: None,
             lock_delay_ms: None,
+            protection: Default::default(),
         },
         clients,
         time_limit,

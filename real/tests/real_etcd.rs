@@ -17,6 +17,7 @@ use lockcheck_checker::names::{FENCE_MONOTONICITY, MUTUAL_EXCLUSION, RESOURCE_SA
 use lockcheck_checker::{Analysis, EventType, Function, Process, Verdict};
 use lockcheck_real::ClientConfig;
 use lockcheck_real::{EtcdClient, ManagedServer, ServerKind, Storage};
+use lockcheck_workloads::payments::NoPayments;
 use lockcheck_workloads::{
     run_client, ClientPlan, LockClient, Outcome, Recorder, Stall, StallPoint, Workload,
     WorkloadOptions,
@@ -78,6 +79,7 @@ fn options(tag: &str, ttl_ms: u64) -> WorkloadOptions {
         permits: None,
         keepalive_ms: None,
         lock_delay_ms: None,
+        protection: Default::default(),
     }
 }
 
@@ -110,7 +112,7 @@ async fn run(
         let stall = stalls[logical as usize].clone();
         local.spawn_local(async move {
             let rng = SmallRng::seed_from_u64(u64::from(logical));
-            run_client(&mut client, &mut store, &plan, &options, rng, &recorder, &stall).await;
+            run_client(&mut client, &mut store, &mut NoPayments, &plan, &options, rng, &recorder, &stall).await;
         });
     }
     if stall_ms > 0 {

@@ -317,6 +317,7 @@ async fn gate_run(script: &str, seed: u64, stalled: bool) -> (Vec<Event>, Analys
             permits: None,
             keepalive_ms: None,
             lock_delay_ms: None,
+            protection: Default::default(),
         },
         clients: 4,
         time_limit,

@@ -267,6 +267,7 @@ fn options(name: &str, seed: u64) -> DriveOptions {
             permits: None,
             keepalive_ms: None,
             lock_delay_ms: None,
+            protection: Default::default(),
         },
         clients: 4,
         time_limit: Duration::from_secs(5),

@@ -23,6 +23,7 @@ use lockcheck_real::{ClientConfig, RealError};
 use lockcheck_real::{
     ManagedServer, RedisClient, RedisRecipe, RedlockClient, ServerKind, ServerOptions, Storage,
 };
+use lockcheck_workloads::payments::NoPayments;
 use lockcheck_workloads::{
     run_client, ClientPlan, LockClient, Outcome, Recorder, SharedRecorder, Stall, StallPoint,
     Workload, WorkloadOptions,
@@ -104,6 +105,7 @@ impl Spec {
             permits: None,
             keepalive_ms: None,
             lock_delay_ms: None,
+            protection: Default::default(),
         }
     }
 
@@ -192,7 +194,7 @@ where
         let plan = ClientPlan { logical: logical as u32, clients: spec.clients, until };
         let rng = SmallRng::seed_from_u64(spec.seed * 1000 + logical as u64);
         let (options, recorder, stall) = (&options, &recorder, &stalls[logical]);
-        async move { run_client(client, store, &plan, options, rng, recorder, stall).await }
+        async move { run_client(client, store, &mut NoPayments, &plan, options, rng, recorder, stall).await }
     });
     let nemesis = async {
         if spec.stalls {

@@ -21,6 +21,7 @@ use lockcheck_checker::names::MUTUAL_EXCLUSION;
 use lockcheck_checker::{write_events, Analysis, Event, EventType, Function, Process, Verdict};
 use lockcheck_real::{ClientConfig, RealError};
 use lockcheck_real::{ManagedServer, RedisSemaphoreClient, ServerKind, Storage};
+use lockcheck_workloads::payments::NoPayments;
 use lockcheck_workloads::{
     run_client, ClientPlan, Grant, LockClient, Outcome, Recorder, SharedRecorder, Stall, Workload,
     WorkloadOptions,
@@ -89,6 +90,7 @@ impl Spec {
             permits: Some(PERMITS),
             keepalive_ms: None,
             lock_delay_ms: None,
+            protection: Default::default(),
         }
     }
 
@@ -172,7 +174,7 @@ async fn run(spec: &Spec) -> Checked {
         let plan = ClientPlan { logical: logical as u32, clients: spec.clients, until };
         let rng = SmallRng::seed_from_u64(spec.seed * 1000 + logical as u64);
         let (options, recorder, stall) = (&options, &recorder, &stalls[logical]);
-        async move { run_client(client, store, &plan, options, rng, recorder, stall).await }
+        async move { run_client(client, store, &mut NoPayments, &plan, options, rng, recorder, stall).await }
     });
     let nemesis = async {
         if spec.stalls {

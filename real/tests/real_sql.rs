@@ -18,6 +18,7 @@ use std::time::Duration;
 use lockcheck_checker::{Analysis, EventType, Function, Process, Verdict};
 use lockcheck_real::ClientConfig;
 use lockcheck_real::{advisory_key, mysql_lock_name, SqlClient, SqlRecipe, Storage};
+use lockcheck_workloads::payments::NoPayments;
 use lockcheck_workloads::{
     run_client, ClientPlan, Grant, LockClient, Outcome, Recorder, SharedRecorder, Stall,
     StallPoint, Workload, WorkloadOptions,
@@ -98,6 +99,7 @@ impl Scenario {
             permits: None,
             keepalive_ms: None,
             lock_delay_ms: None,
+            protection: Default::default(),
         }
     }
 }
@@ -149,7 +151,7 @@ where
         let stall = stalls[logical as usize].clone();
         local.spawn_local(async move {
             let rng = SmallRng::seed_from_u64(u64::from(logical));
-            run_client(&mut client, &mut store, &plan, &options, rng, &recorder, &stall).await;
+            run_client(&mut client, &mut store, &mut NoPayments, &plan, &options, rng, &recorder, &stall).await;
         });
     }
     local.spawn_local(nemesis(recorder.clone(), stalls));

@@ -221,6 +221,7 @@ async fn the_correct_recipe_keeps_real_fenced_storage_safe_under_holder_stalls()
             permits: None,
             keepalive_ms: None,
             lock_delay_ms: None,
+            protection: Default::default(),
         },
         clients: 4,
         time_limit,

@@ -23,6 +23,7 @@ mod etcd_client;
 mod host;
 mod lease_table;
 mod nemesis;
+mod payments;
 mod protocol;
 mod redis_lock;
 mod redlock;
@@ -54,5 +55,6 @@ pub use shrink::{shrink, Shrunk};
 
 pub mod user;
 pub use s3::SimObjects;
+pub use payments::SimPayments;
 pub use storage::SimStore;
 pub use user::{run_user, SimRedis, UserEnv};

@@ -406,6 +406,8 @@ fn cell_options(cell: &Cell, effort: &Effort) -> RunOptions {
         time_limit: cell.time_limit.unwrap_or(effort.time_limit),
         ttl: cell.ttl.unwrap_or(RunOptions::default().ttl),
         linearizability_timeout: effort.linearizability_timeout,
+        protection: cell.protection,
+        provider_variant: cell.provider_variant,
         ..RunOptions::default()
     }
 }

@@ -9,11 +9,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lockcheck_checker::{Event, EventType, Function};
+use lockcheck_workloads::payments::LedgerMode;
 use lockcheck_workloads::s3::S3Store;
 use lockcheck_workloads::{
     check_sizes, memory, run_client, Catalogue, ClientPlan, HistoryFile, LockClient, Recorder,
-    ResourceStore, RunOptions, SharedRecorder, Stall, StallPoint, StorageKind, WorkloadOptions,
-    World,
+    ResourceStore, RunOptions, SharedRecorder, Stall, StallPoint, StorageKind, Workload,
+    WorkloadOptions, World,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -28,6 +29,7 @@ use crate::s3::{self, SimObjects};
 use crate::server::ServerState;
 use crate::service::Hosting;
 use crate::services;
+use crate::payments::{PaymentsServices, SimPayments};
 use crate::storage::{SimStore, STORAGE_HOST};
 
 pub(crate) use crate::host::TICK;
@@ -622,6 +624,13 @@ where
             sim.host(STORAGE_HOST, move || s3::serve(objects.clone(), storage_knobs.clone()));
         }
     }
+    // The payments workload's queue, provider and table (no other run has
+    // them, nor draws their seeds).
+    if options.workload == Workload::Payments {
+        let ledger = options.protection.ledger().unwrap_or(LedgerMode::Append);
+        let services = PaymentsServices::new(options.provider, options.provider_variant, ledger);
+        services.host(&mut sim, [(); 3].map(|()| Knobs::new(rng.gen(), true)));
+    }
 
     // Outside a host (the nemesis), events take the driver's time.
     let driver_ns = Arc::new(AtomicU64::new(0));
@@ -657,6 +666,7 @@ where
         permits: options.backend.semaphore_permits(),
         keepalive_ms: options.backend.keepalive_ms(options.ttl_ms()),
         lock_delay_ms: options.backend.lock_delay_ms(),
+        protection: options.protection,
     };
     let deadline = Duration::from_millis((options.ttl_ms() / 4).clamp(20, 2000));
     let down_hosts = DownHosts::default();
@@ -695,8 +705,18 @@ where
             });
             let plan =
                 ClientPlan { logical, clients, until: tokio::time::Instant::now() + time_limit };
-            run_client(&mut client, &mut store, &plan, &workload, client_rng, &recorder, &stall)
-                .await;
+            let mut payments = SimPayments::new(deadline, &stall);
+            run_client(
+                &mut client,
+                &mut store,
+                &mut payments,
+                &plan,
+                &workload,
+                client_rng,
+                &recorder,
+                &stall,
+            )
+            .await;
         }));
     }
     for (host, mut processes) in on_host.into_iter().enumerate() {

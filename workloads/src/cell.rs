@@ -9,6 +9,8 @@ use std::time::Duration;
 use lockcheck_checker::Expect;
 
 use crate::fault::{FaultKind, Shape};
+use crate::payments::Protection;
+use crate::provider::Variant;
 use crate::stall::StallPoint;
 use crate::workload::Workload;
 
@@ -37,6 +39,10 @@ pub struct Cell<B> {
     pub expect: Expect,
     /// Why the cell comes out so, in a few words.
     pub note: &'static str,
+    /// The payments workload's protection and provider (the others ignore
+    /// them).
+    pub protection: Protection,
+    pub provider_variant: Variant,
 }
 
 impl<B> Cell<B> {
@@ -63,7 +69,19 @@ impl<B> Cell<B> {
             runs: None,
             expect,
             note,
+            protection: Protection::Lock,
+            provider_variant: Variant::Correct,
         }
+    }
+
+    /// The same cell as a payments workload relying on `protection`.
+    pub fn with_payments(self, protection: Protection) -> Cell<B> {
+        Cell { workload: Workload::Payments, protection, ..self }
+    }
+
+    /// The same cell with this provider.
+    pub fn with_provider(self, provider_variant: Variant) -> Cell<B> {
+        Cell { provider_variant, ..self }
     }
 
     /// The same cell with partitions of these shapes only.

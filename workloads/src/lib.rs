@@ -10,6 +10,10 @@
 //!   and [`user`], the transport traits a user-written recipe is generic over;
 //! - the storages: [`ResourceStore`], [`StorageKind`], and [`s3`], the S3
 //!   storages' recipe over a transport of GETs and PUTs;
+//! - [`payments`]: the double charge's worker, written once over the
+//!   [`payments::Payments`] transport (a queue that redelivers, a payment
+//!   provider, a payments table), and what a run relies on to charge each
+//!   order once ([`payments::Protection`]);
 //! - the payments workload's services as pure state machines, which the
 //!   simulator hosts and the real world's services are tested against:
 //!   [`queue`] (an at-least-once queue with a visibility timeout) and
@@ -35,6 +39,7 @@ mod fault;
 pub mod interrupt;
 pub mod lease_table;
 pub mod memory;
+pub mod payments;
 pub mod provider;
 pub mod queue;
 mod recorder;

@@ -50,10 +50,11 @@ pub const DEFAULT_RETENTION_MS: u64 = 24 * 60 * 60 * 1_000;
 pub const MAX_KEY_CHARS: usize = 255;
 
 /// Whose error bodies and statuses the provider answers with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Profile {
     /// The IETF `Idempotency-Key` draft: problem details (RFC 9457),
     /// 409 for a request in flight, 422 for a key reused with another body.
+    #[default]
     Ietf,
     /// Stripe's API: `{"error": {"type", "code", "message"}}`, 409 for a
     /// request in flight, 400 `idempotency_error` for another body.
@@ -106,11 +107,12 @@ impl Profile {
 
 /// How the provider keeps its keys: correctly, or with one of the
 /// mistakes an idempotency layer makes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Variant {
     /// A key is reserved at its first request: a second while it is in
     /// flight gets 409, one after it the stored response (or, with
     /// another body, a mismatch).
+    #[default]
     Correct,
     /// Keys are ignored: every request charges.
     NoDedupe,
@@ -163,6 +165,34 @@ pub struct Response {
     /// Whether this is a stored response replayed for a key seen before
     /// (`Idempotent-Replayed: true` over HTTP).
     pub replayed: bool,
+}
+
+impl Response {
+    /// The charge's id (`ch_N`), on a 2xx that made or replays one.
+    pub fn charge(&self) -> Option<&str> {
+        if (200..300).contains(&self.status) {
+            self.body.get("id").and_then(Value::as_str)
+        } else {
+            None
+        }
+    }
+
+    /// Why the request was refused, as a history's `error` names it
+    /// (`in-flight`, `key-mismatch`, `declined`, `bad-request`, or
+    /// `refused`); `None` for a 2xx. Both profiles read alike: Stripe's
+    /// mismatch is a 400 whose error type is `idempotency_error`.
+    pub fn refusal(&self) -> Option<&'static str> {
+        let error_type = self.body.pointer("/error/type").and_then(Value::as_str);
+        match self.status {
+            200..=299 => None,
+            409 => Some("in-flight"),
+            402 => Some("declined"),
+            422 => Some("key-mismatch"),
+            400 if error_type == Some("idempotency_error") => Some("key-mismatch"),
+            400 => Some("bad-request"),
+            _ => Some("refused"),
+        }
+    }
 }
 
 /// A request that passed [`Provider::validate`].
@@ -945,6 +975,25 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_response_names_its_charge_or_why_it_was_refused() {
+        for profile in Profile::ALL {
+            let mut provider = Provider::new(profile, Variant::Correct);
+            let first = ChargeRequest { key: Some("k".into()), body: br#"{"order":"o-1","amount":5}"#.to_vec() };
+            let Begin::Proceed(ticket) = provider.begin(&first, 0) else { panic!("a first request proceeds") };
+            let Begin::Done(busy) = provider.begin(&first, 1) else { panic!("a second waits") };
+            assert_eq!((busy.charge(), busy.refusal()), (None, Some("in-flight")));
+            let made = provider.finish(ticket, 2);
+            assert_eq!((made.charge(), made.refusal()), (Some("ch_1"), None));
+            let other = ChargeRequest { key: Some("k".into()), body: br#"{"order":"o-2","amount":5}"#.to_vec() };
+            let Begin::Done(mismatch) = provider.begin(&other, 3) else { panic!("a mismatch is answered at once") };
+            assert_eq!(mismatch.refusal(), Some("key-mismatch"), "{profile:?}");
+            let bad = ChargeRequest { key: Some("k2".into()), body: b"not json".to_vec() };
+            let Begin::Done(bad) = provider.begin(&bad, 4) else { panic!("bad input is answered at once") };
+            assert_eq!(bad.refusal(), Some("bad-request"), "{profile:?}");
         }
     }
 }

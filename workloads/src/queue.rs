@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 
 /// One delivery of a message to a consumer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Delivery {
     /// The message's id, from 1 in enqueue order.
     pub message: u64,

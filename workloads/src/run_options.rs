@@ -8,8 +8,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use lockcheck_checker::CheckOptions;
+use lockcheck_checker::{CheckOptions, Purpose};
 
+use crate::payments::Protection;
+use crate::provider::{Profile, Variant};
 use crate::{Backend, FaultKind, Shape, StallPoint, StorageKind, Workload, World};
 
 /// The faults a simulated run has on when `--nemesis` is not given.
@@ -138,6 +140,15 @@ pub struct RunOptions {
     pub pause_at: Vec<StallPoint>,
     /// What holds the protected resources.
     pub storage: StorageKind,
+    /// What the payments workload relies on to charge each order once.
+    pub protection: Protection,
+    /// The payments workload's provider: whose idempotency semantics it
+    /// follows, and whether it is one of the broken ones.
+    pub provider: Profile,
+    pub provider_variant: Variant,
+    /// Whether duplicate work fails the run (correctness, the default) or
+    /// is counted as cost (efficiency).
+    pub purpose: Purpose,
     /// Running services to use instead of the servers lockcheck starts.
     pub services: Services,
     /// The exec backend's servers (`redis*5`, `postgres`, …).
@@ -186,6 +197,10 @@ impl RunOptions {
             restart_delay: None,
             pause_at: StallPoint::ALL.to_vec(),
             storage: StorageKind::Table,
+            protection: Protection::default(),
+            provider: Profile::default(),
+            provider_variant: Variant::default(),
+            purpose: Purpose::default(),
             services: Services::default(),
             servers: Vec::new(),
             exec: Vec::new(),
@@ -210,6 +225,7 @@ impl RunOptions {
     pub fn checks(&self) -> CheckOptions {
         CheckOptions {
             linearizability_time_limit: Some(self.linearizability_timeout),
+            purpose: self.purpose,
             ..CheckOptions::default()
         }
     }
@@ -238,6 +254,18 @@ impl RunOptions {
         };
         if self.storage != StorageKind::Table {
             add(format!("--storage {}", self.storage.name()));
+        }
+        if self.workload == Workload::Payments {
+            add(format!("--protection {}", self.protection.name()));
+            if self.provider != Profile::default() {
+                add(format!("--provider {}", self.provider.name()));
+            }
+            if self.provider_variant != Variant::default() {
+                add(format!("--provider-variant {}", self.provider_variant.name()));
+            }
+        }
+        if self.purpose != Purpose::default() {
+            add(format!("--purpose {}", self.purpose.name()));
         }
         let mut secrets = Vec::new();
         for (service, urls) in self.services.iter() {

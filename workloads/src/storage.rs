@@ -91,6 +91,12 @@ impl StorageKind {
     /// Why this storage cannot serve `workload`, if it cannot: write-once
     /// effects need units of work that every replica names alike.
     pub fn refuses(self, workload: Workload) -> Option<String> {
+        if workload == Workload::Payments && self != StorageKind::Table {
+            return Some(format!(
+                "--workload payments keeps its charges in its own provider and payments table (--protection): --storage {} does not apply",
+                self.name()
+            ));
+        }
         let units = matches!(workload, Workload::Cron | Workload::CronRelease);
         (self == StorageKind::S3Create && !units).then(|| {
             format!(

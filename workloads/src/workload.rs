@@ -8,6 +8,7 @@ use rand::Rng;
 use serde_json::{json, Value};
 
 use crate::client::{Grant, LockClient, Outcome};
+use crate::payments::{run_payments, Payments, Protection};
 use crate::recorder::SharedRecorder;
 use crate::stall::{Stall, StallPoint};
 use crate::storage::ResourceStore;
@@ -31,15 +32,19 @@ pub enum Workload {
     /// No lock at all: every client writes to the resources as it likes,
     /// which is what the storage alone keeps safe (an S3 compare-and-set).
     UnlockedWrite,
+    /// Workers take orders from a queue that redelivers and charge each
+    /// one, protected as `--protection` says (crate::payments).
+    Payments,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 5] = [
+    pub const ALL: [Workload; 6] = [
         Workload::Mutex,
         Workload::FencedWrite,
         Workload::Cron,
         Workload::CronRelease,
         Workload::UnlockedWrite,
+        Workload::Payments,
     ];
 
     pub fn parse(name: &str) -> Option<Workload> {
@@ -53,6 +58,7 @@ impl Workload {
             Workload::Cron => "cron",
             Workload::CronRelease => "cron-release",
             Workload::UnlockedWrite => "unlocked-write",
+            Workload::Payments => "payments",
         }
     }
 }
@@ -103,6 +109,8 @@ pub struct WorkloadOptions {
     /// long job of `hold_ms` and renews every this many ms through it, then
     /// writes. `None`: a short job after at most one watchdog renewal.
     pub keepalive_ms: Option<u64>,
+    /// What the payments workload relies on to charge each order once.
+    pub protection: Protection,
 }
 
 impl WorkloadOptions {
@@ -115,6 +123,8 @@ impl WorkloadOptions {
                 &self.resources[..self.resources.len().min(1)]
             }
             Workload::Mutex | Workload::FencedWrite | Workload::UnlockedWrite => &self.resources,
+            // The orders' effects land in the payments services, not here.
+            Workload::Payments => &[],
         }
     }
 }
@@ -261,10 +271,13 @@ async fn run_cron<C: LockClient, S: ResourceStore>(
 }
 
 /// Runs one logical client until `plan.until`, recording every operation:
-/// its locks through `client`, its writes and reads through `store`.
-pub async fn run_client<C: LockClient, S: ResourceStore>(
+/// its locks through `client`, its writes and reads through `store`, the
+/// payments workload's queue and charges through `payments`.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_client<C: LockClient, S: ResourceStore, P: Payments>(
     client: &mut C,
     store: &mut S,
+    payments: &mut P,
     plan: &ClientPlan,
     options: &WorkloadOptions,
     rng: SmallRng,
@@ -279,6 +292,10 @@ pub async fn run_client<C: LockClient, S: ResourceStore>(
             run_locking(client, store, plan, options, rng, recorder, stall).await
         }
         Workload::UnlockedWrite => run_unlocked(store, plan, options, rng, recorder, stall).await,
+        Workload::Payments => {
+            let protection = options.protection;
+            run_payments(client, payments, protection, plan, options, rng, recorder, stall).await
+        }
     }
 }
 
@@ -478,7 +495,11 @@ async fn run_locking<C: LockClient, S: ResourceStore>(
             }
         }
         match options.workload {
-            Workload::Mutex | Workload::Cron | Workload::CronRelease | Workload::UnlockedWrite => {
+            Workload::Mutex
+            | Workload::Cron
+            | Workload::CronRelease
+            | Workload::UnlockedWrite
+            | Workload::Payments => {
                 if options.keepalive_ms.is_none() {
                     work(&mut rng, options.hold_ms, stall).await
                 }
