@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use crate::coverage::{coverage_with, Coverage};
 use crate::event::Event;
 use crate::history::{History, HistoryBuilder, HistoryError};
+use crate::idempotency::Idempotency;
 use crate::import::Imported;
 use crate::linear::models::{CasRegister, Register};
 use crate::linear::Linearizability;
@@ -79,6 +80,7 @@ pub fn default_checkers() -> Vec<Box<dyn Checker>> {
         Box::new(Liveness),
         Box::new(Linearizability),
         Box::new(ExactlyOnce),
+        Box::new(Idempotency),
     ]
 }
 

@@ -81,6 +81,18 @@ pub enum Function {
     /// A unit of work that must happen exactly once (a cron job's daily
     /// run): `{"data": unit}` on invoke; ok = it ran, fail = skipped.
     Run,
+    /// Payments: a unit put on a queue (`key`), to be done within `due_ms`
+    /// of the enqueue's ok.
+    Enqueue,
+    /// Payments: a message taken off a queue (`key`) for a while
+    /// (`visibility_ms`); its ok names the unit and which delivery it is.
+    Deliver,
+    /// Payments: the effect on a unit, landing where `key` says (the HTTP
+    /// provider, or a table); ok = it took effect (once per `charge` id).
+    Charge,
+    /// Payments: a delivered message acknowledged, so that it is not
+    /// delivered again.
+    Ack,
     Other(Box<str>),
 }
 
@@ -95,6 +107,10 @@ impl Function {
             Function::Start => "start",
             Function::Stop => "stop",
             Function::Run => "run",
+            Function::Enqueue => "enqueue",
+            Function::Deliver => "deliver",
+            Function::Charge => "charge",
+            Function::Ack => "ack",
             Function::Other(name) => name,
         }
     }
@@ -122,6 +138,10 @@ impl Function {
             b"start" => Function::Start,
             b"stop" => Function::Stop,
             b"run" => Function::Run,
+            b"enqueue" => Function::Enqueue,
+            b"deliver" => Function::Deliver,
+            b"charge" => Function::Charge,
+            b"ack" => Function::Ack,
             _ => return None,
         })
     }
@@ -172,6 +192,128 @@ pub struct ValueFields {
     /// A nemesis event's other fields that coverage reads (absent on client
     /// events).
     pub nemesis: Option<Box<NemesisDetails>>,
+    /// The payments workload's fields (absent on other events).
+    pub payment: Option<Box<PaymentFields>>,
+}
+
+/// What the payments workload's operations (`enqueue`, `deliver`, `charge`,
+/// `ack`) say in their `value` beyond `data` and `fence`
+/// (`histories/README.md` §1.2). Each field is read leniently, as the
+/// nemesis details are: these are common words (`status`, `message`,
+/// `body`) that other tools' histories may use for something else on other
+/// operations, and a history that read before they meant anything must
+/// still read. One of an unexpected type is left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PaymentFields {
+    /// enqueue (invoke): the bound by which the unit must be done, in
+    /// milliseconds after the enqueue's ok.
+    pub due_ms: Option<u64>,
+    /// enqueue, deliver (ok); ack (invoke): the queue's id of the message.
+    pub message: Option<u64>,
+    /// deliver (ok); ack (invoke): which delivery of the message, from 1.
+    pub delivery: Option<u64>,
+    /// deliver (ok): whether the message had been delivered before.
+    pub redelivered: Option<bool>,
+    /// deliver (invoke): how long the message stays invisible to others.
+    pub visibility_ms: Option<u64>,
+    /// charge (invoke): the amount, in the currency's smallest unit.
+    pub amount: Option<i64>,
+    /// charge (invoke): the idempotency key sent with the request, if any.
+    pub idempotency_key: Option<String>,
+    /// charge (invoke): the request body, a JSON text, compared as written.
+    pub body: Option<String>,
+    /// charge (invoke): how long the provider keeps a key's response.
+    pub retention_ms: Option<u64>,
+    /// charge (ok): the id of the effect (absent for a table write).
+    pub charge: Option<String>,
+    /// charge (ok, fail): the response's HTTP status.
+    pub status: Option<u64>,
+    /// charge (ok): whether the response replays an earlier one.
+    pub replayed: Option<bool>,
+}
+
+impl PaymentFields {
+    /// No fields: what a `run` says, as a payments unit's effect.
+    pub const NONE: PaymentFields = PaymentFields {
+        due_ms: None,
+        message: None,
+        delivery: None,
+        redelivered: None,
+        visibility_ms: None,
+        amount: None,
+        idempotency_key: None,
+        body: None,
+        retention_ms: None,
+        charge: None,
+        status: None,
+        replayed: None,
+    };
+
+    pub(crate) fn is_field(name: &str) -> bool {
+        matches!(
+            name,
+            "due_ms"
+                | "message"
+                | "delivery"
+                | "redelivered"
+                | "visibility_ms"
+                | "amount"
+                | "idempotency_key"
+                | "body"
+                | "retention_ms"
+                | "charge"
+                | "status"
+                | "replayed"
+        )
+    }
+
+    fn set(&mut self, name: &str, value: Value) {
+        let text = |value: Value| match value {
+            Value::String(text) => Some(text),
+            _ => None,
+        };
+        match name {
+            "due_ms" => self.due_ms = value.as_u64(),
+            "message" => self.message = value.as_u64(),
+            "delivery" => self.delivery = value.as_u64(),
+            "redelivered" => self.redelivered = value.as_bool(),
+            "visibility_ms" => self.visibility_ms = value.as_u64(),
+            "amount" => self.amount = value.as_i64(),
+            "idempotency_key" => self.idempotency_key = text(value),
+            "body" => self.body = text(value),
+            "retention_ms" => self.retention_ms = value.as_u64(),
+            "charge" => self.charge = text(value),
+            "status" => self.status = value.as_u64(),
+            "replayed" => self.replayed = value.as_bool(),
+            _ => {}
+        }
+    }
+
+    /// Takes what a completion says over what the invoke said: each field
+    /// the completion gives replaces the invoke's.
+    pub(crate) fn merge(&mut self, completion: PaymentFields) {
+        macro_rules! take {
+            ($($field:ident),*) => {
+                $(if completion.$field.is_some() {
+                    self.$field = completion.$field;
+                })*
+            };
+        }
+        take!(
+            due_ms,
+            message,
+            delivery,
+            redelivered,
+            visibility_ms,
+            amount,
+            idempotency_key,
+            body,
+            retention_ms,
+            charge,
+            status,
+            replayed
+        );
+    }
 }
 
 /// What a nemesis event's `value` says about its fault beyond its name and
@@ -404,6 +546,10 @@ impl<'de> Visitor<'de> for ValueFieldsVisitor {
                 _ if NemesisDetails::is_field(name) => {
                     let value: Value = map.next_value()?;
                     fields.nemesis.get_or_insert_with(Default::default).set(name, value);
+                }
+                _ if PaymentFields::is_field(name) => {
+                    let value: Value = map.next_value()?;
+                    fields.payment.get_or_insert_with(Default::default).set(name, value);
                 }
                 _ => {
                     map.next_value::<de::IgnoredAny>()?;
@@ -649,6 +795,38 @@ mod tests {
             let error = serde_json::from_str::<Event>(line).unwrap_err().to_string();
             assert!(error.contains(field), "{error} should name {field}");
         }
+    }
+
+    #[test]
+    fn payments_functions_are_known_by_name() {
+        for (name, f) in [
+            ("enqueue", Function::Enqueue),
+            ("deliver", Function::Deliver),
+            ("charge", Function::Charge),
+            ("ack", Function::Ack),
+        ] {
+            assert_eq!(Function::parse(name), f);
+            assert_eq!(Function::from_bytes(name.as_bytes()), Some(f.clone()));
+            assert_eq!(f.as_str(), name);
+        }
+    }
+
+    #[test]
+    fn payments_fields_are_read_and_a_wrong_type_is_left_out() {
+        let line = r#"{"index":1,"time":1,"process":1,"type":"invoke","f":"charge","key":"provider","value":{"data":"order-7","amount":4200,"idempotency_key":"order-7","body":"{\"amount\":4200}","fence":3,"retention_ms":60000}}"#;
+        let event: Event = serde_json::from_str(line).unwrap();
+        let fields = event.value_fields().unwrap();
+        assert_eq!((fields.data.as_deref(), fields.fence), (Some("order-7"), Some(3)));
+        let payment = fields.payment.expect("payment fields");
+        assert_eq!(payment.amount, Some(4200));
+        assert_eq!(payment.idempotency_key.as_deref(), Some("order-7"));
+        assert_eq!(payment.body.as_deref(), Some(r#"{"amount":4200}"#));
+        assert_eq!(payment.retention_ms, Some(60000));
+        // Common words another tool may use otherwise: never an error.
+        let line = r#"{"index":1,"time":1,"process":1,"type":"ok","f":"acquire","key":"l","value":{"status":"granted","message":"hi","replayed":1,"charge":7}}"#;
+        let event: Event = serde_json::from_str(line).unwrap();
+        let payment = event.value_fields().unwrap().payment.expect("payment fields");
+        assert_eq!(*payment, PaymentFields::default());
     }
 
     #[test]

@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 
-use crate::event::{EventRef, EventType, Function, Process, ValueFields};
+use crate::event::{EventRef, EventType, Function, PaymentFields, Process, ValueFields};
 
 struct Cursor<'a> {
     text: &'a [u8],
@@ -73,6 +73,45 @@ impl<'a> Cursor<'a> {
         std::str::from_utf8(self.plain_bytes()?).ok()
     }
 
+    /// `true` or `false`.
+    fn boolean(&mut self) -> Option<bool> {
+        match self.peek()? {
+            b't' => self.literal(b"true").map(|()| true),
+            b'f' => self.literal(b"false").map(|()| false),
+            _ => None,
+        }
+    }
+
+    /// One field of the payments workload's, each once and of the type it
+    /// is read as (anything else leaves the line to serde_json, which
+    /// leaves out a field of another type).
+    fn payment(&mut self, name: &str, fields: &mut PaymentFields) -> Option<()> {
+        fn once<T>(slot: &mut Option<T>, value: Option<T>) -> Option<()> {
+            if slot.is_some() {
+                return None;
+            }
+            *slot = Some(value?);
+            Some(())
+        }
+        match name {
+            "due_ms" => once(&mut fields.due_ms, self.unsigned()),
+            "message" => once(&mut fields.message, self.unsigned()),
+            "delivery" => once(&mut fields.delivery, self.unsigned()),
+            "redelivered" => once(&mut fields.redelivered, self.boolean()),
+            "visibility_ms" => once(&mut fields.visibility_ms, self.unsigned()),
+            "amount" => once(&mut fields.amount, self.signed()),
+            "retention_ms" => once(&mut fields.retention_ms, self.unsigned()),
+            "status" => once(&mut fields.status, self.unsigned()),
+            "replayed" => once(&mut fields.replayed, self.boolean()),
+            "idempotency_key" => {
+                once(&mut fields.idempotency_key, self.plain_string().map(str::to_string))
+            }
+            "body" => once(&mut fields.body, self.plain_string().map(str::to_string)),
+            "charge" => once(&mut fields.charge, self.plain_string().map(str::to_string)),
+            _ => None,
+        }
+    }
+
     /// `null` or a plain string.
     fn optional_string(&mut self) -> Option<Option<&'a str>> {
         if self.peek() == Some(b'n') {
@@ -84,7 +123,8 @@ impl<'a> Cursor<'a> {
     }
 
     /// `null`, or an object of the fields the checkers read that are
-    /// integers, or a plain string (`data`), each once (a repeated or any
+    /// integers, or a plain string (`data`), or the payments workload's
+    /// integers, booleans and plain strings, each once (a repeated or any
     /// other field leaves the line to serde_json).
     fn value(&mut self) -> Option<ValueFields> {
         let mut fields = ValueFields::default();
@@ -112,6 +152,9 @@ impl<'a> Cursor<'a> {
                 }
                 "data" if fields.data.is_none() => {
                     fields.data = Some(self.plain_string()?.to_string())
+                }
+                _ if PaymentFields::is_field(name) => {
+                    self.payment(name, fields.payment.get_or_insert_with(Default::default))?
                 }
                 _ => return None,
             }
@@ -202,7 +245,7 @@ mod tests {
         )
     }
 
-    const LINES: [&str; 9] = [
+    const LINES: [&str; 13] = [
         r#"{"index":0,"time":1000000000,"process":1,"type":"invoke","f":"acquire","key":"report","value":{"ttl_ms":10000}}"#,
         r#"{"index":1,"time":1003000000,"process":1,"type":"ok","f":"acquire","key":"report","value":{"fence":33}}"#,
         r#"{"index":2,"time":2000000000,"process":"nemesis","type":"info","f":"start","key":null,"value":null}"#,
@@ -212,6 +255,10 @@ mod tests {
         "{\"index\":6,\"time\":9,\"process\":2,\"type\":\"ok\",\"f\":\"release\",\"key\":\"s\",\"value\":null}  \r\n",
         r#"{"index":9,"time":10,"process":3,"type":"invoke","f":"write","key":"res-1","value":{"fence":1,"data":"w1"}}"#,
         r#"{"index":18446744073709551615,"time":0,"process":-9223372036854775808,"type":"ok","f":"read","key":"","value":null}"#,
+        r#"{"index":10,"time":11,"process":4,"type":"invoke","f":"enqueue","key":"orders","value":{"data":"order-7","due_ms":20000}}"#,
+        r#"{"index":11,"time":12,"process":5,"type":"ok","f":"deliver","key":"orders","value":{"data":"order-7","message":7,"delivery":2,"redelivered":true}}"#,
+        r#"{"index":12,"time":13,"process":5,"type":"invoke","f":"charge","key":"provider","value":{"data":"order-7","amount":-4200,"idempotency_key":"order-7","body":"amount=4200","fence":3,"retention_ms":60000}}"#,
+        r#"{"index":13,"time":14,"process":5,"type":"ok","f":"charge","key":"provider","value":{"charge":"ch_12","status":201,"replayed":false}}"#,
     ];
 
     #[test]
@@ -240,6 +287,11 @@ mod tests {
             r#"{"index":1,"time":2,"process":1,"type":"ok","f":"write","key":"a","value":{"data":"x","data":"y"}}"#,
             r#"{"index":1,"time":2,"process":1,"type":"ok","f":"write","key":"a","value":{"fault":"pause"}}"#,
             r#"{"index":1,"time":2,"process":1,"type":"ok","f":"acquire","key":"a","value":{"permits":4294967296}}"#,
+            r#"{"index":1,"time":2,"process":1,"type":"ok","f":"charge","key":"p","value":{"status":"201"}}"#,
+            r#"{"index":1,"time":2,"process":1,"type":"ok","f":"charge","key":"p","value":{"status":201,"status":201}}"#,
+            r#"{"index":1,"time":2,"process":1,"type":"ok","f":"charge","key":"p","value":{"replayed":null}}"#,
+            r#"{"index":1,"time":2,"process":1,"type":"ok","f":"charge","key":"p","value":{"charge":12}}"#,
+            r#"{"index":1,"time":2,"process":1,"type":"invoke","f":"charge","key":"p","value":{"body":"{\"a\":1}"}}"#,
             r#"{"index":1,"time":2,"process":1,"type":"ok","f":"acquire","key":"a","value":7}"#,
             r#"{"index":1,"time":2,"process":1,"type":"ok","f":"acquire","key":"a","value":null,"trace":"x"}"#,
             r#"{"index":1,"time":2,"process":1,"type":"ok","f":"acquire","key":"a","value":null}x"#,

@@ -59,6 +59,11 @@ impl Cause {
                 ViolationKind::NotLinearizable => "not linearizable",
                 ViolationKind::RanTwice => "ran twice",
                 ViolationKind::NeverRan => "never ran",
+                ViolationKind::DoneTwice => "done twice",
+                ViolationKind::NeverDone => "never done",
+                ViolationKind::KeyReused => "idempotency key reused",
+                ViolationKind::ReplayDiffers => "replay differs",
+                ViolationKind::InFlightNotRefused => "in flight not refused",
             },
         }
     }
@@ -258,6 +263,19 @@ fn intervals(history: &History) -> Vec<Interval<'_>> {
     intervals
 }
 
+/// Whether a violation is about work done twice or not at all, whose
+/// checkers (exactly-once, idempotency) see one cause from two sides.
+fn is_work(kind: ViolationKind) -> bool {
+    matches!(
+        kind,
+        ViolationKind::DoneTwice
+            | ViolationKind::NeverDone
+            | ViolationKind::KeyReused
+            | ViolationKind::ReplayDiffers
+            | ViolationKind::InFlightNotRefused
+    )
+}
+
 /// Where a finding's violations are gathered before it is described.
 #[derive(Debug, Default)]
 struct Group {
@@ -284,6 +302,11 @@ pub fn group(history: &History, beliefs: &Beliefs, results: &mut [CheckResult]) 
         }
     }
     let roots: HashSet<u64> = groups.keys().map(|&(root, _)| root).collect();
+    // The events of the work-done violations grouped so far, by the group
+    // they joined: one unit charged twice is seen by exactly-once (the
+    // double) and by idempotency (the request that should have been
+    // refused or replayed), and is one finding.
+    let mut work: HashMap<u64, u64> = HashMap::default();
     for (at, result) in results.iter().enumerate() {
         for (which, violation) in result.violations.iter().enumerate() {
             let group = match violation.root {
@@ -294,7 +317,15 @@ pub fn group(history: &History, beliefs: &Beliefs, results: &mut [CheckResult]) 
                     let group = match linked {
                         Some(&root) => groups.entry((root, false)).or_default(),
                         None => {
-                            let own = violation.events.first().copied().unwrap_or_default();
+                            let mut own = violation.events.first().copied().unwrap_or_default();
+                            if is_work(violation.kind) {
+                                let shared =
+                                    violation.events.iter().find_map(|index| work.get(index));
+                                own = shared.copied().unwrap_or(own);
+                                for &index in &violation.events {
+                                    work.entry(index).or_insert(own);
+                                }
+                            }
                             groups.entry((own, true)).or_default()
                         }
                     };
@@ -418,8 +449,12 @@ fn describe(
         None => {
             let violation = first.expect("a group without a root grant has a kept violation");
             let window = violation.window;
+            // Work done twice is done by the one named last: a fault that
+            // struck it (a worker stalled past its message's visibility)
+            // is behind it.
+            let struck = violation.processes.last().copied().filter(|_| is_work(violation.kind));
             let fault = window
-                .and_then(|window| during(faults, end, window.start_ns, window.end_ns, None))
+                .and_then(|window| during(faults, end, window.start_ns, window.end_ns, struck))
                 .map(|interval| interval.behind(end));
             let summary = violation.explanation.clone();
             let process = violation.processes.last().copied();
@@ -762,5 +797,102 @@ mod tests {
         assert_eq!(finding.fault, None);
         assert_eq!(finding.fault_name(), "no fault");
         assert!(finding.summary.contains("past its lease"), "{}", finding.summary);
+    }
+
+    /// Two workers handed one order at once both charge it with the same
+    /// key, and the provider takes both: exactly-once sees the double,
+    /// idempotency the request that should have been refused. One cause,
+    /// one finding; a second order's double is another.
+    #[test]
+    fn a_double_charge_seen_by_two_checkers_is_one_finding() {
+        let mut lines = Vec::new();
+        for (order, base) in [("order-1", 0u64), ("order-2", 10_000_000_000)] {
+            let at = |offset: u64| base + offset;
+            for line in [
+                format!(
+                    r#""time":{},"process":1,"type":"invoke","f":"enqueue","key":"orders","value":{{"data":"{order}","due_ms":20000}}"#,
+                    at(0)
+                ),
+                format!(
+                    r#""time":{},"process":1,"type":"ok","f":"enqueue","key":"orders","value":{{"message":1}}"#,
+                    at(1)
+                ),
+                format!(
+                    r#""time":{},"process":2,"type":"invoke","f":"deliver","key":"orders","value":null"#,
+                    at(10)
+                ),
+                format!(
+                    r#""time":{},"process":2,"type":"ok","f":"deliver","key":"orders","value":{{"data":"{order}","message":1,"delivery":1}}"#,
+                    at(11)
+                ),
+                format!(
+                    r#""time":{},"process":3,"type":"invoke","f":"deliver","key":"orders","value":null"#,
+                    at(12)
+                ),
+                format!(
+                    r#""time":{},"process":3,"type":"ok","f":"deliver","key":"orders","value":{{"data":"{order}","message":1,"delivery":2,"redelivered":true}}"#,
+                    at(13)
+                ),
+                format!(
+                    r#""time":{},"process":2,"type":"invoke","f":"charge","key":"provider","value":{{"data":"{order}","idempotency_key":"{order}","body":"b"}}"#,
+                    at(20)
+                ),
+                format!(
+                    r#""time":{},"process":3,"type":"invoke","f":"charge","key":"provider","value":{{"data":"{order}","idempotency_key":"{order}","body":"b"}}"#,
+                    at(21)
+                ),
+                format!(
+                    r#""time":{},"process":2,"type":"ok","f":"charge","key":"provider","value":{{"charge":"ch_{order}_a","status":201}}"#,
+                    at(30)
+                ),
+                format!(
+                    r#""time":{},"process":3,"type":"ok","f":"charge","key":"provider","value":{{"charge":"ch_{order}_b","status":201}}"#,
+                    at(31)
+                ),
+            ] {
+                lines.push(line);
+            }
+        }
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let history = history(&lines);
+        let analysis = analyze(&history, &default_checkers(), &CheckOptions::default());
+        assert_eq!(analysis.verdict_of("exactly-once"), Some(crate::Verdict::Invalid));
+        assert_eq!(analysis.verdict_of("idempotency"), Some(crate::Verdict::Invalid));
+        assert_eq!(analysis.findings.len(), 2, "{:#?}", analysis.findings);
+        for finding in &analysis.findings {
+            assert_eq!(finding.cause, Cause::Other(ViolationKind::DoneTwice));
+            let counts: Vec<(&str, u64)> =
+                finding.checkers.iter().map(|c| (c.checker, c.violations)).collect();
+            assert_eq!(counts, [("exactly-once", 1), ("idempotency", 1)], "{finding:#?}");
+        }
+    }
+
+    /// A worker stalled while its charge was in flight: its message was
+    /// handed to another, and both charges landed. The pause that struck
+    /// the worker that charged second is behind the double.
+    #[test]
+    fn a_double_is_traced_to_the_pause_of_the_worker_that_charged_second() {
+        let history = history(&[
+            r#""time":0,"process":0,"type":"invoke","f":"enqueue","key":"orders","value":{"data":"order-7","due_ms":30000}"#,
+            r#""time":1,"process":0,"type":"ok","f":"enqueue","key":"orders","value":{"message":7}"#,
+            r#""time":10,"process":1,"type":"invoke","f":"deliver","key":"orders","value":{"visibility_ms":3000}"#,
+            r#""time":11,"process":1,"type":"ok","f":"deliver","key":"orders","value":{"data":"order-7","message":7,"delivery":1}"#,
+            r#""time":20,"process":1,"type":"invoke","f":"charge","key":"provider","value":{"data":"order-7"}"#,
+            r#""time":30,"process":"nemesis","type":"info","f":"start","key":null,"value":{"fault":"pause","targets":["client-1"],"processes":[1],"stall_ms":4000}"#,
+            r#""time":3000000000,"process":2,"type":"invoke","f":"deliver","key":"orders","value":{"visibility_ms":3000}"#,
+            r#""time":3000000001,"process":2,"type":"ok","f":"deliver","key":"orders","value":{"data":"order-7","message":7,"delivery":2,"redelivered":true}"#,
+            r#""time":3000000010,"process":2,"type":"invoke","f":"charge","key":"provider","value":{"data":"order-7"}"#,
+            r#""time":3100000000,"process":2,"type":"ok","f":"charge","key":"provider","value":{"charge":"ch_2"}"#,
+            r#""time":4000000030,"process":"nemesis","type":"info","f":"stop","key":null,"value":{"fault":"pause","targets":["client-1"],"processes":[1],"stall_ms":4000}"#,
+            r#""time":4000000040,"process":1,"type":"ok","f":"charge","key":"provider","value":{"charge":"ch_1"}"#,
+        ]);
+        let analysis = analyze(&history, &default_checkers(), &CheckOptions::default());
+        assert_eq!(analysis.findings.len(), 1, "{:#?}", analysis.findings);
+        let finding = &analysis.findings[0];
+        assert_eq!(
+            (finding.cause, finding.process),
+            (Cause::Other(ViolationKind::DoneTwice), Some(1))
+        );
+        assert_eq!(finding.fault.as_ref().map(|fault| fault.fault.as_str()), Some("pause"));
     }
 }

@@ -12,7 +12,9 @@ use std::fmt;
 
 use thiserror::Error;
 
-use crate::event::{Event, EventType, Function, NemesisDetails, Process, ValueFields};
+use crate::event::{
+    Event, EventType, Function, NemesisDetails, PaymentFields, Process, ValueFields,
+};
 
 /// Index of a key (lock name or resource name) in [`History::keys`].
 pub type KeyId = u32;
@@ -47,14 +49,15 @@ pub struct Op {
     /// `None` when the invoke never completed (it counts as `info`).
     pub completion: Option<Moment>,
     pub outcome: Outcome,
-    /// acquire: the token granted (from `ok`); release, write: the token sent
-    /// (from `invoke`); read: the token read (from `ok`).
+    /// acquire: the token granted (from `ok`); release, write, charge: the
+    /// token sent (from `invoke`); read: the token read (from `ok`).
     pub fence: Option<u64>,
     /// acquire, renew: the TTL asked for (from `invoke`).
     pub ttl_ms: Option<u64>,
     /// acquire of a semaphore: how many may hold it at once (from `invoke`).
     pub permits: Option<u32>,
-    /// write: the data sent; read: the data read.
+    /// write: the data sent; read: the data read; run, enqueue, charge: the
+    /// unit (from `invoke`); deliver: the unit delivered (from `ok`).
     pub data: Option<Box<str>>,
     /// write: the version of the resource it made (from `ok`), when the
     /// storage counts them; they count from 1, and a 0 is left out.
@@ -65,6 +68,23 @@ pub struct Op {
 impl Op {
     pub fn is_ok(&self) -> bool {
         self.outcome == Outcome::Ok
+    }
+}
+
+/// A payments operation (enqueue, deliver, charge, ack) with the rest of
+/// what its invoke and its completion said (the completion's fields over
+/// the invoke's). It reads as the operation.
+#[derive(Debug, Clone, Copy)]
+pub struct PaymentOp<'h> {
+    pub op: &'h Op,
+    pub fields: &'h PaymentFields,
+}
+
+impl std::ops::Deref for PaymentOp<'_> {
+    type Target = Op;
+
+    fn deref(&self) -> &Op {
+        self.op
     }
 }
 
@@ -108,6 +128,9 @@ pub struct History {
     warnings: Vec<String>,
     /// The longest lock-delay an acquire asked for (0: none).
     lock_delay_ms: u64,
+    /// The payments operations' fields, by op id, ascending: kept beside
+    /// the operations, so that the other workloads' stay small.
+    payments: Vec<(OpId, PaymentFields)>,
 }
 
 impl History {
@@ -117,6 +140,18 @@ impl History {
 
     pub fn op(&self, id: OpId) -> &Op {
         &self.ops[id as usize]
+    }
+
+    /// What a payments operation's events said beyond its unit and token;
+    /// `None` for any other operation.
+    pub fn payment(&self, id: OpId) -> Option<&PaymentFields> {
+        let at = self.payments.binary_search_by_key(&id, |&(op, _)| op).ok()?;
+        Some(&self.payments[at].1)
+    }
+
+    /// The payments operations, in history order.
+    pub fn payment_ops(&self) -> impl ExactSizeIterator<Item = PaymentOp<'_>> + '_ {
+        self.payments.iter().map(|(id, fields)| PaymentOp { op: &self.ops[*id as usize], fields })
     }
 
     pub fn key_name(&self, key: KeyId) -> &str {
@@ -376,11 +411,19 @@ impl HistoryBuilder {
             self.history.lock_delay_ms = self.history.lock_delay_ms.max(lock_delay_ms);
         }
         let (fence, data) = match event.f {
-            Function::Release | Function::Write | Function::Run => {
+            Function::Release | Function::Write | Function::Run | Function::Charge => {
                 (fields.fence, fields.data.take())
             }
+            Function::Enqueue => (None, fields.data.take()),
             _ => (None, None),
         };
+        if matches!(
+            event.f,
+            Function::Enqueue | Function::Deliver | Function::Charge | Function::Ack
+        ) {
+            let payment = fields.payment.take().map(|payment| *payment).unwrap_or_default();
+            self.history.payments.push((id, payment));
+        }
         self.history.ops.push(Op {
             process,
             f: event.f.clone(),
@@ -451,7 +494,17 @@ impl HistoryBuilder {
                     op.fence = fields.fence;
                     op.data = fields.data.take().map(String::into_boxed_str);
                 }
+                Function::Deliver => op.data = fields.data.take().map(String::into_boxed_str),
                 _ => {}
+            }
+        }
+        // A payments operation's completion may say more: the message an
+        // enqueue made, a delivery's message, a charge's response (a failed
+        // charge's value may hold its status).
+        if let Some(completion) = fields.payment.take() {
+            let payments = &mut self.history.payments;
+            if let Ok(at) = payments.binary_search_by_key(&id, |&(op, _)| op) {
+                payments[at].1.merge(*completion);
             }
         }
         if op.outcome == Outcome::Info {
@@ -555,6 +608,40 @@ mod tests {
     fn an_op_stays_small() {
         // Memory per operation is what bounds the history size we can check.
         assert!(std::mem::size_of::<Op>() <= 160, "{}", std::mem::size_of::<Op>());
+    }
+
+    #[test]
+    fn payments_ops_keep_the_unit_and_what_both_events_said() {
+        let history = build(&[
+            r#"{"index":0,"time":1,"process":1,"type":"invoke","f":"enqueue","key":"orders","value":{"data":"order-7","due_ms":20000}}"#,
+            r#"{"index":1,"time":2,"process":1,"type":"ok","f":"enqueue","key":"orders","value":{"message":7}}"#,
+            r#"{"index":2,"time":3,"process":2,"type":"invoke","f":"deliver","key":"orders","value":{"visibility_ms":3000}}"#,
+            r#"{"index":3,"time":4,"process":2,"type":"ok","f":"deliver","key":"orders","value":{"data":"order-7","message":7,"delivery":2,"redelivered":true}}"#,
+            r#"{"index":4,"time":5,"process":2,"type":"invoke","f":"charge","key":"provider","value":{"data":"order-7","idempotency_key":"order-7","fence":9}}"#,
+            r#"{"index":5,"time":6,"process":2,"type":"fail","f":"charge","key":"provider","value":{"status":402},"error":"declined"}"#,
+            r#"{"index":6,"time":7,"process":2,"type":"invoke","f":"write","key":"doc","value":{"data":"x","status":201}}"#,
+        ])
+        .unwrap();
+        let ops = history.ops();
+        let payment = |at: u32| history.payment(at).cloned().unwrap_or_default();
+        assert_eq!(ops[0].data.as_deref(), Some("order-7"));
+        assert_eq!((payment(0).due_ms, payment(0).message), (Some(20000), Some(7)));
+        // A delivery's unit comes with its ok.
+        assert_eq!(ops[1].data.as_deref(), Some("order-7"));
+        assert_eq!(
+            (payment(1).visibility_ms, payment(1).delivery, payment(1).redelivered),
+            (Some(3000), Some(2), Some(true))
+        );
+        // A failed charge keeps its status; its fence is the token sent.
+        assert_eq!((ops[2].data.as_deref(), ops[2].fence), (Some("order-7"), Some(9)));
+        assert_eq!(
+            (payment(2).status, payment(2).idempotency_key.as_deref()),
+            (Some(402), Some("order-7"))
+        );
+        // Other operations carry none.
+        assert_eq!(history.payment(3), None);
+        let listed: Vec<u64> = history.payment_ops().map(|op| op.invoke.index).collect();
+        assert_eq!(listed, [0, 2, 4]);
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod fastline;
 mod fence;
 pub mod findings;
 mod history;
+mod idempotency;
 pub mod import;
 pub mod linear;
 mod liveness;
@@ -40,13 +41,15 @@ pub use analysis::{
 pub use beliefs::{Belief, BeliefEnd, Beliefs};
 pub use capped::{LineTooLong, DEFAULT_MAX_LINE_BYTES};
 pub use coverage::{coverage, coverage_with, Coverage, FaultCoverage, KindCoverage};
-pub use event::{Event, EventType, Function, NemesisDetails, Process, ValueFields};
+pub use event::{Event, EventType, Function, NemesisDetails, PaymentFields, Process, ValueFields};
 pub use expect::{CellOutcome, Expect, Judgement};
 pub use fence::FenceMonotonicity;
 pub use findings::{Cause, Finding};
 pub use history::{
-    History, HistoryBuilder, HistoryError, KeyId, Moment, NemesisEvent, Op, OpId, Outcome, Step,
+    History, HistoryBuilder, HistoryError, KeyId, Moment, NemesisEvent, Op, OpId, Outcome,
+    PaymentOp, Step,
 };
+pub use idempotency::Idempotency;
 pub use linear::Linearizability;
 pub use liveness::Liveness;
 pub use mutex::MutualExclusion;
@@ -58,8 +61,8 @@ pub use reader::{
 pub use redact::redact;
 pub use resource::ResourceSafety;
 pub use verdict::{
-    names, CheckOptions, CheckResult, Checker, KeyVerdict, LinearizationEvidence, Subject, Verdict,
-    Violation, ViolationKind, Window,
+    names, CheckOptions, CheckResult, Checker, KeyVerdict, LinearizationEvidence, Purpose, Subject,
+    Verdict, Violation, ViolationKind, Window,
 };
 
 /// A moment of the test (nanoseconds since it started) for people: `12.500 s`.
@@ -152,7 +155,7 @@ impl KeyStats {
 
 /// Builds a history from compact lines `time process type f key [value]`
 /// (indices are assigned in order), for the checkers' unit tests. A value
-/// `!reason` is an error instead.
+/// `!reason` is an error instead, and `!reason {…}` an error with a value.
 #[cfg(test)]
 pub(crate) fn history_from(lines: &str) -> History {
     let mut builder = HistoryBuilder::new();
@@ -162,7 +165,10 @@ pub(crate) fn history_from(lines: &str) -> History {
         let (time, process, event_type, f, key) = (word(), word(), word(), word(), word());
         let value = words.next().unwrap_or("null");
         let (value, error) = match value.strip_prefix('!') {
-            Some(error) => ("null", format!(r#","error":"{error}""#)),
+            Some(error) => {
+                let (error, value) = error.split_once(' ').unwrap_or((error, "null"));
+                (value, format!(r#","error":"{error}""#))
+            }
             None => (value, String::new()),
         };
         let json = format!(

@@ -64,6 +64,19 @@ pub enum ViolationKind {
     RanTwice,
     /// A unit of work that must run once never ran.
     NeverRan,
+    /// A unit of work took effect twice or more: an order charged twice.
+    DoneTwice,
+    /// A unit enqueued with a bound was not done by then, nor may it have been.
+    NeverDone,
+    /// A request that reused an idempotency key with another body was
+    /// answered with success.
+    KeyReused,
+    /// A request repeating one whose response had completed, with its key
+    /// and body, got another response.
+    ReplayDiffers,
+    /// Two requests with one idempotency key, in flight at once, both took
+    /// effect: one should have been refused (409) or replayed.
+    InFlightNotRefused,
 }
 
 /// A span of the history, as event indices and test times.
@@ -185,6 +198,41 @@ impl CheckResult {
     }
 }
 
+/// What the lock under test is for, which decides whether work done twice
+/// fails it. A lock for correctness must never let a unit be done twice; a
+/// lock for efficiency only saves work, and a unit done twice is a cost to
+/// count, not a failure. Work never done fails either.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Purpose {
+    #[default]
+    Correctness,
+    Efficiency,
+}
+
+impl Purpose {
+    /// Every purpose, in the order the command line lists them.
+    pub const ALL: [Purpose; 2] = [Purpose::Correctness, Purpose::Efficiency];
+
+    /// Its name on the command line: `correctness`, `efficiency`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Purpose::Correctness => "correctness",
+            Purpose::Efficiency => "efficiency",
+        }
+    }
+
+    /// A purpose by its name; `None` for any other text.
+    pub fn parse(name: &str) -> Option<Purpose> {
+        Purpose::ALL.into_iter().find(|purpose| purpose.name() == name)
+    }
+}
+
+impl std::fmt::Display for Purpose {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Options shared by the checkers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckOptions {
@@ -204,6 +252,9 @@ pub struct CheckOptions {
     /// The model for lock histories: `Auto` picks per lock (fenced-lease
     /// when grants carry a TTL or a token, else mutex).
     pub lock_model: crate::import::ModelChoice,
+    /// What the lock is for: under `Efficiency`, `exactly-once` counts a
+    /// unit done twice as a cost (a note) rather than a violation.
+    pub purpose: Purpose,
 }
 
 impl CheckOptions {
@@ -229,6 +280,7 @@ impl Default for CheckOptions {
             linearizability_memory_bytes: 2 << 30,
             linearizability_all_keys: false,
             lock_model: crate::import::ModelChoice::Auto,
+            purpose: Purpose::Correctness,
         }
     }
 }
@@ -242,6 +294,7 @@ pub mod names {
     pub const LIVENESS: &str = "liveness";
     pub const LINEARIZABILITY: &str = "linearizability";
     pub const EXACTLY_ONCE: &str = "exactly-once";
+    pub const IDEMPOTENCY: &str = "idempotency";
 }
 
 /// A property of histories. The linearizability checker implements this too.
@@ -374,5 +427,21 @@ impl Findings {
             notes: self.notes,
             roots: self.roots.into_iter().collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn purposes_read_back_by_name() {
+        for purpose in Purpose::ALL {
+            assert_eq!(Purpose::parse(purpose.name()), Some(purpose));
+            assert_eq!(purpose.to_string(), purpose.name());
+        }
+        assert_eq!(Purpose::parse("efficiency"), Some(Purpose::Efficiency));
+        assert_eq!(Purpose::parse("Efficiency"), None);
+        assert_eq!(CheckOptions::default().purpose, Purpose::Correctness);
     }
 }
