@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lockcheck_checker::import::{InputFormat, ModelChoice};
-use lockcheck_commands::{AnalyzeRequest, CheckRequest, ConformanceRequest, MatrixRequest};
 use lockcheck_checker::Purpose;
+use lockcheck_commands::{AnalyzeRequest, CheckRequest, ConformanceRequest, MatrixRequest};
 use lockcheck_workloads::payments::Protection;
 use lockcheck_workloads::provider::{Profile, Variant};
 use lockcheck_workloads::{
@@ -199,6 +199,16 @@ pub struct AnalyzeArgs {
     /// the lock could break: a vacuous pass.
     #[arg(long)]
     pub require_coverage: bool,
+    /// correctness (a unit of work done twice fails the history) or
+    /// efficiency (it is counted as cost; work never done still fails).
+    #[arg(long, default_value = "correctness")]
+    pub purpose: String,
+}
+
+/// `--purpose`, or what is wrong with it.
+fn parse_purpose(name: &str) -> Result<Purpose, String> {
+    Purpose::parse(name)
+        .ok_or_else(|| format!("unknown purpose {name:?}: use correctness or efficiency"))
 }
 
 /// A cap on a line: a size of at least one byte.
@@ -230,6 +240,7 @@ impl AnalyzeArgs {
             stats: self.stats,
             max_line_bytes: self.max_line_bytes,
             require_coverage: self.require_coverage,
+            purpose: parse_purpose(&self.purpose)?,
         })
     }
 }
@@ -608,9 +619,7 @@ impl CheckArgs {
                     self.provider_variant
                 )
             })?,
-            purpose: Purpose::parse(&self.purpose).ok_or_else(|| {
-                format!("unknown purpose {:?}: use correctness or efficiency", self.purpose)
-            })?,
+            purpose: parse_purpose(&self.purpose)?,
             linearizability_timeout: self.linearizability_timeout,
             gate: self.gate.clone(),
             aim: self.aim.unwrap_or(defaults.aim),

@@ -47,6 +47,9 @@ const RUNS: &[&str] = &[
     "--backend sim-etcd-no-quorum --nemesis partition --seed 24",
     "--backend sim-consul --nemesis pause,sigstop,kill --seed 25",
     "--backend sim-consul-no-delay --nemesis pause --seed 26",
+    "--backend sim-redis --workload payments --protection lock --nemesis pause --seed 27",
+    "--backend sim-redis --workload payments --protection idempotency-key --provider-variant check-then-insert --nemesis pause --seed 28",
+    "--backend sim-redis --workload payments --protection unique --nemesis pause,kill,loss --seed 29",
 ];
 
 /// Simulated time per run: long enough for every fault to strike a few

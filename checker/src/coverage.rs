@@ -545,6 +545,7 @@ fn items(history: &History, beliefs: &Beliefs) -> Vec<Item> {
             class: Class::Live { session: false },
         });
     }
+    jobs(history, &mut items);
     for key in 0..history.key_count() as KeyId {
         for belief in beliefs.of_key(key) {
             let (from, to) = (belief.start.time_ns, belief.end.time_ns);
@@ -599,6 +600,66 @@ fn items(history: &History, beliefs: &Beliefs) -> Vec<Item> {
         }
     }
     items
+}
+
+/// A job a worker took from a queue is held as a lease is: from its
+/// delivery's invoke (the queue may hand it over from then on) to the
+/// worker's ack of it (or its next delivery, or its end), and it may be
+/// handed to another once the visibility timeout asked for has run from
+/// the invoke. A worker that goes on past it is overdue, as a holder past
+/// its lease: a stall then is what redelivers a job that is still being
+/// worked on (the double charge).
+fn jobs(history: &History, items: &mut Vec<Item>) {
+    // Per process: the job it holds (from, deadline, message, queue).
+    let mut held: HashMap<i64, (u64, Option<u64>, Option<u64>, KeyId)> = HashMap::default();
+    let close = |items: &mut Vec<Item>,
+                 process: i64,
+                 job: (u64, Option<u64>, Option<u64>, KeyId),
+                 to: u64| {
+        let (from, deadline, _, key) = job;
+        items.push(Item { from, to, process, key, class: Class::Live { session: false } });
+        if let Some(deadline) = deadline.filter(|&deadline| to > deadline) {
+            items.push(Item { from: deadline.max(from), to, process, key, class: Class::Overdue });
+        }
+    };
+    for op in history.payment_ops() {
+        match op.f {
+            Function::Deliver => {
+                if let Some(job) = held.remove(&op.process) {
+                    close(items, op.process, job, op.invoke.time_ns);
+                }
+                if op.outcome == Outcome::Ok {
+                    let deadline = op
+                        .fields
+                        .visibility_ms
+                        .map(|ttl| op.invoke.time_ns.saturating_add(ms(ttl)));
+                    held.insert(
+                        op.process,
+                        (op.invoke.time_ns, deadline, op.fields.message, op.key),
+                    );
+                }
+            }
+            Function::Ack if op.outcome != Outcome::Info => {
+                let acked = held.get(&op.process).is_some_and(|job| job.2 == op.fields.message);
+                if acked {
+                    let job = held.remove(&op.process).expect("held above");
+                    close(items, op.process, job, history.completion_or_end(&op).time_ns);
+                }
+            }
+            _ => {}
+        }
+        // A process that ended (`info`) holds nothing more.
+        if op.outcome == Outcome::Info {
+            if let Some(job) = held.remove(&op.process) {
+                close(items, op.process, job, history.completion_or_end(&op).time_ns);
+            }
+        }
+    }
+    let mut open: Vec<_> = held.into_iter().collect();
+    open.sort_unstable_by_key(|&(process, _)| process);
+    for (process, job) in open {
+        close(items, process, job, history.end().time_ns);
+    }
 }
 
 /// The faults of the network that lose or delay replies.

@@ -449,9 +449,9 @@ fn describe(
         None => {
             let violation = first.expect("a group without a root grant has a kept violation");
             let window = violation.window;
-            // Work done twice is done by the one named last: a fault that
-            // struck it (a worker stalled past its message's visibility)
-            // is behind it.
+            // Work done twice names last the worker behind it, the one whose
+            // job outlived its visibility timeout: a fault that struck it (a
+            // stall) is behind the double.
             let struck = violation.processes.last().copied().filter(|_| is_work(violation.kind));
             let fault = window
                 .and_then(|window| during(faults, end, window.start_ns, window.end_ns, struck))

@@ -284,6 +284,30 @@ fn done_twice(
 ) -> Violation {
     let (first, second) = (effects[0], effects[1]);
     let (from, to) = (history.completion_or_end(&first), history.completion_or_end(&second));
+    // The worker behind the double is the one whose delivery came first:
+    // its job outlived the visibility timeout (a stall, a slow charge) and
+    // went to the other. It is named last, and the window opens at its
+    // delivery, so that a stall that ended before either effect still
+    // falls within it.
+    // Deliveries are ordered by their count (the queue's own order), else
+    // by their invoke: a worker stalled with a delivery's reply unread got
+    // the job at the server long before its `ok`. The window opens at that
+    // invoke.
+    let delivered = |effect: &PaymentOp<'_>| {
+        delivery_before(unit, effect).map(|delivery| {
+            let order = (delivery.fields.delivery.unwrap_or(u64::MAX), delivery.invoke.time_ns);
+            (order, delivery.invoke)
+        })
+    };
+    let (other, behind, opened) = match (delivered(&first), delivered(&second)) {
+        (Some((a, _)), Some((b, at))) if b < a => (first, second, Some(at)),
+        (Some((_, at)), _) => (second, first, Some(at)),
+        (None, b) => (first, second, b.map(|(_, at)| at)),
+    };
+    let from = match opened {
+        Some(opened) if opened.time_ns < from.time_ns => opened,
+        _ => from,
+    };
     let mut events: Vec<u64> = [first, second]
         .iter()
         .flat_map(|effect| {
@@ -303,7 +327,7 @@ fn done_twice(
         finding: None,
         kind: ViolationKind::DoneTwice,
         key: unit.key().map_or("", |key| history.key_name(key)).to_string(),
-        processes: vec![first.process, second.process],
+        processes: vec![other.process, behind.process],
         window: Some(Window::between(from, to)),
         events,
         explanation: format!(
@@ -311,7 +335,12 @@ fn done_twice(
             effects.len(),
             describe_effect(history, unit, first),
             describe_effect(history, unit, second),
-            format_seconds(to.time_ns.saturating_sub(from.time_ns)),
+            format_seconds(
+                history
+                    .completion_or_end(&second)
+                    .time_ns
+                    .saturating_sub(history.completion_or_end(&first).time_ns)
+            ),
         ),
         linearization: None,
     }
@@ -516,6 +545,29 @@ mod payments_tests {
         6100000000 2 invoke ack orders {"message":7,"delivery":1}
         6101000000 2 fail ack orders !gone"#;
 
+    /// The worker that had the order first charged it first too, then
+    /// stalled before its ack: the redelivery went to another, which
+    /// charged again. The first worker is still the one behind it.
+    #[test]
+    fn a_worker_that_charged_and_stalled_before_its_ack_is_behind_the_double() {
+        let late_ack = r#"
+            1000000000 1 invoke enqueue orders {"data":"order-7","due_ms":20000}
+            1001000000 1 ok enqueue orders {"message":7}
+            2000000000 2 invoke deliver orders {"visibility_ms":3000}
+            2001000000 2 ok deliver orders {"data":"order-7","message":7,"delivery":1,"redelivered":false}
+            2100000000 2 invoke charge provider {"data":"order-7","amount":4200,"body":"b"}
+            2200000000 2 ok charge provider {"charge":"ch_1","status":201,"replayed":false}
+            5200000000 3 invoke deliver orders {"visibility_ms":3000}
+            5201000000 3 ok deliver orders {"data":"order-7","message":7,"delivery":2,"redelivered":true}
+            5300000000 3 invoke charge provider {"data":"order-7","amount":4200,"body":"b"}
+            5500000000 3 ok charge provider {"charge":"ch_2","status":201,"replayed":false}"#;
+        let result = check(late_ack, Purpose::Correctness);
+        let violation = &result.violations[0];
+        assert_eq!(violation.processes, [3, 2]);
+        let window = violation.window.expect("a window");
+        assert_eq!((window.start_index, window.end_index), (2, 9));
+    }
+
     #[test]
     fn one_effect_is_valid() {
         let result = check(ONCE, Purpose::Correctness);
@@ -533,12 +585,14 @@ mod payments_tests {
         let violation = &result.violations[0];
         assert_eq!(violation.kind, ViolationKind::DoneTwice);
         assert_eq!(violation.key, "orders");
-        // The effect known first was process 3's.
+        // Process 2 had the order first (delivery 1) and charged it last:
+        // it is behind the double, named last.
         assert_eq!(violation.processes, [3, 2]);
         // Both deliveries and both effects.
         assert_eq!(violation.events, [3, 6, 8, 9]);
+        // From process 2's delivery (its invoke) to the second effect.
         let window = violation.window.expect("a window");
-        assert_eq!((window.start_index, window.end_index), (8, 9));
+        assert_eq!((window.start_index, window.end_index), (2, 9));
         let text = &violation.explanation;
         for part in [
             "\"order-7\" was done 2 times",

@@ -31,6 +31,7 @@ pub fn run(args: &AnalyzeRequest) -> anyhow::Result<ExitCode> {
         linearizability_memory_bytes: args.linearizability_memory.saturating_mul(1 << 20),
         linearizability_all_keys: args.all_keys,
         lock_model: model,
+        purpose: args.purpose,
     };
     let mut checkers = default_checkers();
     if args.no_linearizability {

@@ -105,6 +105,8 @@ pub struct AnalyzeRequest {
     /// A valid history whose faults reached no vulnerable window fails
     /// (`--require-coverage`).
     pub require_coverage: bool,
+    /// Whether work done twice fails a history or counts as cost.
+    pub purpose: lockcheck_checker::Purpose,
 }
 
 /// `lockcheck conformance`: porcupine's corpus, and the search's bound.

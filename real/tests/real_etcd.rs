@@ -112,7 +112,17 @@ async fn run(
         let stall = stalls[logical as usize].clone();
         local.spawn_local(async move {
             let rng = SmallRng::seed_from_u64(u64::from(logical));
-            run_client(&mut client, &mut store, &mut NoPayments, &plan, &options, rng, &recorder, &stall).await;
+            run_client(
+                &mut client,
+                &mut store,
+                &mut NoPayments,
+                &plan,
+                &options,
+                rng,
+                &recorder,
+                &stall,
+            )
+            .await;
         });
     }
     if stall_ms > 0 {

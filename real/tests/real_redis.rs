@@ -194,7 +194,9 @@ where
         let plan = ClientPlan { logical: logical as u32, clients: spec.clients, until };
         let rng = SmallRng::seed_from_u64(spec.seed * 1000 + logical as u64);
         let (options, recorder, stall) = (&options, &recorder, &stalls[logical]);
-        async move { run_client(client, store, &mut NoPayments, &plan, options, rng, recorder, stall).await }
+        async move {
+            run_client(client, store, &mut NoPayments, &plan, options, rng, recorder, stall).await
+        }
     });
     let nemesis = async {
         if spec.stalls {

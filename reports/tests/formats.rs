@@ -67,7 +67,7 @@ fn overlap_history(key: &str) -> Vec<Event> {
 
 /// The report as `render_text` printed it before events and the timeline
 /// path were added: a valid history's output must not change.
-const VALID_TEXT: &str = "valid.jsonl\n  12 events, 6 operations on 1 lock and 1 resource by 2 processes (a client whose operation timed out or crashed goes on as a new process), t=0.100 s to t=0.610 s (510.0 ms)\n\nmutual-exclusion     valid    1 key\n  \"report\": valid (4 ops)\nfence-monotonicity   valid    1 key\n  \"report\": valid (2 ops)\nresource-safety      valid    1 key\n  \"ledger\": valid (2 ops)\nliveness             valid    1 key\n  \"report\": valid (2 ops)\n  note: bound: 3.000 s without a holder\nlinearizability      valid    1 key\n  \"report\": valid (4 ops)\nexactly-once         n/a      no run operations\nverdict: valid\n";
+const VALID_TEXT: &str = "valid.jsonl\n  12 events, 6 operations on 1 lock and 1 resource by 2 processes (a client whose operation timed out or crashed goes on as a new process), t=0.100 s to t=0.610 s (510.0 ms)\n\nmutual-exclusion     valid    1 key\n  \"report\": valid (4 ops)\nfence-monotonicity   valid    1 key\n  \"report\": valid (2 ops)\nresource-safety      valid    1 key\n  \"ledger\": valid (2 ops)\nliveness             valid    1 key\n  \"report\": valid (2 ops)\n  note: bound: 3.000 s without a holder\nlinearizability      valid    1 key\n  \"report\": valid (4 ops)\nexactly-once         n/a      no run, enqueue or charge operations\nidempotency          n/a      no charge carries an idempotency_key\nverdict: valid\n";
 
 // ---- a minimal XML reader, enough to check the JUnit output's shape ----
 
@@ -240,7 +240,9 @@ fn junit_has_a_case_per_checker_per_key_and_escapes_data() {
     assert!(overlap.text.contains(&format!("{key:?}")), "{}", overlap.text);
     assert!(overlap.text.contains("clients 1 and 2, window t=1.500 s"), "{}", overlap.text);
     let skipped = named(&elements, "skipped");
-    assert!(skipped.iter().any(|skip| skip.attribute("message") == "no run operations"));
+    assert!(skipped
+        .iter()
+        .any(|skip| skip.attribute("message") == "no run, enqueue or charge operations"));
 }
 
 #[test]

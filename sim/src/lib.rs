@@ -54,7 +54,7 @@ mod shrink;
 pub use shrink::{shrink, Shrunk};
 
 pub mod user;
-pub use s3::SimObjects;
 pub use payments::SimPayments;
+pub use s3::SimObjects;
 pub use storage::SimStore;
 pub use user::{run_user, SimRedis, UserEnv};

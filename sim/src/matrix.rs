@@ -10,6 +10,8 @@ use lockcheck_checker::{analyze_events, Analysis, CheckOptions, HistoryError, Ju
 
 use crate::client::Backend;
 use crate::nemesis::{FaultKind, Shape};
+use lockcheck_workloads::payments::Protection;
+use lockcheck_workloads::provider::Variant;
 use lockcheck_workloads::{StallPoint, Workload};
 
 use crate::run::{run, SimError, SimRun};
@@ -20,6 +22,7 @@ pub type Cell = lockcheck_workloads::Cell<Backend>;
 
 use lockcheck_checker::names::EXACTLY_ONCE as ONCE;
 use lockcheck_checker::names::FENCE_MONOTONICITY as FENCE;
+use lockcheck_checker::names::IDEMPOTENCY;
 use lockcheck_checker::names::LINEARIZABILITY as LINEAR;
 use lockcheck_checker::names::LIVENESS;
 use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
@@ -276,8 +279,52 @@ pub fn cells() -> Vec<Cell> {
             workload: Workload::Cron,
             ..cell(B::Redis, &[F::Kill], violated(&[ONCE]), "cron while the lock service is down: the job never runs")
         },
+        // The double charge: workers take orders from a queue that
+        // redelivers a job not acknowledged within its visibility timeout
+        // (the lock's TTL), and charge each (docs/payments.md).
+        cell(B::Redis, &[F::Pause], violated(&[ONCE]), "payments, a lock per order: a worker stalled past its lease and the job's visibility charges twice")
+            .with_payments(Protection::Lock),
+        cell(B::Redis, &[F::Pause], Expect::Keeps { valid: &[ONCE] }, "payments, the lock and a fenced payments table: the stale worker's charge is refused")
+            .with_payments(Protection::Fenced),
+        cell(B::Redis, &[F::Pause], SAFE, "payments, the provider dedupes by an idempotency key: one charge per order")
+            .with_payments(Protection::IdempotencyKey),
+        cell(B::Redis, &[F::Pause], SAFE, "payments, UNIQUE (order_id): the second insert fails, counted as done")
+            .with_payments(Protection::Unique),
+        cell(B::Redis, &[F::Pause], SAFE, "payments, a conditional pending to paid: the second finds the order paid")
+            .with_payments(Protection::Conditional),
+        cell(B::Redis, &[F::Pause], violated(&[ONCE]), "payments, the queue alone: a redelivered job is charged again")
+            .with_payments(Protection::None),
+        cell(B::Redis, &[F::Pause], violated(&[ONCE]), "payments, an insert with no constraint: every redelivery a new row")
+            .with_payments(Protection::Append),
+        cell(B::Redis, &[F::Pause], violated(&[ONCE, IDEMPOTENCY]), "payments, a provider that ignores keys: charged again")
+            .with_payments(Protection::IdempotencyKey)
+            .with_provider(Variant::NoDedupe),
+        cell(B::Redis, &[F::Pause], violated(&[IDEMPOTENCY]), "payments, a provider that replays the first charge for another body")
+            .with_payments(Protection::IdempotencyKey)
+            .with_provider(Variant::ReplayAnyBody),
+        cell(B::Redis, &[F::Pause], violated(&[ONCE, IDEMPOTENCY]), "payments, a provider that checks, then inserts: two requests at once both charge")
+            .with_payments(Protection::IdempotencyKey)
+            .with_provider(Variant::CheckThenInsert),
+        // With no lock, the queue and idempotent effects are safe under
+        // every fault the simulator has (docs/payments.md: when no lock is
+        // needed).
+        cell(B::Redis, &DEFAULT_FAULTS_AND_PARTITION, SAFE, "payments, no lock: the queue and a unique insert under every simulated fault (they strike the workers and the lock service)")
+            .with_payments(Protection::Unique),
     ]
 }
+
+/// Every fault a simulated Redis takes, for the cell that shows when no
+/// lock is needed.
+const DEFAULT_FAULTS_AND_PARTITION: [FaultKind; 8] = [
+    FaultKind::Pause,
+    FaultKind::Sigstop,
+    FaultKind::Clock,
+    FaultKind::Kill,
+    FaultKind::SlowNet,
+    FaultKind::Loss,
+    FaultKind::Partition,
+    FaultKind::Skew,
+];
 
 /// A simulated run's history, checked as `lockcheck check` checks it.
 pub fn check_run(sim: &SimRun, options: &CheckOptions) -> Result<Analysis, HistoryError> {

@@ -12,9 +12,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use lockcheck_workloads::payments::{
-    ChargeOrder, Charged, Delivery, Ledger, LedgerMode, Payments,
-};
+use lockcheck_workloads::payments::{ChargeOrder, Charged, Delivery, Ledger, LedgerMode, Payments};
 use lockcheck_workloads::provider::{Begin, ChargeRequest, Profile, Provider, Variant};
 use lockcheck_workloads::queue::{Ack, Queue};
 use lockcheck_workloads::{Outcome, Stall};
@@ -27,10 +25,13 @@ pub(crate) const QUEUE_HOST: &str = "queue";
 pub(crate) const PROVIDER_HOST: &str = "provider";
 pub(crate) const TABLE_HOST: &str = "payments";
 
-/// How long the provider takes to charge a card, uniform, in ms: long
-/// enough for a second request with the same key to find the first in
-/// flight.
+/// How long the provider takes to charge a card, uniform, in ms; one
+/// charge in [`SLOW_ONE_IN`] takes [`SLOW_CHARGE_MS`] instead, longer than
+/// a worker waits for its reply, so that the worker's retry with the same
+/// key finds the first still in flight.
 const CHARGE_MS: (u64, u64) = (5, 40);
+const SLOW_CHARGE_MS: (u64, u64) = (300, 600);
+const SLOW_ONE_IN: u64 = 8;
 
 /// What a worker asks of the payments services.
 #[derive(Debug, Serialize, Deserialize)]
@@ -45,17 +46,28 @@ enum Ask {
 /// Their answers.
 #[derive(Debug, Serialize, Deserialize)]
 enum Answer {
-    Enqueued { message: u64 },
+    Enqueued {
+        message: u64,
+    },
     Delivered(Option<Delivery>),
     Acked,
     Gone,
     /// The provider's status, the charge's id on a 2xx or why it was
     /// refused, and whether it is a replay.
-    Charged { status: u16, charge: Option<String>, refusal: Option<String>, replayed: bool },
+    Charged {
+        status: u16,
+        charge: Option<String>,
+        refusal: Option<String>,
+        replayed: bool,
+    },
     /// The payments table took the charge as this row.
-    Recorded { row: String },
+    Recorded {
+        row: String,
+    },
     /// Refused, and why (`stale-fence`, `exists`, `not-pending`).
-    Refused { reason: String },
+    Refused {
+        reason: String,
+    },
 }
 
 /// The three services' state, each on a host of its own.
@@ -136,9 +148,7 @@ where
 fn queue_answer(queue: &mut Queue, ask: Ask) -> Answer {
     match ask {
         Ask::Enqueue { data } => Answer::Enqueued { message: queue.enqueue(data, now_ms()) },
-        Ask::Deliver { visibility_ms } => {
-            Answer::Delivered(queue.deliver(now_ms(), visibility_ms))
-        }
+        Ask::Deliver { visibility_ms } => Answer::Delivered(queue.deliver(now_ms(), visibility_ms)),
         Ask::Ack { message } => match queue.ack(message, now_ms()) {
             Ack::Acked => Answer::Acked,
             Ack::Gone => Answer::Gone,
@@ -158,7 +168,8 @@ async fn charge(provider: Rc<RefCell<Provider>>, knobs: Rc<Knobs>, ask: Ask) -> 
     let response = match begun {
         Begin::Done(response) => response,
         Begin::Proceed(ticket) => {
-            let (low, high) = CHARGE_MS;
+            let (low, high) =
+                if knobs.uniform(1, SLOW_ONE_IN) == 1 { SLOW_CHARGE_MS } else { CHARGE_MS };
             let ms = knobs.uniform(low, high);
             tokio::time::sleep(Duration::from_millis(ms)).await;
             provider.borrow_mut().finish(ticket, now_ms())

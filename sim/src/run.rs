@@ -25,11 +25,11 @@ use crate::aim::{AimedRun, ClientClock, SimAim};
 use crate::client::{Backend, ClientSetup, SimClient, Simulator};
 use crate::host::{serve, DownHosts, Knobs, Primary};
 use crate::nemesis::{schedule, Action, Fault, FaultKind, Rates, Targets};
+use crate::payments::{PaymentsServices, SimPayments};
 use crate::s3::{self, SimObjects};
 use crate::server::ServerState;
 use crate::service::Hosting;
 use crate::services;
-use crate::payments::{PaymentsServices, SimPayments};
 use crate::storage::{SimStore, STORAGE_HOST};
 
 pub(crate) use crate::host::TICK;

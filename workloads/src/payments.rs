@@ -262,20 +262,29 @@ const VISIBILITY_IN_TTLS: u64 = 1;
 /// enqueue (a redelivery or two, and the work), or it counts as never done.
 const DUE_IN_VISIBILITIES: u64 = 8;
 
+/// How often a keyed worker sends a redelivered order with a recomputed
+/// amount.
+const RECOMPUTED_CHANCE: f64 = 0.5;
+/// How many times a keyed charge is tried, and how long a worker waits
+/// between tries.
+const CHARGE_ATTEMPTS: u32 = 4;
+const RETRY_AFTER_MS: u64 = 100;
+
 /// The payments workload for one worker: enqueue an order, take a job,
 /// charge it (under its lock when the protection takes one), acknowledge
-/// it; over and over until `plan.until`. After an `info` the worker goes
+/// it; over and over until `plan.until`, protected as
+/// `options.protection` says. After an `info` the worker goes
 /// on as a new process with new sessions, as every workload's client does.
 pub async fn run_payments<C: LockClient, P: Payments>(
     client: &mut C,
     payments: &mut P,
-    protection: Protection,
     plan: &ClientPlan,
     options: &WorkloadOptions,
     mut rng: SmallRng,
     recorder: &SharedRecorder,
     stall: &Stall,
 ) {
+    let protection = options.protection;
     let mut process = i64::from(plan.logical);
     stall.set_process(process);
     let visibility_ms = options.ttl_ms * VISIBILITY_IN_TTLS;
@@ -326,20 +335,20 @@ pub async fn run_payments<C: LockClient, P: Payments>(
             record(
                 process,
                 EventType::Invoke,
-                op("enqueue"),
+                Function::Enqueue,
                 QUEUE,
                 json!({ "data": order, "due_ms": due_ms }),
                 None,
             );
             let outcome = payments.enqueue(&order).await.map(|id| json!({ "message": id }));
-            if !complete!(op("enqueue"), QUEUE, outcome) {
+            if !complete!(Function::Enqueue, QUEUE, outcome) {
                 continue;
             }
         }
         record(
             process,
             EventType::Invoke,
-            op("deliver"),
+            Function::Deliver,
             QUEUE,
             json!({ "visibility_ms": visibility_ms }),
             None,
@@ -350,19 +359,19 @@ pub async fn run_payments<C: LockClient, P: Payments>(
                     "data": job.data, "message": job.message,
                     "delivery": job.delivery, "redelivered": job.redelivered,
                 });
-                complete!(op("deliver"), QUEUE, Outcome::Ok(value));
+                complete!(Function::Deliver, QUEUE, Outcome::Ok(value));
                 job
             }
             Outcome::Ok(None) => {
-                complete!(op("deliver"), QUEUE, Outcome::<Value>::Fail("empty".into()));
+                complete!(Function::Deliver, QUEUE, Outcome::<Value>::Fail("empty".into()));
                 continue;
             }
             Outcome::Fail(error) => {
-                complete!(op("deliver"), QUEUE, Outcome::<Value>::Fail(error));
+                complete!(Function::Deliver, QUEUE, Outcome::<Value>::Fail(error));
                 continue;
             }
             Outcome::Info(error) => {
-                complete!(op("deliver"), QUEUE, Outcome::<Value>::Info(error));
+                complete!(Function::Deliver, QUEUE, Outcome::<Value>::Info(error));
                 continue;
             }
         };
@@ -400,9 +409,14 @@ pub async fn run_payments<C: LockClient, P: Payments>(
         };
         // The classic stall: the job (and its lock) in hand, nothing done.
         stall.strike(StallPoint::AfterGrant).await;
+        // A redelivered job's amount is now and then recomputed (a price
+        // that changed since the order): the same key with another body,
+        // which a provider must refuse rather than answer with the first
+        // charge.
+        let recomputed = protection.keyed() && job.redelivered && rng.gen_bool(RECOMPUTED_CHANCE);
         let charge = ChargeOrder {
             order: order.clone(),
-            amount: 100 * (1 + job.message % 50),
+            amount: 100 * (1 + job.message % 50) + u64::from(recomputed),
             idempotency_key: protection.keyed().then(|| order.clone()),
             fence: grant.as_ref().and_then(|grant| grant.fence),
         };
@@ -419,28 +433,47 @@ pub async fn run_payments<C: LockClient, P: Payments>(
         } else {
             invoke["body"] = json!(charge.body());
         }
-        record(process, EventType::Invoke, op("charge"), target, invoke, None);
-        let outcome = payments.charge(&charge, ledger).await.map(|charged| {
-            let mut value = json!({ "status": charged.status, "replayed": charged.replayed });
-            if let Some(id) = charged.charge {
-                value["charge"] = json!(id);
+        // With an idempotency key a charge whose outcome is unknown, or
+        // that found the key in flight, is retried: safe retries are what
+        // keys are for. Without one, a worker never retries a charge.
+        let mut attempt = 1;
+        let charged = loop {
+            record(process, EventType::Invoke, Function::Charge, target, invoke.clone(), None);
+            let outcome = payments.charge(&charge, ledger).await.map(|charged| {
+                let mut value = json!({ "status": charged.status, "replayed": charged.replayed });
+                if let Some(id) = charged.charge {
+                    value["charge"] = json!(id);
+                }
+                value
+            });
+            let again = protection.keyed()
+                && attempt < CHARGE_ATTEMPTS
+                && match &outcome {
+                    Outcome::Info(_) => true,
+                    Outcome::Fail(error) => error == "in-flight",
+                    Outcome::Ok(_) => false,
+                };
+            let known = complete!(Function::Charge, target, outcome);
+            if !again {
+                break known;
             }
-            value
-        });
-        if !complete!(op("charge"), target, outcome) {
+            attempt += 1;
+            tokio::time::sleep(Duration::from_millis(RETRY_AFTER_MS)).await;
+        };
+        if !charged {
             continue;
         }
         stall.strike(StallPoint::AfterWrite).await;
         record(
             process,
             EventType::Invoke,
-            op("ack"),
+            Function::Ack,
             QUEUE,
             json!({ "message": job.message, "delivery": job.delivery }),
             None,
         );
         let outcome = payments.ack(job.message).await.map(|()| Value::Null);
-        if !complete!(op("ack"), QUEUE, outcome) {
+        if !complete!(Function::Ack, QUEUE, outcome) {
             continue;
         }
         if let Some(grant) = grant {
@@ -452,12 +485,6 @@ pub async fn run_payments<C: LockClient, P: Payments>(
             complete!(Function::Release, &order, outcome);
         }
     }
-}
-
-/// A payments operation by its name (its own `Function` when the checker
-/// knows it).
-fn op(name: &str) -> Function {
-    Function::parse(name)
 }
 
 async fn think(rng: &mut SmallRng, (low, high): (u64, u64)) {

@@ -982,17 +982,29 @@ mod tests {
     fn a_response_names_its_charge_or_why_it_was_refused() {
         for profile in Profile::ALL {
             let mut provider = Provider::new(profile, Variant::Correct);
-            let first = ChargeRequest { key: Some("k".into()), body: br#"{"order":"o-1","amount":5}"#.to_vec() };
-            let Begin::Proceed(ticket) = provider.begin(&first, 0) else { panic!("a first request proceeds") };
+            let first = ChargeRequest {
+                key: Some("k".into()),
+                body: br#"{"order":"o-1","amount":5}"#.to_vec(),
+            };
+            let Begin::Proceed(ticket) = provider.begin(&first, 0) else {
+                panic!("a first request proceeds")
+            };
             let Begin::Done(busy) = provider.begin(&first, 1) else { panic!("a second waits") };
             assert_eq!((busy.charge(), busy.refusal()), (None, Some("in-flight")));
             let made = provider.finish(ticket, 2);
             assert_eq!((made.charge(), made.refusal()), (Some("ch_1"), None));
-            let other = ChargeRequest { key: Some("k".into()), body: br#"{"order":"o-2","amount":5}"#.to_vec() };
-            let Begin::Done(mismatch) = provider.begin(&other, 3) else { panic!("a mismatch is answered at once") };
+            let other = ChargeRequest {
+                key: Some("k".into()),
+                body: br#"{"order":"o-2","amount":5}"#.to_vec(),
+            };
+            let Begin::Done(mismatch) = provider.begin(&other, 3) else {
+                panic!("a mismatch is answered at once")
+            };
             assert_eq!(mismatch.refusal(), Some("key-mismatch"), "{profile:?}");
             let bad = ChargeRequest { key: Some("k2".into()), body: b"not json".to_vec() };
-            let Begin::Done(bad) = provider.begin(&bad, 4) else { panic!("bad input is answered at once") };
+            let Begin::Done(bad) = provider.begin(&bad, 4) else {
+                panic!("bad input is answered at once")
+            };
             assert_eq!(bad.refusal(), Some("bad-request"), "{profile:?}");
         }
     }

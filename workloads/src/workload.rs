@@ -293,8 +293,7 @@ pub async fn run_client<C: LockClient, S: ResourceStore, P: Payments>(
         }
         Workload::UnlockedWrite => run_unlocked(store, plan, options, rng, recorder, stall).await,
         Workload::Payments => {
-            let protection = options.protection;
-            run_payments(client, payments, protection, plan, options, rng, recorder, stall).await
+            run_payments(client, payments, plan, options, rng, recorder, stall).await
         }
     }
 }
