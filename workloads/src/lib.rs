@@ -34,12 +34,14 @@ mod aim;
 mod catalogue;
 mod cell;
 mod client;
+mod drive;
 pub mod etcd_lock;
 mod fault;
 pub mod interrupt;
 pub mod lease_table;
 pub mod memory;
 pub mod payments;
+mod protection;
 pub mod provider;
 pub mod queue;
 mod recorder;
@@ -60,6 +62,7 @@ pub use catalogue::{
 };
 pub use cell::Cell;
 pub use client::{Grant, LockClient, Outcome};
+pub use drive::run_client;
 pub use fault::{FaultKind, Shape};
 pub use recorder::{HistoryFile, Recorder, SharedRecorder};
 pub use run_options::{
@@ -69,4 +72,4 @@ pub use run_options::{
 pub use schedule::{schedule, Draws, Quiet, Slot, Window, CLIENT_STALL};
 pub use stall::{Freezer, Hold, Stall, StallPoint, StallPoints};
 pub use storage::{ResourceStore, StorageKind};
-pub use workload::{check_sizes, run_client, ClientPlan, Workload, WorkloadOptions};
+pub use workload::{check_sizes, ClientPlan, Workload, WorkloadOptions};

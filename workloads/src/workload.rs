@@ -8,7 +8,7 @@ use rand::Rng;
 use serde_json::{json, Value};
 
 use crate::client::{Grant, LockClient, Outcome};
-use crate::payments::{run_payments, Payments, Protection};
+use crate::protection::Protection;
 use crate::recorder::SharedRecorder;
 use crate::stall::{Stall, StallPoint};
 use crate::storage::ResourceStore;
@@ -206,7 +206,7 @@ const DAY_IN_TTLS: u64 = 5;
 /// The cron workload: fire once a simulated day, a little late (up to half a
 /// TTL: clock skew, a slow start), and run the job if the day's lock is ours.
 /// Only the `run` is recorded; the lock and the job's write are its insides.
-async fn run_cron<C: LockClient, S: ResourceStore>(
+pub(crate) async fn run_cron<C: LockClient, S: ResourceStore>(
     client: &mut C,
     store: &mut S,
     plan: &ClientPlan,
@@ -270,38 +270,10 @@ async fn run_cron<C: LockClient, S: ResourceStore>(
     }
 }
 
-/// Runs one logical client until `plan.until`, recording every operation:
-/// its locks through `client`, its writes and reads through `store`, the
-/// payments workload's queue and charges through `payments`.
-#[allow(clippy::too_many_arguments)]
-pub async fn run_client<C: LockClient, S: ResourceStore, P: Payments>(
-    client: &mut C,
-    store: &mut S,
-    payments: &mut P,
-    plan: &ClientPlan,
-    options: &WorkloadOptions,
-    rng: SmallRng,
-    recorder: &SharedRecorder,
-    stall: &Stall,
-) {
-    match options.workload {
-        Workload::Cron | Workload::CronRelease => {
-            run_cron(client, store, plan, options, rng, recorder, stall).await
-        }
-        Workload::Mutex | Workload::FencedWrite => {
-            run_locking(client, store, plan, options, rng, recorder, stall).await
-        }
-        Workload::UnlockedWrite => run_unlocked(store, plan, options, rng, recorder, stall).await,
-        Workload::Payments => {
-            run_payments(client, payments, plan, options, rng, recorder, stall).await
-        }
-    }
-}
-
 /// The unlocked-write workload: a client picks a resource and writes to
 /// it, with no lock and no token, over and over. After an `info` it goes
 /// on as a new process with a new storage session.
-async fn run_unlocked<S: ResourceStore>(
+pub(crate) async fn run_unlocked<S: ResourceStore>(
     store: &mut S,
     plan: &ClientPlan,
     options: &WorkloadOptions,
@@ -353,7 +325,7 @@ async fn reset<C: LockClient, S: ResourceStore>(client: &mut C, store: &mut S) {
 }
 
 /// The mutex and fenced-write workloads.
-async fn run_locking<C: LockClient, S: ResourceStore>(
+pub(crate) async fn run_locking<C: LockClient, S: ResourceStore>(
     client: &mut C,
     store: &mut S,
     plan: &ClientPlan,
