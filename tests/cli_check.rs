@@ -318,6 +318,27 @@ fn bad_flags_exit_64() {
             ][..],
             "sim-etcd-5",
         ),
+        (
+            &["check", "--workload", "payments", "--protection", "locks", "--no-store"][..],
+            "idempotency-key",
+        ),
+        (
+            &["check", "--workload", "payments", "--provider", "paypal", "--no-store"][..],
+            "ietf or stripe",
+        ),
+        (
+            &["check", "--workload", "payments", "--provider-variant", "racy", "--no-store"][..],
+            "check-then-insert",
+        ),
+        (&["check", "--purpose", "speed", "--no-store"][..], "correctness or efficiency"),
+        (
+            &["check", "--workload", "payments", "--storage", "s3-put", "--no-store"][..],
+            "does not apply",
+        ),
+        (
+            &["check", "--backend", "redis", "--workload", "payments", "--no-store"][..],
+            "--backend sim-redis",
+        ),
     ] {
         let output = lockcheck(args);
         assert_eq!(output.status.code(), Some(64), "{args:?}: {}", both(&output));
