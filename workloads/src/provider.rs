@@ -321,6 +321,10 @@ pub struct Provider {
     retention_ms: u64,
     require_key: bool,
     keys: BTreeMap<String, Entry>,
+    /// Every key of `keys` by its entry's creation: the ones to forget
+    /// first come first, so that forgetting costs a look at the front, not
+    /// a pass over every key.
+    by_age: std::collections::BTreeSet<(u64, String)>,
     charges: Vec<Charge>,
     last_ticket: u64,
 }
@@ -333,8 +337,39 @@ impl Provider {
             retention_ms: DEFAULT_RETENTION_MS,
             require_key: false,
             keys: BTreeMap::new(),
+            by_age: std::collections::BTreeSet::new(),
             charges: Vec::new(),
             last_ticket: 0,
+        }
+    }
+
+    /// Keeps `entry` under `key`, in place of whatever was there.
+    fn put(&mut self, key: String, entry: Entry) {
+        self.by_age.insert((entry.created_ms(), key.clone()));
+        if let Some(old) = self.keys.insert(key.clone(), entry) {
+            if old.created_ms() != self.keys[&key].created_ms() {
+                self.by_age.remove(&(old.created_ms(), key));
+            }
+        }
+    }
+
+    /// Forgets `key`.
+    fn forget(&mut self, key: &str) {
+        if let Some(old) = self.keys.remove(key) {
+            self.by_age.remove(&(old.created_ms(), key.to_string()));
+        }
+    }
+
+    /// Forgets every key whose first request was `retention_ms` or more
+    /// before `now_ms`.
+    fn expire(&mut self, now_ms: u64) {
+        while let Some((created_ms, _)) = self.by_age.first() {
+            if created_ms.saturating_add(self.retention_ms) > now_ms {
+                break;
+            }
+            if let Some((_, key)) = self.by_age.pop_first() {
+                self.keys.remove(&key);
+            }
         }
     }
 
@@ -404,8 +439,7 @@ impl Provider {
             (Some(key), variant) if variant != Variant::NoDedupe => key.clone(),
             _ => return Begin::Proceed(self.ticket(request, now_ms)),
         };
-        let retention_ms = self.retention_ms;
-        self.keys.retain(|_, entry| entry.created_ms().saturating_add(retention_ms) > now_ms);
+        self.expire(now_ms);
         match self.keys.get(&key) {
             Some(Entry::Done { fingerprint, response, .. }) => {
                 let same = *fingerprint == request.fingerprint;
@@ -420,7 +454,7 @@ impl Provider {
                 let ticket = self.ticket(request, now_ms);
                 if self.variant.reserves() {
                     let entry = Entry::InFlight { ticket: ticket.id, created_ms: now_ms };
-                    self.keys.insert(key, entry);
+                    self.put(key, entry);
                 }
                 Begin::Proceed(ticket)
             }
@@ -462,7 +496,7 @@ impl Provider {
         match (self.variant, self.keys.get_mut(&key)) {
             (Variant::NoDedupe, _) => {}
             (Variant::CheckThenInsert, _) => {
-                self.keys.insert(key, done);
+                self.put(key, done);
             }
             (_, Some(entry)) => {
                 if matches!(entry, Entry::InFlight { ticket, .. } if *ticket == id) {
@@ -480,7 +514,7 @@ impl Provider {
         let Some(key) = &ticket.request.key else { return };
         if matches!(self.keys.get(key), Some(Entry::InFlight { ticket: id, .. }) if *id == ticket.id)
         {
-            self.keys.remove(key);
+            self.forget(key);
         }
     }
 
