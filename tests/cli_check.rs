@@ -339,6 +339,18 @@ fn bad_flags_exit_64() {
             &["check", "--backend", "redis", "--workload", "payments", "--no-store"][..],
             "--backend sim-redis",
         ),
+        (
+            &["check", "--workload", "mutex", "--protection", "unique", "--no-store"][..],
+            "payments and cron workloads",
+        ),
+        (
+            &["check", "--workload", "cron", "--protection", "idempotency-key", "--no-store"][..],
+            "try unique",
+        ),
+        (
+            &["check", "--backend", "redis", "--workload", "cron", "--protection", "unique"][..],
+            "simulated backends only",
+        ),
     ] {
         let output = lockcheck(args);
         assert_eq!(output.status.code(), Some(64), "{args:?}: {}", both(&output));

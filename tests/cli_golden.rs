@@ -50,6 +50,7 @@ const RUNS: &[&str] = &[
     "--backend sim-redis --workload payments --protection lock --nemesis pause --seed 27",
     "--backend sim-redis --workload payments --protection idempotency-key --provider-variant check-then-insert --nemesis pause --seed 28",
     "--backend sim-redis --workload payments --protection unique --nemesis pause,kill,loss --seed 29",
+    "--backend sim-redis --workload cron --protection unique --nemesis pause --seed 30",
 ];
 
 /// Simulated time per run: long enough for every fault to strike a few

@@ -21,11 +21,12 @@ fn setup(cell: &Cell) -> String {
     if cell.workload != lockcheck_workloads::Workload::FencedWrite {
         setup.push_str(&format!(" --workload {}", cell.workload.name()));
     }
-    if cell.workload == lockcheck_workloads::Workload::Payments {
+    let payments = cell.workload == lockcheck_workloads::Workload::Payments;
+    if payments || cell.protection != lockcheck_workloads::payments::Protection::default() {
         setup.push_str(&format!(" --protection {}", cell.protection.name()));
-        if cell.provider_variant != lockcheck_workloads::provider::Variant::default() {
-            setup.push_str(&format!(" --provider-variant {}", cell.provider_variant.name()));
-        }
+    }
+    if payments && cell.provider_variant != lockcheck_workloads::provider::Variant::default() {
+        setup.push_str(&format!(" --provider-variant {}", cell.provider_variant.name()));
     }
     if cell.faults.contains(&lockcheck_sim::FaultKind::Pause)
         && cell.pause_at != lockcheck_workloads::StallPoint::ALL

@@ -117,9 +117,17 @@ fn faults(test: &RunOptions, backend: RealBackend) -> Result<Faults, String> {
     if let Some(why) = test.storage.refuses(test.workload) {
         return Err(why);
     }
-    if test.workload == Workload::Payments {
+    if let Some(why) = test.protection.refuses(test.workload) {
+        return Err(why);
+    }
+    if test.protection.needs_payments(test.workload) {
+        let what = if test.workload == Workload::Payments {
+            "--workload payments".to_string()
+        } else {
+            format!("--protection {}", test.protection.name())
+        };
         return Err(format!(
-            "--workload payments runs on the simulated backends only for now (its real queue and provider are not built yet): try --backend {}",
+            "{what} runs on the simulated backends only for now (its real queue, provider and payments table are not built yet): try --backend {}",
             test.backend.sim_name()
         ));
     }

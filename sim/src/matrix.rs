@@ -279,6 +279,16 @@ pub fn cells() -> Vec<Cell> {
             workload: Workload::Cron,
             ..cell(B::Redis, &[F::Kill], violated(&[ONCE]), "cron while the lock service is down: the job never runs")
         },
+        Cell {
+            workload: Workload::Cron,
+            protection: Protection::None,
+            ..cell(B::Redis, &[], violated(&[ONCE]), "cron on every replica with no lock: each replica runs the job (three pods, three emails)")
+        },
+        Cell {
+            workload: Workload::Cron,
+            protection: Protection::Unique,
+            ..cell(B::Redis, &[], SAFE, "cron with no lock and UNIQUE (job, day): one replica's insert wins, the others find it taken")
+        },
         // The double charge: workers take orders from a queue that
         // redelivers a job not acknowledged within its visibility timeout
         // (the lock's TTL), and charge each (docs/payments.md).

@@ -13,8 +13,8 @@ use lockcheck_workloads::payments::LedgerMode;
 use lockcheck_workloads::s3::S3Store;
 use lockcheck_workloads::{
     check_sizes, memory, run_client, Catalogue, ClientPlan, HistoryFile, LockClient, Recorder,
-    ResourceStore, RunOptions, SharedRecorder, Stall, StallPoint, StorageKind, Workload,
-    WorkloadOptions, World,
+    ResourceStore, RunOptions, SharedRecorder, Stall, StallPoint, StorageKind, WorkloadOptions,
+    World,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -150,6 +150,9 @@ impl Simulated for RunOptions {
             return Err("--pause-at needs at least one point".to_string());
         }
         if let Some(why) = self.storage.refuses(self.workload) {
+            return Err(why);
+        }
+        if let Some(why) = self.protection.refuses(self.workload) {
             return Err(why);
         }
         let servers = Simulator::lock_hosts(backend).len() as u32;
@@ -626,7 +629,7 @@ where
     }
     // The payments workload's queue, provider and table (no other run has
     // them, nor draws their seeds).
-    if options.workload == Workload::Payments {
+    if options.protection.needs_payments(options.workload) {
         let ledger = options.protection.ledger().unwrap_or(LedgerMode::Append);
         let services = PaymentsServices::new(options.provider, options.provider_variant, ledger);
         services.host(&mut sim, [(); 3].map(|()| Knobs::new(rng.gen(), true)));

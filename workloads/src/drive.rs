@@ -5,11 +5,12 @@
 use rand::rngs::SmallRng;
 
 use crate::client::LockClient;
+use crate::cron::run_cron;
 use crate::payments::{run_payments, Payments};
 use crate::recorder::SharedRecorder;
 use crate::stall::Stall;
 use crate::storage::ResourceStore;
-use crate::workload::{run_cron, run_locking, run_unlocked, ClientPlan, Workload, WorkloadOptions};
+use crate::workload::{run_locking, run_unlocked, ClientPlan, Workload, WorkloadOptions};
 
 /// Runs one logical client until `plan.until`, recording every operation:
 /// its locks through `client`, its writes and reads through `store`, the
@@ -27,7 +28,7 @@ pub async fn run_client<C: LockClient, S: ResourceStore, P: Payments>(
 ) {
     match options.workload {
         Workload::Cron | Workload::CronRelease => {
-            run_cron(client, store, plan, options, rng, recorder, stall).await
+            run_cron(client, store, payments, plan, options, rng, recorder, stall).await
         }
         Workload::Mutex | Workload::FencedWrite => {
             run_locking(client, store, plan, options, rng, recorder, stall).await

@@ -34,6 +34,7 @@ mod aim;
 mod catalogue;
 mod cell;
 mod client;
+mod cron;
 mod drive;
 pub mod etcd_lock;
 mod fault;

@@ -101,3 +101,33 @@ pub enum LedgerMode {
     /// An insert with no constraint: every charge a new row.
     Append,
 }
+
+impl Protection {
+    /// Why this protection cannot serve `workload`, if it cannot: the
+    /// cron workloads have a lock, no lock, or a table, but no provider.
+    pub fn refuses(self, workload: crate::Workload) -> Option<String> {
+        let cron = matches!(workload, crate::Workload::Cron | crate::Workload::CronRelease);
+        if cron && self == Protection::IdempotencyKey {
+            return Some("--protection idempotency-key needs a payment provider: it applies to --workload payments, not the cron workloads (try unique)".to_string());
+        }
+        let applies = cron || workload == crate::Workload::Payments;
+        (!applies && self != Protection::default()).then(|| {
+            format!(
+                "--protection applies to the payments and cron workloads, not {}",
+                workload.name()
+            )
+        })
+    }
+
+    /// Whether a run of `workload` under this protection needs the
+    /// payments services (the queue, the provider, the payments table).
+    pub fn needs_payments(self, workload: crate::Workload) -> bool {
+        match workload {
+            crate::Workload::Payments => true,
+            crate::Workload::Cron | crate::Workload::CronRelease => {
+                matches!(self, Protection::Unique | Protection::Conditional)
+            }
+            _ => false,
+        }
+    }
+}

@@ -255,8 +255,10 @@ impl RunOptions {
         if self.storage != StorageKind::Table {
             add(format!("--storage {}", self.storage.name()));
         }
-        if self.workload == Workload::Payments {
+        if self.workload == Workload::Payments || self.protection != Protection::default() {
             add(format!("--protection {}", self.protection.name()));
+        }
+        if self.workload == Workload::Payments {
             if self.provider != Profile::default() {
                 add(format!("--provider {}", self.provider.name()));
             }

@@ -200,76 +200,6 @@ fn grant_value(grant: &Grant) -> Value {
     }
 }
 
-/// A simulated day of the cron workload, in TTLs.
-const DAY_IN_TTLS: u64 = 5;
-
-/// The cron workload: fire once a simulated day, a little late (up to half a
-/// TTL: clock skew, a slow start), and run the job if the day's lock is ours.
-/// Only the `run` is recorded; the lock and the job's write are its insides.
-pub(crate) async fn run_cron<C: LockClient, S: ResourceStore>(
-    client: &mut C,
-    store: &mut S,
-    plan: &ClientPlan,
-    options: &WorkloadOptions,
-    mut rng: SmallRng,
-    recorder: &SharedRecorder,
-    stall: &Stall,
-) {
-    let (job, output, ttl_ms) = (&options.locks[0], &options.resources[0], options.ttl_ms);
-    let start = tokio::time::Instant::now();
-    let mut process = i64::from(plan.logical);
-    stall.set_process(process);
-    for day in 0u64.. {
-        let late = Duration::from_millis(rng.gen_range(0..=ttl_ms / 2));
-        let fire_at = start + Duration::from_millis(day * DAY_IN_TTLS * ttl_ms) + late;
-        if fire_at >= plan.until {
-            break;
-        }
-        tokio::time::sleep_until(fire_at).await;
-        let unit = format!("day-{day}");
-        let record = |process: i64, event_type, value, error: Option<&str>| {
-            recorder.lock().expect("the recorder is never poisoned").record(
-                Process::Client(process),
-                event_type,
-                Function::Run,
-                Some(job),
-                value,
-                error,
-            );
-        };
-        record(process, EventType::Invoke, json!({ "data": unit }), None);
-        let lock = format!("{job}:{unit}");
-        let outcome = match client.acquire(&lock, ttl_ms).await {
-            Outcome::Ok(grant) => {
-                stall.strike(StallPoint::AfterGrant).await;
-                let fence = if options.send_fence { grant.fence } else { None };
-                // Each day's run writes that day's report.
-                let report = format!("{output}:{unit}");
-                let outcome = store.write(&report, fence, &format!("{unit} by {process}")).await;
-                stall.strike(StallPoint::AfterWrite).await;
-                if matches!(outcome, Outcome::Ok(())) && options.workload == Workload::CronRelease {
-                    // The bug: a late replica now finds the lock free.
-                    stall.strike(StallPoint::BeforeRelease).await;
-                    let _ = client.release(&lock, &grant).await;
-                }
-                outcome
-            }
-            Outcome::Fail(error) if error == "busy" => Outcome::Fail("skipped".to_string()),
-            other => other.map_unit(),
-        };
-        match outcome {
-            Outcome::Ok(()) => record(process, EventType::Ok, Value::Null, None),
-            Outcome::Fail(error) => record(process, EventType::Fail, Value::Null, Some(&error)),
-            Outcome::Info(error) => {
-                record(process, EventType::Info, Value::Null, Some(&error));
-                process += i64::from(plan.clients);
-                stall.set_process(process);
-                reset(client, store).await;
-            }
-        }
-    }
-}
-
 /// The unlocked-write workload: a client picks a resource and writes to
 /// it, with no lock and no token, over and over. After an `info` it goes
 /// on as a new process with a new storage session.
@@ -319,7 +249,7 @@ pub(crate) async fn run_unlocked<S: ResourceStore>(
 
 /// After an `Info`: the client goes on as a new process, with new sessions
 /// to the lock service and to the storage.
-async fn reset<C: LockClient, S: ResourceStore>(client: &mut C, store: &mut S) {
+pub(crate) async fn reset<C: LockClient, S: ResourceStore>(client: &mut C, store: &mut S) {
     client.reset().await;
     store.reset().await;
 }
