@@ -246,6 +246,30 @@ fn errors_of(dom: &str) -> &str {
     &dom[start..end]
 }
 
+/// A payments history (deliveries, charges, acks, no lock at all) draws
+/// without a script error, its double charge among the violations.
+#[test]
+fn browser_draws_a_payments_history_without_errors() {
+    let path = corpus_file(
+        "payments/gc-pause/invalid/visibility-timeout-redelivers-and-charges-twice.jsonl",
+    );
+    let events = read_events(&path);
+    let analysis = analysis_of(&events);
+    let title = path.display().to_string();
+    let html = render_html(&HtmlInput {
+        title: &title,
+        events: &events,
+        analysis: &analysis,
+        command: None,
+    });
+    let dir = temp_dir("payments");
+    let dom = rendered_dom(&dir, &html);
+    for drawn in ["process 1", "process 2", "ch_206", "done-twice"] {
+        assert!(dom.to_lowercase().contains(&drawn.to_lowercase()), "the page shows {drawn:?}");
+    }
+    let _ = fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn browser_draws_a_recorded_history_without_errors() {
     let path = corpus_file(
