@@ -27,7 +27,7 @@ pub use crate::protection::{LedgerMode, Protection};
 pub use crate::queue::Delivery;
 use crate::recorder::SharedRecorder;
 use crate::stall::{Stall, StallPoint};
-use crate::workload::{ClientPlan, WorkloadOptions};
+use crate::workload::{pause, ClientPlan, WorkloadOptions};
 
 /// The payments table: one row per charge, as [`LedgerMode`] allows.
 /// Pure, so that both worlds' tables are held to the same answers.
@@ -229,7 +229,7 @@ pub async fn run_payments<C: LockClient, P: Payments>(
     }
     while tokio::time::Instant::now() < plan.until {
         stall.set_holding(false);
-        think(&mut rng, options.think_ms).await;
+        pause(&mut rng, options.think_ms).await;
         // A new order, now and then, so that the queue never runs dry and
         // never floods.
         if orders == 0 || rng.gen_bool(0.5) {
@@ -388,13 +388,6 @@ pub async fn run_payments<C: LockClient, P: Payments>(
             let outcome = client.release(&order, &grant).await.map(|()| Value::Null);
             complete!(Function::Release, &order, outcome);
         }
-    }
-}
-
-async fn think(rng: &mut SmallRng, (low, high): (u64, u64)) {
-    if (low, high) != (0, 0) {
-        let ms = if high > low { rng.gen_range(low..=high) } else { low };
-        tokio::time::sleep(Duration::from_millis(ms)).await;
     }
 }
 

@@ -156,7 +156,7 @@ pub struct ClientPlan {
 /// Sleeps a uniform time from `range`. A range of (0, 0) does not touch the
 /// timer at all: even a zero sleep waits for the runtime's next timer tick
 /// (a millisecond), which would bound a back-to-back benchmark.
-async fn pause(rng: &mut SmallRng, range: (u64, u64)) {
+pub(crate) async fn pause(rng: &mut SmallRng, range: (u64, u64)) {
     if range != (0, 0) {
         tokio::time::sleep(uniform(rng, range)).await;
     }
