@@ -283,7 +283,7 @@ fn done_twice(
     effects: &[PaymentOp<'_>],
 ) -> Violation {
     let (first, second) = (effects[0], effects[1]);
-    let (from, to) = (history.completion_or_end(&first), history.completion_or_end(&second));
+    let (first_done, to) = (history.completion_or_end(&first), history.completion_or_end(&second));
     // The worker behind the double is the one whose delivery came first:
     // its job outlived the visibility timeout (a stall, a slow charge) and
     // went to the other. It is named last, and the window opens at its
@@ -305,8 +305,8 @@ fn done_twice(
         (None, b) => (first, second, b.map(|(_, at)| at)),
     };
     let from = match opened {
-        Some(opened) if opened.time_ns < from.time_ns => opened,
-        _ => from,
+        Some(opened) if opened.time_ns < first_done.time_ns => opened,
+        _ => first_done,
     };
     let mut events: Vec<u64> = [first, second]
         .iter()
@@ -335,12 +335,7 @@ fn done_twice(
             effects.len(),
             describe_effect(history, unit, first),
             describe_effect(history, unit, second),
-            format_seconds(
-                history
-                    .completion_or_end(&second)
-                    .time_ns
-                    .saturating_sub(history.completion_or_end(&first).time_ns)
-            ),
+            format_seconds(to.time_ns.saturating_sub(first_done.time_ns)),
         ),
         linearization: None,
     }
