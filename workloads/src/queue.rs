@@ -20,6 +20,36 @@
 
 use std::collections::BTreeMap;
 
+/// Which real queue a payments run takes its jobs from. The simulator's
+/// queue is [`Queue`] itself, whichever is named: both real queues are
+/// held to what it says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum QueueKind {
+    /// A PostgreSQL table taken with `FOR UPDATE SKIP LOCKED`, each job
+    /// hidden for its visibility timeout when taken (as River, pgmq and
+    /// Oban do).
+    #[default]
+    Postgres,
+    /// A RabbitMQ queue: a job not acknowledged in time is requeued when
+    /// its consumer's channel closes.
+    Rabbitmq,
+}
+
+impl QueueKind {
+    pub const ALL: [QueueKind; 2] = [QueueKind::Postgres, QueueKind::Rabbitmq];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            QueueKind::Postgres => "postgres",
+            QueueKind::Rabbitmq => "rabbitmq",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<QueueKind> {
+        QueueKind::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+}
+
 /// One delivery of a message to a consumer.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Delivery {

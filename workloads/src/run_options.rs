@@ -12,6 +12,7 @@ use lockcheck_checker::{CheckOptions, Purpose};
 
 use crate::payments::Protection;
 use crate::provider::{Profile, Variant};
+use crate::queue::QueueKind;
 use crate::{Backend, FaultKind, Shape, StallPoint, StorageKind, Workload, World};
 
 /// The faults a simulated run has on when `--nemesis` is not given.
@@ -146,6 +147,9 @@ pub struct RunOptions {
     /// follows, and whether it is one of the broken ones.
     pub provider: Profile,
     pub provider_variant: Variant,
+    /// The payments workload's real queue (the simulator's is the pure
+    /// one, whichever is named).
+    pub queue: QueueKind,
     /// Whether duplicate work fails the run (correctness, the default) or
     /// is counted as cost (efficiency).
     pub purpose: Purpose,
@@ -200,6 +204,7 @@ impl RunOptions {
             protection: Protection::default(),
             provider: Profile::default(),
             provider_variant: Variant::default(),
+            queue: QueueKind::default(),
             purpose: Purpose::default(),
             services: Services::default(),
             servers: Vec::new(),
@@ -264,6 +269,9 @@ impl RunOptions {
             }
             if self.provider_variant != Variant::default() {
                 add(format!("--provider-variant {}", self.provider_variant.name()));
+            }
+            if self.queue != QueueKind::default() {
+                add(format!("--queue {}", self.queue.name()));
             }
         }
         if self.purpose != Purpose::default() {
