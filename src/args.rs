@@ -10,6 +10,7 @@ use lockcheck_checker::Purpose;
 use lockcheck_commands::{AnalyzeRequest, CheckRequest, ConformanceRequest, MatrixRequest};
 use lockcheck_workloads::payments::Protection;
 use lockcheck_workloads::provider::{Profile, Variant};
+use lockcheck_workloads::queue::QueueKind;
 use lockcheck_workloads::{
     Backend, FaultKind, RunOptions, Services, Shape, StallPoint, StorageKind, UrlService, Workload,
     World,
@@ -292,6 +293,13 @@ pub struct CheckArgs {
     /// check-then-insert (a race: two requests at once both charge).
     #[arg(long, default_value = "correct")]
     pub provider_variant: String,
+    /// The payments workload's real queue: postgres (a table taken with
+    /// FOR UPDATE SKIP LOCKED, a job hidden for its visibility timeout) or
+    /// rabbitmq (a job not acknowledged in time is requeued when its
+    /// consumer's channel closes). The simulator's queue is the same
+    /// model for both.
+    #[arg(long, default_value = "postgres")]
+    pub queue: String,
     /// correctness (duplicate work fails the run) or efficiency (duplicate
     /// work is counted as cost and reported; corruption and work never
     /// done still fail).
@@ -363,6 +371,11 @@ pub struct CheckArgs {
         hide_env_values = true
     )]
     pub etcd_url: Vec<String>,
+    /// The RabbitMQ of the payments workload's rabbitmq queue [default:
+    /// amqp://guest:guest@127.0.0.1:5672/%2f, where the run makes a vhost
+    /// of its own]. Also read from LOCKCHECK_RABBITMQ_URL.
+    #[arg(long, value_name = "URL", env = "LOCKCHECK_RABBITMQ_URL", hide_env_values = true)]
+    pub rabbitmq_url: Option<String>,
     /// The shapes a partition takes, a comma list of client (a client cut
     /// off from every lock host), isolate-one (a member cut off from the
     /// others), halves (a minority and a majority of members), ring (each
@@ -539,6 +552,7 @@ impl CheckArgs {
                 UrlService::Redis => self.redis_url.clone(),
                 UrlService::Mysql => self.mysql_url.iter().cloned().collect(),
                 UrlService::Etcd => self.etcd_url.clone(),
+                UrlService::Rabbitmq => self.rabbitmq_url.iter().cloned().collect(),
             };
             let variable = service.variable();
             let from_env = std::env::var(variable).ok();
@@ -618,6 +632,9 @@ impl CheckArgs {
                     "unknown provider variant {:?}: use correct, no-dedupe, replay-any-body or check-then-insert",
                     self.provider_variant
                 )
+            })?,
+            queue: QueueKind::parse(&self.queue).ok_or_else(|| {
+                format!("unknown queue {:?}: use postgres or rabbitmq", self.queue)
             })?,
             purpose: parse_purpose(&self.purpose)?,
             linearizability_timeout: self.linearizability_timeout,

@@ -17,10 +17,11 @@ use lockcheck_workloads::{
 };
 use tokio::time::Instant;
 
-use crate::driver::{drive_recorded, DriveOptions};
+use crate::driver::{drive_paying, DriveOptions};
 use crate::etcd::EtcdClient;
 use crate::exec::{ExecClient, ExecProgram, PidSlot};
 use crate::failover::RedisPair;
+use crate::payments::{PaymentsServices, RealPayments};
 use crate::redis::{RedisClient, RedisRecipe};
 use crate::redlock::RedlockClient;
 use crate::s3::Resources;
@@ -125,6 +126,16 @@ pub(crate) struct Drive<'a> {
     pub exec_env: &'a dyn Fn(u32) -> Vec<(String, String)>,
     /// Where each exec client's program is, for client-kill.
     pub slots: &'a [PidSlot],
+    /// The payments services, when the run's workload uses them.
+    pub payments: Option<&'a PaymentsServices>,
+}
+
+/// What each client has beside its lock client: its configuration (its
+/// storage) and the payments services.
+#[derive(Clone, Copy)]
+struct Sides<'a> {
+    config: &'a dyn Fn(u32) -> ClientConfig,
+    payments: Option<&'a PaymentsServices>,
 }
 
 /// The fault executors of a run, started with the clients.
@@ -250,7 +261,9 @@ impl RealBackend {
     /// client and drives the workload through them, with the faults beside:
     /// how the real world builds each backend's client.
     pub(crate) async fn drive(self, run: Drive<'_>) -> Result<Vec<Event>, RealError> {
-        let Drive { options, history, nemesis, config, routes, lock_urls, pair, .. } = run;
+        let Drive { options, history, nemesis, config, routes, lock_urls, pair, payments, .. } =
+            run;
+        let sides = Sides { config, payments };
         let urls = |logical: u32| routes[logical as usize].0.as_slice();
         let locks = &options.workload.locks;
         match self.0.recipe() {
@@ -261,7 +274,7 @@ impl RealBackend {
                 drive_stored(
                     options,
                     history,
-                    config,
+                    sides,
                     |logical, stall| {
                         let config = config(logical);
                         let url = &urls(logical)[0];
@@ -300,7 +313,7 @@ impl RealBackend {
                 drive_stored(
                     options,
                     history,
-                    config,
+                    sides,
                     |logical, _stall| {
                         let config = config(logical);
                         let url = &urls(logical)[0];
@@ -319,7 +332,7 @@ impl RealBackend {
                 drive_stored(
                     options,
                     history,
-                    config,
+                    sides,
                     |logical, stall| {
                         let config = config(logical);
                         let urls = urls(logical);
@@ -336,7 +349,7 @@ impl RealBackend {
                 drive_stored(
                     options,
                     history,
-                    config,
+                    sides,
                     |logical, stall| {
                         let config = config(logical);
                         let endpoints = urls(logical);
@@ -360,7 +373,7 @@ impl RealBackend {
                 drive_stored(
                     options,
                     history,
-                    config,
+                    sides,
                     |logical, stall| {
                         let config = config(logical);
                         let env = (run.exec_env)(logical);
@@ -385,7 +398,7 @@ impl RealBackend {
                 drive_stored(
                     options,
                     history,
-                    config,
+                    sides,
                     |logical, stall| {
                         let config = config(logical);
                         let url = &urls(logical)[0];
@@ -405,12 +418,13 @@ impl RealBackend {
 }
 
 /// Drives the lock clients `connect` makes, each beside its own session to
-/// the protected resources: the table, or S3 objects, as the client's
-/// storage URL says.
+/// the protected resources (the table, or S3 objects, as the client's
+/// storage URL says) and its way to the payments services, if the run has
+/// them.
 async fn drive_stored<C, F, Fut>(
     options: &DriveOptions,
     history: Option<HistoryFile>,
-    config: &dyn Fn(u32) -> ClientConfig,
+    sides: Sides<'_>,
     connect: F,
     nemesis: Nemesis<'_>,
 ) -> Result<Vec<Event>, RealError>
@@ -420,13 +434,17 @@ where
     Fut: Future<Output = Result<C, RealError>>,
 {
     let connect = |logical: u32, stall: Stall| {
-        let (client, config) = (connect(logical, stall), config(logical));
+        let (client, config) = (connect(logical, stall), (sides.config)(logical));
         async move {
             let client = client.await?;
-            Ok((client, Resources::connect(&config).await?))
+            let payments = match sides.payments {
+                Some(services) => services.connect(config.deadline).await?,
+                None => RealPayments::Off,
+            };
+            Ok((client, Resources::connect(&config).await?, payments))
         }
     };
-    drive_recorded(options, history, connect, nemesis).await
+    drive_paying(options, history, connect, nemesis).await
 }
 
 /// The real world's view of the one catalogue, for listings and matrices.

@@ -19,7 +19,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::RealError;
-use lockcheck_workloads::payments::NoPayments;
+use lockcheck_workloads::payments::{NoPayments, Payments};
 use lockcheck_workloads::{
     run_client, Aim, ClientPlan, HistoryFile, Holders, LockClient, Recorder, ResourceStore,
     SharedRecorder, Stall, StallPoint, StallPoints, WorkloadOptions,
@@ -118,6 +118,33 @@ where
     N: FnOnce(SharedRecorder, Instant, Holders) -> NFut,
     NFut: Future<Output = Result<(), RealError>>,
 {
+    let connect = |logical: u32, stall: Stall| {
+        let connected = connect(logical, stall);
+        async move {
+            let (client, store) = connected.await?;
+            Ok((client, store, NoPayments))
+        }
+    };
+    drive_paying(options, history, connect, nemesis).await
+}
+
+/// As [`drive_recorded`], each client also given its way to the payments
+/// services (the queue, the provider, the payments table) by `connect`.
+pub async fn drive_paying<C, S, P, F, Fut, N, NFut>(
+    options: &DriveOptions,
+    history: Option<HistoryFile>,
+    connect: F,
+    nemesis: N,
+) -> Result<Vec<Event>, RealError>
+where
+    C: LockClient,
+    S: ResourceStore,
+    P: Payments,
+    F: Fn(u32, Stall) -> Fut,
+    Fut: Future<Output = Result<(C, S, P), RealError>>,
+    N: FnOnce(SharedRecorder, Instant, Holders) -> NFut,
+    NFut: Future<Output = Result<(), RealError>>,
+{
     let interrupted = async {
         loop {
             if let Some(signal) = lockcheck_workloads::interrupt::signal() {
@@ -135,7 +162,7 @@ where
     }
 }
 
-async fn drive_inner<C, S, F, Fut, N, NFut>(
+async fn drive_inner<C, S, P, F, Fut, N, NFut>(
     options: &DriveOptions,
     history: Option<HistoryFile>,
     connect: F,
@@ -144,8 +171,9 @@ async fn drive_inner<C, S, F, Fut, N, NFut>(
 where
     C: LockClient,
     S: ResourceStore,
+    P: Payments,
     F: Fn(u32, Stall) -> Fut,
-    Fut: Future<Output = Result<(C, S), RealError>>,
+    Fut: Future<Output = Result<(C, S, P), RealError>>,
     N: FnOnce(SharedRecorder, Instant, Holders) -> NFut,
     NFut: Future<Output = Result<(), RealError>>,
 {
@@ -169,7 +197,7 @@ where
     .shared();
     let start = Instant::now();
     let until = start + options.time_limit;
-    let runs = (0u32..).zip(clients).map(|(logical, (mut client, mut store))| {
+    let runs = (0u32..).zip(clients).map(|(logical, (mut client, mut store, mut payments))| {
         let plan = ClientPlan { logical, clients: options.clients, until };
         let client_rng = SmallRng::seed_from_u64(rng.gen());
         let (recorder, stall) = (&recorder, &stalls[logical as usize]);
@@ -177,7 +205,7 @@ where
             run_client(
                 &mut client,
                 &mut store,
-                &mut NoPayments,
+                &mut payments,
                 &plan,
                 &options.workload,
                 client_rng,

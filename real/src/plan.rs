@@ -117,19 +117,8 @@ fn faults(test: &RunOptions, backend: RealBackend) -> Result<Faults, String> {
     if let Some(why) = test.storage.refuses(test.workload) {
         return Err(why);
     }
-    if let Some(why) = test.protection.refuses(test.workload) {
+    if let Some(why) = test.refuses_payments_options() {
         return Err(why);
-    }
-    if test.protection.needs_payments(test.workload) {
-        let what = if test.workload == Workload::Payments {
-            "--workload payments".to_string()
-        } else {
-            format!("--protection {}", test.protection.name())
-        };
-        return Err(format!(
-            "{what} runs on the simulated backends only for now (its real queue, provider and payments table are not built yet): try --backend {}",
-            test.backend.sim_name()
-        ));
     }
     let mut faults = Faults::default();
     for &fault in &test.faults {

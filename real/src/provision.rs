@@ -8,13 +8,14 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use lockcheck_workloads::{FaultKind, RunOptions, Services, StorageKind, UrlService};
+use lockcheck_workloads::{FaultKind, RunOptions, Services, StorageKind, UrlService, Workload};
 
 use crate::catalogue::{LockService, RealBackend, ETCD_MEMBERS, ETCD_RING_MEMBERS};
 use crate::failover::RedisPair;
 use crate::nemesis::SharedServer;
 use crate::netfault::{proxied_url, Shape, Topology};
 use crate::plan::{exec_servers, shapes, Faults};
+use crate::provider::{ProviderConfig, ProviderServer};
 use crate::proxy::Proxy;
 use crate::servers::{ManagedServer, ServerKind, ServerOptions};
 use crate::{moto, s3, RealError};
@@ -41,6 +42,9 @@ pub(crate) struct S3Storage {
 /// Dropping it stops and deletes the private ones.
 #[derive(Debug, Default)]
 pub(crate) struct Servers {
+    /// lockcheck's own payment provider, for a payments run: first, so
+    /// that it stops before the PostgreSQL that keeps its keys.
+    pub(crate) provider: Option<ProviderServer>,
     /// The services' URLs, given or of the servers started: one map, as
     /// the run's options give them. PostgreSQL is the table storage's, and
     /// the lock server of the postgres-* backends (and of an exec
@@ -123,6 +127,27 @@ impl Servers {
         Ok(S3Storage { endpoint, url })
     }
 
+    /// Starts lockcheck's own payment provider, its keys in the run's
+    /// PostgreSQL, as the run's options say.
+    fn start_provider(&mut self, test: &RunOptions) -> Result<(), RealError> {
+        let started = Instant::now();
+        let mut config =
+            ProviderConfig::new(self.postgres().to_string(), test.provider, test.provider_variant);
+        config.seed = test.seed;
+        let provider = ProviderServer::start(config)?;
+        if self.chatty {
+            eprintln!(
+                "started lockcheck's payment provider ({}, {}) on {} ({:.1} s)",
+                test.provider.name(),
+                test.provider_variant.name(),
+                provider.url(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        self.provider = Some(provider);
+        Ok(())
+    }
+
     pub(crate) fn for_backend(
         test: &RunOptions,
         backend: RealBackend,
@@ -154,7 +179,7 @@ impl Servers {
         };
         let postgres = match test.services.url(UrlService::Postgres) {
             Some(url) => vec![url.to_string()],
-            None if needs_postgres(test.storage, service, &exec) => {
+            None if needs_postgres(test, service, &exec) => {
                 let options = if postgres_locks { &options } else { &storage_options };
                 servers.start(STORAGE, 1, postgres_locks, options)?
             }
@@ -163,6 +188,9 @@ impl Servers {
         servers.urls.set(UrlService::Postgres, postgres);
         if test.storage.is_s3() {
             servers.s3 = Some(servers.start_s3(test.storage, &storage_options)?);
+        }
+        if test.workload == Workload::Payments {
+            servers.start_provider(test)?;
         }
         match service {
             LockService::Redis { instances } => {
@@ -380,12 +408,9 @@ impl Servers {
 /// Whether a run needs a PostgreSQL: for the table storage, or for the
 /// backend itself (the postgres-* backends lock with it; an exec program
 /// may ask for one among its `servers`). An S3 storage needs none.
-fn needs_postgres(
-    storage: StorageKind,
-    service: LockService,
-    exec: &[(ServerKind, usize)],
-) -> bool {
-    !storage.is_s3()
+fn needs_postgres(test: &RunOptions, service: LockService, exec: &[(ServerKind, usize)]) -> bool {
+    !test.storage.is_s3()
+        || test.protection.needs_payments(test.workload)
         || service == LockService::Postgres
         || exec.iter().any(|(kind, _)| *kind == STORAGE)
 }
@@ -397,21 +422,28 @@ mod tests {
     use lockcheck_workloads::World;
 
     #[test]
-    fn only_the_table_storage_or_the_backend_itself_needs_postgres() {
+    fn only_the_table_storage_the_payments_or_the_backend_itself_needs_postgres() {
         let redis = LockService::Redis { instances: 1 };
         let exec_redis = [(ServerKind::Redis, 1)];
         let exec_postgres = [(ServerKind::Redis, 1), (ServerKind::Postgres, 1)];
-        let table = StorageKind::Table;
+        let with = |storage| RunOptions {
+            storage,
+            ..RunOptions::new(World::Real, lockcheck_workloads::Backend::Redis)
+        };
+        let table = &with(StorageKind::Table);
         assert!(needs_postgres(table, redis, &[]));
         assert!(needs_postgres(table, LockService::Etcd, &[]));
         assert!(needs_postgres(table, LockService::Exec, &exec_redis));
-        for s3 in [StorageKind::S3Put, StorageKind::S3Cas, StorageKind::S3Create] {
-            assert!(!needs_postgres(s3, redis, &[]), "{s3:?}");
-            assert!(!needs_postgres(s3, LockService::Etcd, &[]), "{s3:?}");
-            assert!(!needs_postgres(s3, LockService::Mariadb, &[]), "{s3:?}");
-            assert!(!needs_postgres(s3, LockService::Exec, &exec_redis), "{s3:?}");
-            assert!(needs_postgres(s3, LockService::Postgres, &[]), "{s3:?}");
-            assert!(needs_postgres(s3, LockService::Exec, &exec_postgres), "{s3:?}");
+        for kind in [StorageKind::S3Put, StorageKind::S3Cas, StorageKind::S3Create] {
+            let s3 = &with(kind);
+            assert!(!needs_postgres(s3, redis, &[]), "{kind:?}");
+            assert!(!needs_postgres(s3, LockService::Etcd, &[]), "{kind:?}");
+            assert!(!needs_postgres(s3, LockService::Mariadb, &[]), "{kind:?}");
+            assert!(!needs_postgres(s3, LockService::Exec, &exec_redis), "{kind:?}");
+            assert!(needs_postgres(s3, LockService::Postgres, &[]), "{kind:?}");
+            assert!(needs_postgres(s3, LockService::Exec, &exec_postgres), "{kind:?}");
+            let payments = RunOptions { workload: Workload::Payments, ..s3.clone() };
+            assert!(needs_postgres(&payments, redis, &[]), "{kind:?}: the provider's keys");
         }
     }
 

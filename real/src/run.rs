@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use lockcheck_checker::names::RESOURCE_SAFETY;
 use lockcheck_checker::{analyze_events, Analysis, Event, EventType, Function, ViolationKind};
 use lockcheck_workloads::{
-    FaultKind, HistoryFile, Holders, RunOptions, SharedRecorder, StorageKind, UrlService,
+    FaultKind, HistoryFile, Holders, RunOptions, SharedRecorder, StorageKind, UrlService, Workload,
     WorkloadOptions,
 };
 
@@ -20,6 +20,9 @@ use crate::netfault::{self, NetFault, Topology};
 use crate::plan::{plan, shapes, Faults, Plan};
 use crate::provision::Servers;
 use crate::schedule::{self, FaultTargets, RealFault};
+use crate::ledger::LedgerTable;
+use crate::payments::PaymentsServices;
+use crate::queues::{QueueConfig, RealQueue};
 use crate::storage::Storage;
 use crate::{failover, s3, ClientConfig, RealError};
 
@@ -133,7 +136,7 @@ pub fn execute_recorded(
             permits: backend.permits(),
             keepalive_ms: backend.keepalive_ms(ttl_ms),
             lock_delay_ms: backend.backend().lock_delay_ms(),
-            protection: Default::default(),
+            protection: test.protection,
         },
         clients: test.clients,
         time_limit: test.time_limit,
@@ -290,6 +293,7 @@ async fn drive_backend(
         done.and(failed_over)
     };
     let workload = &options.workload;
+    let payments = prepare_payments(test, servers).await?;
     match &servers.s3 {
         Some(bucket) => {
             s3::prepare(&bucket.endpoint, s3::BUCKET, workload.resources_in_use()).await?
@@ -304,7 +308,7 @@ async fn drive_backend(
     };
     let exec_env = |logical: u32| servers.exec_env(logical);
     let lock_urls = servers.lock_urls(backend);
-    backend
+    let driven = backend
         .drive(Drive {
             options,
             history,
@@ -319,6 +323,68 @@ async fn drive_backend(
             program: &test.exec,
             exec_env: &exec_env,
             slots: planned.slots,
+            payments: payments.as_ref(),
         })
-        .await
+        .await;
+    if let Some(queue) = payments.and_then(|payments| payments.queue) {
+        if let Ok(queue) = std::sync::Arc::try_unwrap(queue) {
+            queue.remove().await;
+        }
+    }
+    driven
+}
+
+/// The RabbitMQ a `--queue rabbitmq` run uses unless given one: the
+/// machine's own, where the run makes a vhost of its own.
+const DEFAULT_RABBITMQ_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+
+/// The table charges land in (a fenced, unique, conditional or append
+/// protection's), in the run's PostgreSQL.
+const PAYMENTS_TABLE: &str = "lockcheck_payments";
+
+/// Sets up the payments services a run's workload uses: the queue and the
+/// provider (started with the servers) for the payments workload, the
+/// payments table when its protection records charges in one; none for
+/// other workloads.
+async fn prepare_payments(
+    test: &RunOptions,
+    servers: &Servers,
+) -> Result<Option<PaymentsServices>, RealError> {
+    if !test.protection.needs_payments(test.workload) {
+        return Ok(None);
+    }
+    let postgres = servers.postgres().to_string();
+    let ledger = match test.protection.ledger() {
+        Some(mode) => {
+            let table =
+                LedgerTable { url: postgres.clone(), table: PAYMENTS_TABLE.to_string(), mode };
+            table.prepare().await?;
+            Some(table)
+        }
+        None => None,
+    };
+    let queue = match test.workload {
+        Workload::Payments => {
+            let config = QueueConfig {
+                postgres_url: postgres,
+                rabbitmq_url: servers
+                    .urls
+                    .url(UrlService::Rabbitmq)
+                    .unwrap_or(DEFAULT_RABBITMQ_URL)
+                    .to_string(),
+                name: format!("lockcheck-orders-{}-{}", std::process::id(), test.seed),
+                deadline: Duration::from_millis((test.ttl_ms() / 4).clamp(20, 2000)),
+            };
+            let queue = RealQueue::prepare(test.queue, config).await?;
+            if servers.chatty {
+                for note in queue.notes() {
+                    eprintln!("{note}");
+                }
+            }
+            Some(std::sync::Arc::new(queue))
+        }
+        _ => None,
+    };
+    let provider = servers.provider.as_ref().map(|provider| provider.url());
+    Ok(Some(PaymentsServices { queue, provider, ledger }))
 }

@@ -152,7 +152,7 @@ impl Simulated for RunOptions {
         if let Some(why) = self.storage.refuses(self.workload) {
             return Err(why);
         }
-        if let Some(why) = self.protection.refuses(self.workload) {
+        if let Some(why) = self.refuses_payments_options() {
             return Err(why);
         }
         let servers = Simulator::lock_hosts(backend).len() as u32;

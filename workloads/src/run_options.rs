@@ -38,12 +38,19 @@ pub enum UrlService {
     Redis,
     Mysql,
     Etcd,
+    /// The payments workload's RabbitMQ queue.
+    Rabbitmq,
 }
 
 impl UrlService {
     /// In the order a replay line gives them.
-    pub const ALL: [UrlService; 4] =
-        [UrlService::Postgres, UrlService::Redis, UrlService::Mysql, UrlService::Etcd];
+    pub const ALL: [UrlService; 5] = [
+        UrlService::Postgres,
+        UrlService::Redis,
+        UrlService::Mysql,
+        UrlService::Etcd,
+        UrlService::Rabbitmq,
+    ];
 
     /// Its command-line flag.
     pub fn flag(self) -> &'static str {
@@ -52,6 +59,7 @@ impl UrlService {
             UrlService::Redis => "--redis-url",
             UrlService::Mysql => "--mysql-url",
             UrlService::Etcd => "--etcd-url",
+            UrlService::Rabbitmq => "--rabbitmq-url",
         }
     }
 
@@ -62,6 +70,7 @@ impl UrlService {
             UrlService::Redis => "LOCKCHECK_REDIS_URL",
             UrlService::Mysql => "LOCKCHECK_MYSQL_URL",
             UrlService::Etcd => "LOCKCHECK_ETCD_URL",
+            UrlService::Rabbitmq => "LOCKCHECK_RABBITMQ_URL",
         }
     }
 }
@@ -178,6 +187,24 @@ impl Default for RunOptions {
 }
 
 impl RunOptions {
+    /// Why the payments options given do not apply, if they do not: the
+    /// protection's own refusal, or a queue or provider named for a
+    /// workload that has none.
+    pub fn refuses_payments_options(&self) -> Option<String> {
+        if let Some(why) = self.protection.refuses(self.workload) {
+            return Some(why);
+        }
+        let payments = self.workload == Workload::Payments;
+        let named = [
+            (self.queue != QueueKind::default(), "--queue"),
+            (self.provider != Profile::default(), "--provider"),
+            (self.provider_variant != Variant::default(), "--provider-variant"),
+        ];
+        named.into_iter().find(|(given, _)| *given && !payments).map(|(_, flag)| {
+            format!("{flag} applies to --workload payments, not {}", self.workload.name())
+        })
+    }
+
     /// `lockcheck check --backend <backend>` in `world` with no other
     /// option.
     pub fn new(world: World, backend: Backend) -> RunOptions {
