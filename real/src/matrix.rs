@@ -5,12 +5,17 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use lockcheck_checker::names::EXACTLY_ONCE as ONCE;
 use lockcheck_checker::names::FENCE_MONOTONICITY as FENCE;
+use lockcheck_checker::names::IDEMPOTENCY;
 use lockcheck_checker::names::LINEARIZABILITY as LINEAR;
 use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
 use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
 use lockcheck_checker::{Event, Expect, Function, Judgement, Process};
-use lockcheck_workloads::{Backend, Replay, RunOptions, SharedRecorder, World};
+use lockcheck_workloads::payments::Protection;
+use lockcheck_workloads::provider::Variant;
+use lockcheck_workloads::queue::QueueKind;
+use lockcheck_workloads::{Backend, Replay, RunOptions, SharedRecorder, Workload, World};
 
 use crate::catalogue::RealBackend;
 use crate::netfault::Shape;
@@ -60,6 +65,18 @@ pub fn check_args(cell: &RealCell) -> String {
     let faults: Vec<&str> = cell.faults.iter().map(|fault| fault.name()).collect();
     let faults = if faults.is_empty() { "none".to_string() } else { faults.join(",") };
     let mut args = format!("--backend {} --nemesis {faults}", cell.backend.name());
+    if cell.workload != defaults(cell).workload {
+        args.push_str(&format!(" --workload {}", cell.workload.name()));
+    }
+    if cell.protection != Protection::default() {
+        args.push_str(&format!(" --protection {}", cell.protection.name()));
+    }
+    if cell.provider_variant != Variant::default() {
+        args.push_str(&format!(" --provider-variant {}", cell.provider_variant.name()));
+    }
+    if cell.queue != QueueKind::default() {
+        args.push_str(&format!(" --queue {}", cell.queue.name()));
+    }
     if cell.shapes != Shape::ALL {
         let shapes: Vec<&str> = cell.shapes.iter().map(|shape| shape.name()).collect();
         args.push_str(&format!(" --partition-shapes {}", shapes.join(",")));
@@ -104,6 +121,9 @@ pub fn cell_options(
         persistent: cell.persistent,
         linearizability_timeout,
         pause_at: cell.pause_at.to_vec(),
+        protection: cell.protection,
+        provider_variant: cell.provider_variant,
+        queue: cell.queue,
         seed,
         ..defaults
     }
@@ -470,7 +490,43 @@ pub fn cells() -> Vec<RealCell> {
             fenced(&[MUTEX]),
             "holder stall > TTL: fenced storage rejects the stale write",
         ),
+        // The double charge against real services: workers take orders
+        // from a PostgreSQL SKIP LOCKED queue (or RabbitMQ) whose
+        // visibility timeout is the lock's TTL, and charge lockcheck's own
+        // HTTP provider or a payments table (docs/payments.md).
+        paying(Protection::Lock, violated(&[ONCE]), "a lock per order: a worker stalled past its lease and the job's visibility charges twice"),
+        paying(Protection::Lock, violated(&[ONCE]), "the same, the jobs from RabbitMQ: the stalled worker's channel closes, the job is redelivered and charged again")
+            .with_queue(QueueKind::Rabbitmq),
+        paying(Protection::Fenced, Expect::Keeps { valid: &[ONCE] }, "the lock and a fenced payments table: the stale worker's charge is refused"),
+        paying(Protection::IdempotencyKey, SAFE, "the provider dedupes by an idempotency key: one charge per order"),
+        paying(Protection::Unique, SAFE, "UNIQUE (order_id): the second insert fails with 23505, counted as done"),
+        paying(Protection::Unique, SAFE, "the same, the jobs from RabbitMQ")
+            .with_queue(QueueKind::Rabbitmq),
+        paying(Protection::Conditional, SAFE, "a conditional pending to paid: the second finds the order paid"),
+        paying(Protection::None, violated(&[ONCE]), "the queue alone: a redelivered job is charged again"),
+        paying(Protection::IdempotencyKey, violated(&[ONCE, IDEMPOTENCY]), "a provider that ignores keys: charged again")
+            .with_provider(Variant::NoDedupe),
+        paying(Protection::IdempotencyKey, violated(&[IDEMPOTENCY]), "a provider that replays the first charge for another body")
+            .with_provider(Variant::ReplayAnyBody),
+        paying(Protection::IdempotencyKey, violated(&[ONCE, IDEMPOTENCY]), "a provider that checks, then inserts: two requests at once both charge")
+            .with_provider(Variant::CheckThenInsert),
+        RealCell {
+            workload: Workload::Cron,
+            protection: Protection::None,
+            ..cell(on(B::Redis, &[], 500), 5, violated(&[ONCE]), "cron on every replica with no lock: each replica runs the job")
+        },
+        RealCell {
+            workload: Workload::Cron,
+            protection: Protection::Unique,
+            ..cell(on(B::Redis, &[], 500), 5, SAFE, "cron with no lock and UNIQUE (job, day) in PostgreSQL: one email each")
+        },
     ]
+}
+
+/// A payments cell against a real Redis, its workers paused.
+fn paying(protection: Protection, expect: Expect, note: &'static str) -> RealCell {
+    cell(on(lockcheck_workloads::Backend::Redis, &[FaultKind::Pause], 500), 6, expect, note)
+        .with_payments(protection)
 }
 
 #[cfg(test)]

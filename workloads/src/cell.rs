@@ -11,6 +11,7 @@ use lockcheck_checker::Expect;
 use crate::fault::{FaultKind, Shape};
 use crate::payments::Protection;
 use crate::provider::Variant;
+use crate::queue::QueueKind;
 use crate::stall::StallPoint;
 use crate::workload::Workload;
 
@@ -43,6 +44,8 @@ pub struct Cell<B> {
     /// them).
     pub protection: Protection,
     pub provider_variant: Variant,
+    /// The payments workload's real queue.
+    pub queue: QueueKind,
 }
 
 impl<B> Cell<B> {
@@ -71,6 +74,7 @@ impl<B> Cell<B> {
             note,
             protection: Protection::Lock,
             provider_variant: Variant::Correct,
+            queue: QueueKind::Postgres,
         }
     }
 
@@ -82,6 +86,11 @@ impl<B> Cell<B> {
     /// The same cell with this provider.
     pub fn with_provider(self, provider_variant: Variant) -> Cell<B> {
         Cell { provider_variant, ..self }
+    }
+
+    /// The same cell taking its jobs from this real queue.
+    pub fn with_queue(self, queue: QueueKind) -> Cell<B> {
+        Cell { queue, ..self }
     }
 
     /// The same cell with partitions of these shapes only.
