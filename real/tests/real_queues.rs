@@ -63,9 +63,10 @@ async fn prepared(kind: QueueKind, test: &str) -> RealQueue {
 }
 
 async fn session(queue: &RealQueue) -> QueueSession {
-    queue.connect().await.unwrap_or_else(|error| {
-        panic!("cannot open a {} session: {error}", queue.kind().name())
-    })
+    queue
+        .connect()
+        .await
+        .unwrap_or_else(|error| panic!("cannot open a {} session: {error}", queue.kind().name()))
 }
 
 fn ok<T: std::fmt::Debug>(outcome: Outcome<T>, what: &str) -> T {

@@ -18,7 +18,11 @@
 //! stale ack still deletes a message delivered again since, as pgmq's
 //! delete by id does. Here a delivery's ack is bound to its channel: once
 //! the watchdog closed it, the stalled worker's late ack is `Fail("gone")`
-//! and the message stays with its new consumer.
+//! and the message stays with its new consumer. A second: a message whose
+//! watchdog fired goes back to its old place in the queue (the pure
+//! queue's `release`), ahead of messages enqueued while it was hidden,
+//! where the pure queue (and the PostgreSQL table) put a timed-out message
+//! behind them, by when its timeout ran out.
 //!
 //! What RabbitMQ does not say is counted here: message ids (from 1, in
 //! enqueue order, in the message's `message_id` property) and each
