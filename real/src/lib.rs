@@ -35,6 +35,9 @@
 //!   (the fenced resources), [`Resources`] (the table or S3 objects, as
 //!   `--storage` says; `s3.rs`), whose S3 server is moto's, a managed
 //!   server like the others (`servers/moto.rs`; its bucket: `moto.rs`).
+//! - The payments workload's queues: [`RealQueue`] (a PostgreSQL table
+//!   taken with `SKIP LOCKED`, or RabbitMQ; `queues/`) and its
+//!   [`QueueSession`]s.
 
 use std::time::Duration;
 
@@ -48,6 +51,7 @@ mod payments;
 mod plan;
 mod provision;
 mod proxy;
+mod queues;
 mod redis;
 mod redlock;
 mod run;
@@ -64,6 +68,7 @@ pub use etcd::EtcdClient;
 pub use exec::{ExecClient, ExecProgram};
 pub use plan::{plan, Faults, Plan};
 pub use proxy::{LinkState, LinkStats, Proxy};
+pub use queues::{QueueConfig, QueueSession, RealQueue, MAX_NAME as MAX_QUEUE_NAME};
 pub use redis::{RedisClient, RedisRecipe};
 pub use redlock::RedlockClient;
 pub use run::{execute, execute_recorded, RealFailure, RealRun};

@@ -34,7 +34,7 @@ fn on(backend: Backend, faults: &'static [FaultKind], ttl_ms: u64) -> RealCell {
 /// `2s`, `500ms`: as `--ttl` takes it.
 fn duration(duration: Duration) -> String {
     let ms = duration.as_millis();
-    if ms % 1000 == 0 && ms > 0 {
+    if ms.is_multiple_of(1000) && ms > 0 {
         format!("{}s", ms / 1000)
     } else {
         format!("{ms}ms")
