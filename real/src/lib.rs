@@ -35,6 +35,9 @@
 //!   (the fenced resources), [`Resources`] (the table or S3 objects, as
 //!   `--storage` says; `s3.rs`), whose S3 server is moto's, a managed
 //!   server like the others (`servers/moto.rs`; its bucket: `moto.rs`).
+//! - The payments workload's provider: [`ProviderServer`] (lockcheck's own
+//!   HTTP payment provider with idempotency keys in PostgreSQL) and
+//!   [`ProviderClient`]; `provider/`.
 
 use std::time::Duration;
 
@@ -44,6 +47,7 @@ mod etcd;
 mod exec;
 mod moto;
 mod plan;
+mod provider;
 mod provision;
 mod proxy;
 mod redis;
@@ -61,6 +65,7 @@ pub use driver::{drive, drive_recorded, drive_with, DriveOptions, StallFault};
 pub use etcd::EtcdClient;
 pub use exec::{ExecClient, ExecProgram};
 pub use plan::{plan, Faults, Plan};
+pub use provider::{ProviderClient, ProviderConfig, ProviderServer, DEFAULT_TABLE_PREFIX};
 pub use proxy::{LinkState, LinkStats, Proxy};
 pub use redis::{RedisClient, RedisRecipe};
 pub use redlock::RedlockClient;
