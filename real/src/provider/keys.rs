@@ -340,6 +340,20 @@ impl Store {
         }
     }
 
+    /// Opens `count` sessions ahead of the first requests, so that they
+    /// do not wait for a connection (nor, preparing their statements, for
+    /// a lock on the tables that a charge would not have waited for yet).
+    pub(super) async fn warm(&self, count: usize) -> Result<(), StoreError> {
+        let mut opened = Vec::with_capacity(count);
+        for _ in 0..count.min(MAX_SESSIONS) {
+            opened.push(bounded(Session::open(&self.url, &self.tables)).await?);
+        }
+        if let Ok(mut idle) = self.idle.lock() {
+            idle.extend(opened);
+        }
+        Ok(())
+    }
+
     /// An idle session, or a new one.
     async fn session(&self) -> Result<Pooled, StoreError> {
         let permit = match timeout(QUERY_TIMEOUT, self.permits.clone().acquire_owned()).await {

@@ -41,6 +41,9 @@ pub const DEFAULT_TABLE_PREFIX: &str = "lockcheck_provider";
 /// the tables): a cold server may be slow.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How many database sessions a provider opens before it serves.
+const WARM_SESSIONS: usize = 4;
+
 /// How long a stopping server waits for requests in flight (a charge
 /// takes at most the slow delay) before it drops them.
 const STOP_GRACE: Duration = Duration::from_secs(5);
@@ -213,6 +216,7 @@ async fn set_up(
         slow: config.slow_charge_ms,
     };
     let store = Store::new(url, tables);
+    store.warm(WARM_SESSIONS).await.map_err(|error| connect_error(error.to_string()))?;
     let service = Service::new(pure, config.retention_ms, store, delays, config.seed);
     Ok((listener, Arc::new(service)))
 }
