@@ -160,7 +160,10 @@ async fn post(http: &reqwest::Client, url: &str, key: Option<&str>, body: &str) 
     };
     let body = reply.bytes().await.unwrap();
     let body = serde_json::from_slice(&body).unwrap_or_else(|error| {
-        panic!("status {status}: the body is not JSON ({error}): {}", String::from_utf8_lossy(&body))
+        panic!(
+            "status {status}: the body is not JSON ({error}): {}",
+            String::from_utf8_lossy(&body)
+        )
     });
     Reply { status, body, replayed }
 }
@@ -171,7 +174,10 @@ fn order(order: &str, amount: u64) -> String {
 }
 
 /// Waits until `check` holds, for at most [`PATIENCE`].
-async fn wait_until<F: std::future::Future<Output = bool>>(what: &str, mut check: impl FnMut() -> F) {
+async fn wait_until<F: std::future::Future<Output = bool>>(
+    what: &str,
+    mut check: impl FnMut() -> F,
+) {
     let start = Instant::now();
     while !check().await {
         assert!(start.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
@@ -250,9 +256,10 @@ async fn a_second_request_while_the_first_is_in_flight_gets_409() {
         let fixture = Fixture::start(profile, Variant::Correct).await;
         let hold = Hold::charges(&fixture).await;
         let (http, url) = (fixture.http.clone(), fixture.url.clone());
-        let first = tokio::spawn(async move {
-            post(&http, &url, Some("key-1"), &order("order-1", 4200)).await
-        });
+        let first =
+            tokio::spawn(
+                async move { post(&http, &url, Some("key-1"), &order("order-1", 4200)).await },
+            );
         wait_until("the first request's reservation", || async {
             fixture.key_state("key-1").await.as_deref() == Some("in-flight")
         })
@@ -391,8 +398,7 @@ async fn an_order_that_is_not_a_string_is_refused() {
 
 #[tokio::test]
 async fn a_zero_amount_is_refused() {
-    refused_as(Some("key-1"), r#"{"order": "order-1", "amount": 0}"#, Invalid::Amount, false)
-        .await;
+    refused_as(Some("key-1"), r#"{"order": "order-1", "amount": 0}"#, Invalid::Amount, false).await;
 }
 
 #[tokio::test]
@@ -477,10 +483,8 @@ async fn check_then_insert_charges_twice_for_two_concurrent_requests_with_one_ke
             }));
         }
         // Both looked the key up, found nothing, and wait to charge.
-        wait_until("both requests at their charge", || async {
-            hold.waiting(&fixture).await == 2
-        })
-        .await;
+        wait_until("both requests at their charge", || async { hold.waiting(&fixture).await == 2 })
+            .await;
         hold.release().await;
         let mut ids = Vec::new();
         for request in requests {
@@ -657,8 +661,11 @@ fn order_body() -> String {
 
 #[tokio::test]
 async fn a_database_that_cannot_be_reached_is_a_clear_error() {
-    let mut config =
-        ProviderConfig::new("postgres://postgres@127.0.0.1:1/test", Profile::Ietf, Variant::Correct);
+    let mut config = ProviderConfig::new(
+        "postgres://postgres@127.0.0.1:1/test",
+        Profile::Ietf,
+        Variant::Correct,
+    );
     config.table_prefix = unique_prefix();
     let error = ProviderServer::start(config).unwrap_err();
     assert!(matches!(error, RealError::Connect { .. }), "{error}");

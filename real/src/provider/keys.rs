@@ -88,7 +88,8 @@ impl Tables {
     /// The tables of `prefix`, which must be a plain lower-case SQL name
     /// (it is written into statements, not passed as a parameter).
     pub(super) fn new(prefix: &str) -> Result<Tables, String> {
-        let plain = prefix.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        let plain =
+            prefix.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
         let starts = prefix.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_');
         // PostgreSQL names hold 63 bytes; the longest suffix is 11.
         if !plain || !starts || prefix.len() > 50 {
@@ -202,7 +203,10 @@ impl Session {
         }
     }
 
-    async fn prepare(client: &Client, tables: &Tables) -> Result<Statements, tokio_postgres::Error> {
+    async fn prepare(
+        client: &Client,
+        tables: &Tables,
+    ) -> Result<Statements, tokio_postgres::Error> {
         let Tables { keys, loose, charges, tickets } = tables;
         let older = "created_at <= clock_timestamp() - $2::bigint * interval '1 millisecond'";
         let newer = "created_at > clock_timestamp() - $2::bigint * interval '1 millisecond'";
@@ -366,7 +370,12 @@ impl Store {
             Some(session) => session,
             None => bounded(Session::open(&self.url, &self.tables)).await?,
         };
-        Ok(Pooled { session: Some(session), idle: self.idle.clone(), broken: false, _permit: permit })
+        Ok(Pooled {
+            session: Some(session),
+            idle: self.idle.clone(),
+            broken: false,
+            _permit: permit,
+        })
     }
 
     /// Reserves `key` for a request whose body has `fingerprint`, after
@@ -429,7 +438,8 @@ async fn reserve_on(
     let (client, statements) = (&session.client, &session.statements);
     for _ in 0..RESERVE_TRIES {
         bounded(client.execute(&statements.expire, &[&key, &retention_ms])).await?;
-        let reserved = bounded(client.query_opt(&statements.reserve, &[&key, &fingerprint])).await?;
+        let reserved =
+            bounded(client.query_opt(&statements.reserve, &[&key, &fingerprint])).await?;
         if let Some(row) = reserved {
             return Ok(Reservation::Reserved(row.try_get(0)?));
         }
@@ -477,8 +487,7 @@ async fn charge_on(
     } else {
         let amount = request.amount.to_string();
         let key = request.key.as_deref();
-        let row =
-            bounded(transaction.query_one(&charge, &[&request.order, &amount, &key])).await?;
+        let row = bounded(transaction.query_one(&charge, &[&request.order, &amount, &key])).await?;
         let id: i64 = row.try_get(0)?;
         Response::created(&format!("ch_{id}"), &request.order, request.amount)
     };
