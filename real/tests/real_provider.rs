@@ -632,8 +632,8 @@ async fn the_client_says_unknown_past_its_deadline_and_in_flight_meanwhile() {
 async fn the_server_stops_on_drop_and_its_port_refuses() {
     let fixture = Fixture::start(Profile::Ietf, Variant::Correct).await;
     let mut client = ProviderClient::new(&fixture.url, PATIENCE);
-    let order = charge_order("order-1", Some("key-1"));
-    assert!(matches!(client.charge(&order).await, Outcome::Ok(_)));
+    let charge = charge_order("order-1", Some("key-1"));
+    assert!(matches!(client.charge(&charge).await, Outcome::Ok(_)));
     let address = fixture.url.trim_start_matches("http://").to_string();
     let Fixture { server, prefix, db, profile, url, http } = fixture;
     drop(server);
@@ -641,22 +641,19 @@ async fn the_server_stops_on_drop_and_its_port_refuses() {
     assert!(refused.is_err(), "{address} still accepts connections");
     // Nothing can have been sent: the charge definitely did not happen.
     let mut fresh = ProviderClient::new(&url, PATIENCE);
-    assert_eq!(fresh.charge(&order).await, Outcome::Fail("unavailable".into()));
+    assert_eq!(fresh.charge(&charge).await, Outcome::Fail("unavailable".into()));
     let server = ProviderServer::start({
-        let mut config = ProviderConfig::new(&postgres_url(), profile, Variant::Correct);
+        let mut config =
+            ProviderConfig::new(&postgres_url(), profile, Variant::Correct).without_delays();
         config.table_prefix = prefix.clone();
         config
     })
     .unwrap();
     // A new run starts with no keys.
     let restarted = Fixture { url: server.url(), server, prefix, db, profile, http };
-    let reply = restarted.post(Some("key-1"), &order_body()).await;
+    let reply = restarted.post(Some("key-1"), &order("order-1", 4200)).await;
     assert_eq!(reply.response(), Response::created("ch_1", "order-1", 4200));
     restarted.close().await;
-}
-
-fn order_body() -> String {
-    order("order-1", 4200)
 }
 
 #[tokio::test]
