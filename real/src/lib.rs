@@ -38,6 +38,9 @@
 //! - The payments workload's queues: [`RealQueue`] (a PostgreSQL table
 //!   taken with `SKIP LOCKED`, or RabbitMQ; `queues/`) and its
 //!   [`QueueSession`]s.
+//! - The payments workload's provider: [`ProviderServer`] (lockcheck's own
+//!   HTTP payment provider with idempotency keys in PostgreSQL) and
+//!   [`ProviderClient`]; `provider/`.
 
 use std::time::Duration;
 
@@ -49,6 +52,7 @@ mod ledger;
 mod moto;
 mod payments;
 mod plan;
+mod provider;
 mod provision;
 mod proxy;
 mod queues;
@@ -63,10 +67,13 @@ mod storage;
 mod user;
 
 pub use catalogue::{LockService, RealBackend, RealWorld};
-pub use driver::{drive, drive_recorded, drive_with, DriveOptions, StallFault};
+pub use driver::{drive, drive_paying, drive_recorded, drive_with, DriveOptions, StallFault};
+pub use ledger::{LedgerSession, LedgerTable};
+pub use payments::{Connected, RealPayments};
 pub use etcd::EtcdClient;
 pub use exec::{ExecClient, ExecProgram};
 pub use plan::{plan, Faults, Plan};
+pub use provider::{ProviderClient, ProviderConfig, ProviderServer, DEFAULT_TABLE_PREFIX};
 pub use proxy::{LinkState, LinkStats, Proxy};
 pub use queues::{QueueConfig, QueueSession, RealQueue, MAX_NAME as MAX_QUEUE_NAME};
 pub use redis::{RedisClient, RedisRecipe};

@@ -5,7 +5,6 @@
 //! `SimPayments` is the same transport over simulated hosts; the worker,
 //! `run_payments`, is written once for both.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use lockcheck_workloads::payments::{ChargeOrder, Charged, Delivery, Payments};
@@ -21,7 +20,7 @@ use crate::RealError;
 #[derive(Debug)]
 pub(crate) struct PaymentsServices {
     /// The queue (none: a cron run, whose effect is only a table's row).
-    pub(crate) queue: Option<Arc<RealQueue>>,
+    pub(crate) queue: Option<RealQueue>,
     /// The provider's URL (`http://127.0.0.1:PORT`), when the run has one.
     pub(crate) provider: Option<String>,
     /// The payments table, when the run's protection records charges in
@@ -116,7 +115,7 @@ impl Payments for RealPayments {
                 queue.reset().await;
             }
             if let Some(provider) = on.provider.as_mut() {
-                provider.reset();
+                provider.reset().await;
             }
             if let Some(table) = on.ledger.as_mut() {
                 table.reset();

@@ -1,7 +1,7 @@
 //! What a real run asks for, checked before any server starts: the options
 //! of `lockcheck check` against real servers, and the faults they turn on.
 
-use lockcheck_workloads::{check_sizes, FaultKind, RunOptions, UrlService, Workload, World};
+use lockcheck_workloads::{check_sizes, FaultKind, RunOptions, UrlService, World};
 
 use crate::catalogue::{LockService, RealBackend};
 use crate::netfault::Shape;

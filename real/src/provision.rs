@@ -132,7 +132,7 @@ impl Servers {
     fn start_provider(&mut self, test: &RunOptions) -> Result<(), RealError> {
         let started = Instant::now();
         let mut config =
-            ProviderConfig::new(self.postgres().to_string(), test.provider, test.provider_variant);
+            ProviderConfig::new(self.postgres(), test.provider, test.provider_variant);
         config.seed = test.seed;
         let provider = ProviderServer::start(config)?;
         if self.chatty {

@@ -13,7 +13,9 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use lockcheck_workloads::payments::{ChargeOrder, Charged, Delivery, Ledger, LedgerMode, Payments};
-use lockcheck_workloads::provider::{Begin, ChargeRequest, Profile, Provider, Variant};
+use lockcheck_workloads::provider::{
+    Begin, ChargeRequest, Profile, Provider, Variant, CHARGE_MS, SLOW_CHARGE_MS, SLOW_ONE_IN,
+};
 use lockcheck_workloads::queue::{Ack, Queue};
 use lockcheck_workloads::{Outcome, Stall};
 use serde::{Deserialize, Serialize};
@@ -24,14 +26,6 @@ use crate::host::{serve_requests, Connection, Knobs, PORT};
 pub(crate) const QUEUE_HOST: &str = "queue";
 pub(crate) const PROVIDER_HOST: &str = "provider";
 pub(crate) const TABLE_HOST: &str = "payments";
-
-/// How long the provider takes to charge a card, uniform, in ms; one
-/// charge in [`SLOW_ONE_IN`] takes [`SLOW_CHARGE_MS`] instead, longer than
-/// a worker waits for its reply, so that the worker's retry with the same
-/// key finds the first still in flight.
-const CHARGE_MS: (u64, u64) = (5, 40);
-const SLOW_CHARGE_MS: (u64, u64) = (300, 600);
-const SLOW_ONE_IN: u64 = 8;
 
 /// What a worker asks of the payments services.
 #[derive(Debug, Serialize, Deserialize)]

@@ -49,6 +49,14 @@ pub const DEFAULT_RETENTION_MS: u64 = 24 * 60 * 60 * 1_000;
 /// The longest key accepted, in characters (Stripe's limit).
 pub const MAX_KEY_CHARS: usize = 255;
 
+/// How long a provider takes to charge a card, uniform, in ms, in both
+/// worlds; one charge in [`SLOW_ONE_IN`] takes [`SLOW_CHARGE_MS`] instead,
+/// longer than a worker waits for its reply, so that the worker's retry
+/// with the same key finds the first still in flight.
+pub const CHARGE_MS: (u64, u64) = (5, 40);
+pub const SLOW_CHARGE_MS: (u64, u64) = (300, 600);
+pub const SLOW_ONE_IN: u64 = 8;
+
 /// Whose error bodies and statuses the provider answers with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Profile {
@@ -102,6 +110,46 @@ impl Profile {
             }
         };
         Response { status, body, replayed: false }
+    }
+
+    /// The 409 for a key whose first request is still in flight.
+    pub fn in_flight(self) -> Response {
+        let message = "a request with this Idempotency-Key is still being processed";
+        let extra = json!({ "code": "idempotency_key_in_use", "message": message });
+        self.error(409, "conflict", "idempotency_error", extra)
+    }
+
+    /// The answer to a key reused with another body: 422 under the IETF
+    /// draft, Stripe's 400 `idempotency_error`.
+    pub fn mismatch(self) -> Response {
+        let message = "this Idempotency-Key was used with another request body";
+        let status = match self {
+            Profile::Ietf => 422,
+            Profile::Stripe => 400,
+        };
+        self.error(status, "key-mismatch", "idempotency_error", json!({ "message": message }))
+    }
+
+    /// The 402 of a declined card.
+    pub fn declined(self) -> Response {
+        let extra = json!({ "code": "card_declined", "message": "Your card was declined." });
+        self.error(402, "card-declined", "card_error", extra)
+    }
+
+    /// The 503 of a provider whose own storage failed while it handled the
+    /// request: nothing was charged, and a retry may proceed. The pure
+    /// provider never answers it; the real one does when its database
+    /// does not.
+    pub fn unavailable(self) -> Response {
+        let message = "the provider could not process the request; retry it";
+        self.error(503, "unavailable", "api_error", json!({ "message": message }))
+    }
+
+    /// The 500 of a provider whose handler broke (a bug, not bad input):
+    /// whether it charged is unknown.
+    pub fn internal(self) -> Response {
+        let message = "the provider failed while processing the request";
+        self.error(500, "internal", "api_error", json!({ "message": message }))
     }
 }
 
@@ -168,6 +216,17 @@ pub struct Response {
 }
 
 impl Response {
+    /// The 201 of a charge made: `{"id", "order", "amount"}`.
+    pub fn created(id: &str, order: &str, amount: u64) -> Response {
+        let body = json!({ "id": id, "order": order, "amount": amount });
+        Response { status: 201, body, replayed: false }
+    }
+
+    /// This response, as replayed to a key seen before.
+    pub fn replay(&self) -> Response {
+        Response { replayed: true, ..self.clone() }
+    }
+
     /// The charge's id (`ch_N`), on a 2xx that made or replays one.
     pub fn charge(&self) -> Option<&str> {
         if (200..300).contains(&self.status) {
@@ -206,6 +265,14 @@ pub struct Valid {
     /// The body's canonical JSON: two bodies are the same request when
     /// these are equal.
     fingerprint: String,
+}
+
+impl Valid {
+    /// The body's canonical JSON: equal for two bodies that are the same
+    /// request (member order and whitespace aside).
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
 }
 
 /// Why a request is bad input (400).
@@ -444,7 +511,7 @@ impl Provider {
             Some(Entry::Done { fingerprint, response, .. }) => {
                 let same = *fingerprint == request.fingerprint;
                 if same || self.variant == Variant::ReplayAnyBody {
-                    Begin::Done(Response { replayed: true, ..response.clone() })
+                    Begin::Done(response.replay())
                 } else {
                     Begin::Done(self.mismatch())
                 }
@@ -473,8 +540,7 @@ impl Provider {
     pub fn finish(&mut self, ticket: Ticket, now_ms: u64) -> Response {
         let Ticket { id, begun_ms, request } = ticket;
         let response = if request.declined {
-            let extra = json!({ "code": "card_declined", "message": "Your card was declined." });
-            self.profile.error(402, "card-declined", "card_error", extra)
+            self.profile.declined()
         } else {
             let charge = Charge {
                 id: format!("ch_{}", self.charges.len() + 1),
@@ -483,9 +549,9 @@ impl Provider {
                 key: request.key.clone(),
                 at_ms: now_ms,
             };
-            let body = json!({ "id": charge.id, "order": charge.order, "amount": charge.amount });
+            let response = Response::created(&charge.id, &charge.order, charge.amount);
             self.charges.push(charge);
-            Response { status: 201, body, replayed: false }
+            response
         };
         let Some(key) = request.key else { return response };
         let done = Entry::Done {
@@ -519,23 +585,11 @@ impl Provider {
     }
 
     fn in_flight(&self) -> Response {
-        let message = "a request with this Idempotency-Key is still being processed";
-        let extra = json!({ "code": "idempotency_key_in_use", "message": message });
-        self.profile.error(409, "conflict", "idempotency_error", extra)
+        self.profile.in_flight()
     }
 
     fn mismatch(&self) -> Response {
-        let message = "this Idempotency-Key was used with another request body";
-        let status = match self.profile {
-            Profile::Ietf => 422,
-            Profile::Stripe => 400,
-        };
-        self.profile.error(
-            status,
-            "key-mismatch",
-            "idempotency_error",
-            json!({ "message": message }),
-        )
+        self.profile.mismatch()
     }
 }
 
