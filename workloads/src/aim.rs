@@ -213,7 +213,13 @@ impl Holders {
         let Some(stall) = self.stall(client) else { return drawn };
         let hold = stall.hold();
         let ahead = |point: StallPoint| {
-            let passes = stall.has_passed(point) || point == StallPoint::BeforeRelease;
+            // A release is ahead of every hold, and of a client yet to be
+            // granted; not of one that takes jobs without a lock (the
+            // payments workload under no lock), which passes a grant's
+            // points and never a release.
+            let releases = point == StallPoint::BeforeRelease
+                && (hold.is_some() || !stall.has_passed(StallPoint::AfterGrant));
+            let passes = stall.has_passed(point) || releases;
             let behind = hold.is_some_and(|hold| match point {
                 // Once a hold, or, between commands, where this hold's
                 // grant had two (its release may have two as well).
@@ -443,5 +449,21 @@ mod tests {
         assert_eq!(holders.point_ahead(1, P::InFlight, all, 0), P::BeforeRelease);
         stalls[1].take_at(P::BeforeRenew);
         assert_eq!(holders.point_ahead(1, P::InFlight, all, 0), P::InFlight);
+    }
+
+    #[test]
+    fn a_release_is_not_ahead_of_a_worker_that_never_locks() {
+        use StallPoint as P;
+        let stalls: Vec<Stall> = (0..2).map(|_| Stall::default()).collect();
+        let holders = Holders::new(&stalls, Duration::from_secs(1), Duration::from_secs(1));
+        let all = StallPoints::ALL;
+        // Before any grant, a release is ahead, as for a lock's client.
+        assert_eq!(holders.point_ahead(0, P::BeforeRelease, all, 0), P::BeforeRelease);
+        // A worker that took jobs and charged them with no lock: the
+        // points it passes, never a release.
+        stalls[0].take_at(P::AfterGrant);
+        stalls[0].take_at(P::AfterWrite);
+        assert_ne!(holders.point_ahead(0, P::BeforeRelease, all, 0), P::BeforeRelease);
+        assert_eq!(holders.point_ahead(0, P::BeforeRelease, all, 1), P::AfterWrite);
     }
 }
