@@ -682,6 +682,9 @@ pub struct MatrixArgs {
     /// or redis,etcd).
     #[arg(long, value_delimiter = ',')]
     pub backends: Vec<String>,
+    /// Only the cells of these workloads (a comma list, e.g. payments,cron).
+    #[arg(long, value_delimiter = ',')]
+    pub workloads: Vec<String>,
     /// A violated cell must show within this many seeds [default: 50
     /// simulated, 3 real]
     #[arg(long)]
@@ -709,6 +712,7 @@ impl MatrixArgs {
     pub fn request(&self) -> MatrixRequest {
         MatrixRequest {
             backends: self.backends.clone(),
+            workloads: self.workloads.clone(),
             violated_within: self.violated_within,
             safe_seeds: self.safe_seeds,
             time_limit: self.time_limit,

@@ -76,6 +76,8 @@ pub struct CheckRequest {
 pub struct MatrixRequest {
     /// The backends whose cells run (none: every cell).
     pub backends: Vec<String>,
+    /// The workloads whose cells run (none: every workload's).
+    pub workloads: Vec<String>,
     pub violated_within: Option<u64>,
     pub safe_seeds: Option<u64>,
     pub time_limit: Option<Duration>,
@@ -83,6 +85,13 @@ pub struct MatrixRequest {
     /// Instead of a verdict, how many runs each cell needs to show its
     /// violation, over this many samples.
     pub runs_needed: Option<u64>,
+}
+
+impl MatrixRequest {
+    /// The cells it names.
+    pub fn selection(&self) -> matrix::Selection<'_> {
+        matrix::Selection { backends: &self.backends, workloads: &self.workloads }
+    }
 }
 
 /// `lockcheck analyze`: the histories and how to check them.

@@ -68,13 +68,42 @@ pub trait World {
     fn budget(&self, cell: &Cell<Self::Backend>) -> u64;
 }
 
-/// The cells of `backends` (all: none named), or the usage error.
-fn selected<W: World>(cells: Vec<Cell<W::Backend>>, backends: &[String]) -> Vec<Cell<W::Backend>> {
+/// Which cells a matrix runs: those of these backends and workloads (a
+/// list left empty names every one).
+#[derive(Debug, Clone, Copy)]
+pub struct Selection<'a> {
+    pub backends: &'a [String],
+    pub workloads: &'a [String],
+}
+
+impl std::fmt::Display for Selection<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        if !self.backends.is_empty() {
+            parts.push(format!("the backends {:?}", self.backends));
+        }
+        if !self.workloads.is_empty() {
+            parts.push(format!("the workloads {:?}", self.workloads));
+        }
+        match parts.is_empty() {
+            true => write!(f, "any cell"),
+            false => write!(f, "{}", parts.join(" and ")),
+        }
+    }
+}
+
+/// The cells `selection` names.
+fn selected<W: World>(
+    cells: Vec<Cell<W::Backend>>,
+    selection: Selection<'_>,
+) -> Vec<Cell<W::Backend>> {
+    let named =
+        |list: &[String], name: &str| list.is_empty() || list.iter().any(|wanted| wanted == name);
     cells
         .into_iter()
         .filter(|cell| {
-            let name = W::backend_name(cell.backend);
-            backends.is_empty() || backends.iter().any(|wanted| wanted == name)
+            named(selection.backends, W::backend_name(cell.backend))
+                && named(selection.workloads, cell.workload.name())
         })
         .collect()
 }
@@ -85,11 +114,11 @@ fn selected<W: World>(cells: Vec<Cell<W::Backend>>, backends: &[String]) -> Vec<
 pub fn run<W: World>(
     world: &W,
     cells: Vec<Cell<W::Backend>>,
-    backends: &[String],
+    selection: Selection<'_>,
 ) -> anyhow::Result<ExitCode> {
-    let cells = selected::<W>(cells, backends);
+    let cells = selected::<W>(cells, selection);
     if cells.is_empty() {
-        eprintln!("lockcheck: no {} has the backends {backends:?}", W::CELLS);
+        eprintln!("lockcheck: no {} has {selection}", W::CELLS);
         return Ok(exit::USAGE.into());
     }
     println!("{}", world.header());
@@ -133,15 +162,15 @@ pub const SAMPLE_STRIDE: u64 = 1_000;
 pub fn runs_needed<W: World>(
     world: &W,
     cells: Vec<Cell<W::Backend>>,
-    backends: &[String],
+    selection: Selection<'_>,
     samples: u64,
 ) -> anyhow::Result<ExitCode> {
-    let cells: Vec<Cell<W::Backend>> = selected::<W>(cells, backends)
+    let cells: Vec<Cell<W::Backend>> = selected::<W>(cells, selection)
         .into_iter()
         .filter(|cell| cell.expect.seeks_violation())
         .collect();
     if cells.is_empty() {
-        eprintln!("lockcheck: no violated {} has the backends {backends:?}", W::CELLS);
+        eprintln!("lockcheck: no violated {} has {selection}", W::CELLS);
         return Ok(exit::USAGE.into());
     }
     let samples = samples.max(1);

@@ -89,9 +89,9 @@ pub fn run(args: &MatrixRequest) -> anyhow::Result<ExitCode> {
     };
     match args.runs_needed {
         Some(samples) => {
-            crate::matrix::runs_needed(&Real { effort }, cells(), &args.backends, samples)
+            crate::matrix::runs_needed(&Real { effort }, cells(), args.selection(), samples)
         }
-        None => crate::matrix::run(&Real { effort }, cells(), &args.backends),
+        None => crate::matrix::run(&Real { effort }, cells(), args.selection()),
     }
 }
 

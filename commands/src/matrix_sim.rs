@@ -123,9 +123,9 @@ pub fn run(args: &MatrixRequest) -> anyhow::Result<ExitCode> {
     };
     match args.runs_needed {
         Some(samples) => {
-            crate::matrix::runs_needed(&Simulated { effort }, cells(), &args.backends, samples)
+            crate::matrix::runs_needed(&Simulated { effort }, cells(), args.selection(), samples)
         }
-        None => crate::matrix::run(&Simulated { effort }, cells(), &args.backends),
+        None => crate::matrix::run(&Simulated { effort }, cells(), args.selection()),
     }
 }
 

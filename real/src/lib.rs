@@ -68,10 +68,10 @@ mod user;
 
 pub use catalogue::{LockService, RealBackend, RealWorld};
 pub use driver::{drive, drive_paying, drive_recorded, drive_with, DriveOptions, StallFault};
-pub use ledger::{LedgerSession, LedgerTable};
-pub use payments::{Connected, RealPayments};
 pub use etcd::EtcdClient;
 pub use exec::{ExecClient, ExecProgram};
+pub use ledger::{LedgerSession, LedgerTable};
+pub use payments::{Connected, RealPayments};
 pub use plan::{plan, Faults, Plan};
 pub use provider::{ProviderClient, ProviderConfig, ProviderServer, DEFAULT_TABLE_PREFIX};
 pub use proxy::{LinkState, LinkStats, Proxy};

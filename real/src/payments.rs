@@ -103,10 +103,11 @@ impl Payments for RealPayments {
             };
         }
         let Some(table) = on.ledger.as_mut() else { return unavailable() };
-        table
-            .charge(&order.order, order.fence)
-            .await
-            .map(|row| Charged { status: 200, charge: Some(row), replayed: false })
+        table.charge(&order.order, order.fence).await.map(|row| Charged {
+            status: 200,
+            charge: Some(row),
+            replayed: false,
+        })
     }
 
     async fn reset(&mut self) {

@@ -131,8 +131,7 @@ impl Servers {
     /// PostgreSQL, as the run's options say.
     fn start_provider(&mut self, test: &RunOptions) -> Result<(), RealError> {
         let started = Instant::now();
-        let mut config =
-            ProviderConfig::new(self.postgres(), test.provider, test.provider_variant);
+        let mut config = ProviderConfig::new(self.postgres(), test.provider, test.provider_variant);
         config.seed = test.seed;
         let provider = ProviderServer::start(config)?;
         if self.chatty {

@@ -15,14 +15,14 @@ use lockcheck_workloads::{
 use crate::catalogue::{Drive, LockService, RealBackend, ETCD_MIN_TTL_S};
 use crate::driver::DriveOptions;
 use crate::exec::{self, PidSlot};
+use crate::ledger::LedgerTable;
 use crate::nemesis::{self, ServerAction, ServerFault};
 use crate::netfault::{self, NetFault, Topology};
+use crate::payments::PaymentsServices;
 use crate::plan::{plan, shapes, Faults, Plan};
 use crate::provision::Servers;
-use crate::schedule::{self, FaultTargets, RealFault};
-use crate::ledger::LedgerTable;
-use crate::payments::PaymentsServices;
 use crate::queues::{QueueConfig, RealQueue};
+use crate::schedule::{self, FaultTargets, RealFault};
 use crate::storage::Storage;
 use crate::{failover, s3, ClientConfig, RealError};
 
