@@ -273,3 +273,82 @@ fn killed_sessions_free_session_locks_while_their_holders_believe_but_not_lease_
     let redis = check_with(&["--backend", "redis", "--nemesis", "conn-kill", "--no-store"]);
     assert_eq!(redis.status.code(), Some(64), "{}", both(&redis));
 }
+
+/// A real payments run, fault-free, as JSON with its history: the verdicts
+/// and the operations of each step.
+fn payments(extra: &[&str]) -> (Output, String) {
+    let dir = tempfile_dir();
+    let store = dir.to_string_lossy().to_string();
+    let mut args = vec![
+        "check",
+        "--backend",
+        "redis",
+        "--workload",
+        "payments",
+        "--nemesis",
+        "none",
+        "--time-limit",
+        "3s",
+        "--ttl",
+        "500ms",
+        "--seed",
+        "5",
+        "--store",
+        &store,
+        "--format",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    let output = lockcheck(&args);
+    // store/<test>/<time>/history.jsonl
+    let written = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|test| std::fs::read_dir(test.path()).into_iter().flatten().flatten())
+        .map(|run| run.path().join("history.jsonl"))
+        .find(|history| history.is_file())
+        .and_then(|history| std::fs::read_to_string(history).ok())
+        .unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    (output, written)
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("lockcheck-cli-real-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary folder");
+    dir
+}
+
+#[test]
+fn a_real_payments_run_records_every_step_through_the_real_queue_and_provider() {
+    for (extra, target) in [
+        (&["--protection", "idempotency-key"][..], "\"key\":\"provider\""),
+        (&["--protection", "unique", "--queue", "rabbitmq"][..], "\"key\":\"payments\""),
+    ] {
+        let (output, history) = payments(extra);
+        assert_eq!(output.status.code(), Some(0), "{extra:?}: {}", both(&output));
+        let verdicts = verdicts(&output);
+        assert_eq!(verdict_of(&verdicts, "exactly-once"), "valid", "{extra:?}: {verdicts:?}");
+        for step in ["enqueue", "deliver", "charge", "ack"] {
+            let ok = format!("\"type\":\"ok\",\"f\":\"{step}\"");
+            assert!(history.contains(&ok), "{extra:?}: no {step} ok in the history");
+        }
+        assert!(history.contains(target), "{extra:?}: no charge at {target}");
+    }
+}
+
+#[test]
+fn payments_options_that_do_not_apply_are_usage_errors() {
+    for args in [
+        &["check", "--backend", "redis", "--queue", "rabbitmq"][..],
+        &["check", "--backend", "redis", "--provider", "stripe"][..],
+        &["check", "--queue", "kafka", "--workload", "payments"][..],
+        &["check", "--backend", "redis", "--workload", "payments", "--storage", "s3-put"][..],
+    ] {
+        let output = lockcheck(args);
+        assert_eq!(output.status.code(), Some(64), "{args:?}: {}", both(&output));
+    }
+}
