@@ -10,13 +10,13 @@ pub fn real(args: &BenchOptions) -> Result<Outcome, BenchError> {
     );
     println!(
         "{:<22} {:>14} {:>14} {:>10}   {:<8}",
-        "backend", "lock ops/s", "ceiling/s", "share", "verdict"
+        "backend", "per second", "ceiling/s", "share", "verdict"
     );
     throughput(args.seed, |row: &Throughput| {
         println!(
-            "{:<22} {:>14.0} {:>14.0} {:>9.0}%   {:<8} ceiling: {}",
+            "{:<22} {:>14} {:>14.0} {:>9.0}%   {:<8} ceiling: {}",
             row.backend,
-            row.lock_ops_per_s,
+            format!("{:.0} {}", row.lock_ops_per_s, row.what),
             row.ceiling_per_s,
             row.lock_ops_per_s / row.ceiling_per_s * 100.0,
             row.verdict,

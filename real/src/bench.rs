@@ -5,10 +5,16 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use lockcheck_checker::{analyze_events, CheckOptions, Event};
+use lockcheck_checker::{analyze_events, CheckOptions, Event, EventType, Function};
+use lockcheck_workloads::payments::Protection;
+use lockcheck_workloads::provider::{Profile, Variant};
+use lockcheck_workloads::queue::QueueKind;
 use lockcheck_workloads::{Workload, WorkloadOptions};
 
-use crate::driver::{drive, DriveOptions};
+use crate::driver::{drive, drive_paying, DriveOptions};
+use crate::payments::PaymentsServices;
+use crate::provider::{ProviderConfig, ProviderServer};
+use crate::queues::{QueueConfig, RealQueue};
 use crate::redis::{RedisClient, RedisRecipe};
 use crate::run::lock_ops;
 use crate::servers::{ManagedServer, ServerKind};
@@ -25,7 +31,10 @@ pub const SECONDS: u64 = 5;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Throughput {
     pub backend: &'static str,
-    /// Lock operations (acquire, release, renew) completed a second.
+    /// What is counted: `lock ops` (acquire, release, renew completed) or
+    /// `orders` (jobs charged and acknowledged).
+    pub what: &'static str,
+    /// Those completed a second.
     pub lock_ops_per_s: f64,
     /// The server's own benchmark, with as many clients.
     pub ceiling_per_s: f64,
@@ -131,6 +140,7 @@ pub fn throughput(seed: u64, mut row: impl FnMut(&Throughput)) -> Result<(), Str
         .map_err(failed)?;
     row(&Throughput {
         backend: "redis",
+        what: "lock ops",
         lock_ops_per_s: ops,
         ceiling_per_s: ceiling,
         ceiling_tool: "redis-benchmark -t set, same clients",
@@ -164,13 +174,99 @@ pub fn throughput(seed: u64, mut row: impl FnMut(&Throughput)) -> Result<(), Str
         .map_err(failed)?;
     row(&Throughput {
         backend: "postgres-lease",
+        what: "lock ops",
         lock_ops_per_s: ops,
         ceiling_per_s: ceiling,
         ceiling_tool: "pgbench -S (read-only selects), same clients",
         verdict,
     });
+
+    // The payments workload: orders through the real queue and provider,
+    // beside pgbench's TPC-B-like transactions (each order is four
+    // transactions: enqueue, deliver, the provider's charge, ack).
+    let tpcb = tool(
+        "pgbench",
+        &[&connection[..], &["-c", &clients, "-j", "2", "-T", "5", "postgres"]].concat(),
+    )?;
+    let ceiling = number_after(&tpcb, "tps =").ok_or("pgbench printed no tps".to_string())?;
+    for (backend, queue) in
+        [("payments/postgres", QueueKind::Postgres), ("payments/rabbitmq", QueueKind::Rabbitmq)]
+    {
+        let (orders, verdict) =
+            runtime.block_on(orders_per_s(&storage, queue, seed)).map_err(failed)?;
+        row(&Throughput {
+            backend,
+            what: "orders",
+            lock_ops_per_s: orders,
+            ceiling_per_s: ceiling,
+            ceiling_tool: "pgbench (TPC-B-like transactions), same clients",
+            verdict,
+        });
+    }
     Ok(())
 }
+
+/// Orders charged and acknowledged a second by [`CLIENTS`] workers back to
+/// back, each charge keyed (no lock), through `queue` and lockcheck's own
+/// provider with no charge delay, its keys in `postgres`; and the run's
+/// verdict.
+async fn orders_per_s(
+    postgres: &str,
+    queue: QueueKind,
+    seed: u64,
+) -> Result<(f64, String), crate::RealError> {
+    let provider = ProviderServer::start(
+        ProviderConfig::new(postgres, Profile::default(), Variant::default()).without_delays(),
+    )?;
+    let queue_config = QueueConfig {
+        postgres_url: postgres.to_string(),
+        rabbitmq_url: BENCH_RABBITMQ_URL.to_string(),
+        name: format!("lockcheck-bench-{}", std::process::id()),
+        deadline: Duration::from_secs(2),
+    };
+    let services = PaymentsServices {
+        queue: Some(RealQueue::prepare(queue, queue_config).await?),
+        provider: Some(provider.url()),
+        ledger: None,
+    };
+    let mut options = options(seed);
+    options.workload.workload = Workload::Payments;
+    options.workload.protection = Protection::IdempotencyKey;
+    options.workload.ttl_ms = 2_000;
+    let started = Instant::now();
+    let events = drive_paying(
+        &options,
+        None,
+        |logical, _stall| {
+            let config = config(logical, postgres);
+            let services = &services;
+            async move {
+                // Never asked: a keyed charge takes no lock.
+                let client =
+                    SqlClient::connect(&config.storage_url, SqlRecipe::PostgresLease, &config)
+                        .await?;
+                let payments = services.connect(config.deadline).await?;
+                Ok((client, Storage::connect(&config).await?, payments))
+            }
+        },
+        |_, _, _| async { Ok(()) },
+    )
+    .await;
+    let elapsed = started.elapsed().as_secs_f64();
+    if let Some(queue) = services.queue {
+        let _ = queue.remove().await;
+    }
+    let events = events?;
+    let orders = events
+        .iter()
+        .filter(|event| event.f == Function::Ack && event.event_type == EventType::Ok)
+        .count();
+    Ok((orders as f64 / elapsed, verdict_of(&events)))
+}
+
+/// The RabbitMQ of the payments rows: the machine's, where the run makes
+/// a vhost of its own.
+const BENCH_RABBITMQ_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 
 /// The run's verdict, so that a fast but wrong harness does not pass.
 fn verdict_of(events: &[Event]) -> String {
