@@ -336,10 +336,6 @@ fn bad_flags_exit_64() {
             "does not apply",
         ),
         (
-            &["check", "--backend", "redis", "--workload", "payments", "--no-store"][..],
-            "--backend sim-redis",
-        ),
-        (
             &["check", "--workload", "mutex", "--protection", "unique", "--no-store"][..],
             "payments and cron workloads",
         ),
@@ -348,8 +344,12 @@ fn bad_flags_exit_64() {
             "try unique",
         ),
         (
-            &["check", "--backend", "redis", "--workload", "cron", "--protection", "unique"][..],
-            "simulated backends only",
+            &["check", "--backend", "redis", "--queue", "rabbitmq", "--no-store"][..],
+            "--queue applies to --workload payments",
+        ),
+        (
+            &["check", "--workload", "payments", "--queue", "kafka", "--no-store"][..],
+            "use postgres or rabbitmq",
         ),
     ] {
         let output = lockcheck(args);
