@@ -685,6 +685,10 @@ pub struct MatrixArgs {
     /// Only the cells of these workloads (a comma list, e.g. payments,cron).
     #[arg(long, value_delimiter = ',')]
     pub workloads: Vec<String>,
+    /// Only the cells of these protections (a comma list, e.g. lock,unique;
+    /// a cell of a workload without one counts as lock).
+    #[arg(long, value_delimiter = ',')]
+    pub protections: Vec<String>,
     /// A violated cell must show within this many seeds [default: 50
     /// simulated, 3 real]
     #[arg(long)]
@@ -713,6 +717,7 @@ impl MatrixArgs {
         MatrixRequest {
             backends: self.backends.clone(),
             workloads: self.workloads.clone(),
+            protections: self.protections.clone(),
             violated_within: self.violated_within,
             safe_seeds: self.safe_seeds,
             time_limit: self.time_limit,

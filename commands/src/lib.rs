@@ -78,6 +78,8 @@ pub struct MatrixRequest {
     pub backends: Vec<String>,
     /// The workloads whose cells run (none: every workload's).
     pub workloads: Vec<String>,
+    /// The protections whose cells run (none: every one's).
+    pub protections: Vec<String>,
     pub violated_within: Option<u64>,
     pub safe_seeds: Option<u64>,
     pub time_limit: Option<Duration>,
@@ -90,7 +92,11 @@ pub struct MatrixRequest {
 impl MatrixRequest {
     /// The cells it names.
     pub fn selection(&self) -> matrix::Selection<'_> {
-        matrix::Selection { backends: &self.backends, workloads: &self.workloads }
+        matrix::Selection {
+            backends: &self.backends,
+            workloads: &self.workloads,
+            protections: &self.protections,
+        }
     }
 }
 

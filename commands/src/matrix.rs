@@ -74,6 +74,7 @@ pub trait World {
 pub struct Selection<'a> {
     pub backends: &'a [String],
     pub workloads: &'a [String],
+    pub protections: &'a [String],
 }
 
 impl std::fmt::Display for Selection<'_> {
@@ -84,6 +85,9 @@ impl std::fmt::Display for Selection<'_> {
         }
         if !self.workloads.is_empty() {
             parts.push(format!("the workloads {:?}", self.workloads));
+        }
+        if !self.protections.is_empty() {
+            parts.push(format!("the protections {:?}", self.protections));
         }
         match parts.is_empty() {
             true => write!(f, "any cell"),
@@ -104,6 +108,7 @@ fn selected<W: World>(
         .filter(|cell| {
             named(selection.backends, W::backend_name(cell.backend))
                 && named(selection.workloads, cell.workload.name())
+                && named(selection.protections, cell.protection.name())
         })
         .collect()
 }
