@@ -14,7 +14,7 @@ use lockcheck_workloads::{Workload, WorkloadOptions};
 use crate::driver::{drive, drive_paying, DriveOptions};
 use crate::payments::PaymentsServices;
 use crate::provider::{ProviderConfig, ProviderServer};
-use crate::queues::{QueueConfig, RealQueue};
+use crate::queues::{QueueConfig, RealQueue, DEFAULT_RABBITMQ_URL};
 use crate::redis::{RedisClient, RedisRecipe};
 use crate::run::lock_ops;
 use crate::servers::{ManagedServer, ServerKind};
@@ -220,7 +220,7 @@ async fn orders_per_s(
     )?;
     let queue_config = QueueConfig {
         postgres_url: postgres.to_string(),
-        rabbitmq_url: BENCH_RABBITMQ_URL.to_string(),
+        rabbitmq_url: DEFAULT_RABBITMQ_URL.to_string(),
         name: format!("lockcheck-bench-{}", std::process::id()),
         deadline: Duration::from_secs(2),
     };
@@ -263,10 +263,6 @@ async fn orders_per_s(
         .count();
     Ok((orders as f64 / elapsed, verdict_of(&events)))
 }
-
-/// The RabbitMQ of the payments rows: the machine's, where the run makes
-/// a vhost of its own.
-const BENCH_RABBITMQ_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 
 /// The run's verdict, so that a fast but wrong harness does not pass.
 fn verdict_of(events: &[Event]) -> String {

@@ -21,7 +21,7 @@ use crate::netfault::{self, NetFault, Topology};
 use crate::payments::PaymentsServices;
 use crate::plan::{plan, shapes, Faults, Plan};
 use crate::provision::Servers;
-use crate::queues::{QueueConfig, RealQueue};
+use crate::queues::{QueueConfig, RealQueue, DEFAULT_RABBITMQ_URL};
 use crate::schedule::{self, FaultTargets, RealFault};
 use crate::storage::Storage;
 use crate::{failover, s3, ClientConfig, RealError};
@@ -293,7 +293,9 @@ async fn drive_backend(
         done.and(failed_over)
     };
     let workload = &options.workload;
-    let payments = prepare_payments(test, servers).await?;
+    // Every operation of a client ends within this, its queue's too.
+    let deadline = Duration::from_millis((workload.ttl_ms / 4).clamp(20, 2000));
+    let payments = prepare_payments(test, servers, deadline).await?;
     match &servers.s3 {
         Some(bucket) => {
             s3::prepare(&bucket.endpoint, s3::BUCKET, workload.resources_in_use()).await?
@@ -302,7 +304,7 @@ async fn drive_backend(
     }
     let config = |logical: u32| ClientConfig {
         name: format!("client-{logical}"),
-        deadline: Duration::from_millis((workload.ttl_ms / 4).clamp(20, 2000)),
+        deadline,
         storage_url: servers.routes[logical as usize].1.clone(),
         fenced_storage: test.fencing,
     };
@@ -333,10 +335,6 @@ async fn drive_backend(
     driven
 }
 
-/// The RabbitMQ a `--queue rabbitmq` run uses unless given one: the
-/// machine's own, where the run makes a vhost of its own.
-const DEFAULT_RABBITMQ_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
-
 /// The table charges land in (a fenced, unique, conditional or append
 /// protection's), in the run's PostgreSQL.
 const PAYMENTS_TABLE: &str = "lockcheck_payments";
@@ -348,6 +346,7 @@ const PAYMENTS_TABLE: &str = "lockcheck_payments";
 async fn prepare_payments(
     test: &RunOptions,
     servers: &Servers,
+    deadline: Duration,
 ) -> Result<Option<PaymentsServices>, RealError> {
     if !test.protection.needs_payments(test.workload) {
         return Ok(None);
@@ -372,7 +371,7 @@ async fn prepare_payments(
                     .unwrap_or(DEFAULT_RABBITMQ_URL)
                     .to_string(),
                 name: format!("lockcheck-orders-{}-{}", std::process::id(), test.seed),
-                deadline: Duration::from_millis((test.ttl_ms() / 4).clamp(20, 2000)),
+                deadline,
             };
             let queue = RealQueue::prepare(test.queue, config).await?;
             if servers.chatty {

@@ -24,6 +24,10 @@ use lockcheck_workloads::Outcome;
 
 use crate::RealError;
 
+/// The RabbitMQ a `--queue rabbitmq` run (and the benchmark) uses unless
+/// given one: the machine's own, where the run makes a vhost of its own.
+pub const DEFAULT_RABBITMQ_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+
 /// Where a run's queue lives and how long its calls may take.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueConfig {
