@@ -318,8 +318,10 @@ pub fn cells() -> Vec<Cell> {
         // With no lock, the queue and idempotent effects are safe under
         // every fault the simulator has (docs/payments.md: when no lock is
         // needed).
-        cell(B::Redis, &DEFAULT_FAULTS_AND_PARTITION, SAFE, "payments, no lock: the queue and a unique insert under every simulated fault (they strike the workers and the lock service)")
+        cell(B::Redis, &DEFAULT_FAULTS_AND_PARTITION, SAFE, "payments, no lock: the queue and a unique insert under every simulated fault, on the workers, the queue, the provider and the table")
             .with_payments(Protection::Unique),
+        cell(B::Redis, &DEFAULT_FAULTS_AND_PARTITION, SAFE, "payments, no lock: the queue and the provider's idempotency keys under every simulated fault, a crashed provider's charge in flight abandoned")
+            .with_payments(Protection::IdempotencyKey),
     ]
 }
 

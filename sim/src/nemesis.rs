@@ -67,7 +67,8 @@ pub struct Fault {
     pub start: Duration,
     pub end: Duration,
     pub action: Action,
-    /// Which lock server a server fault strikes (Redlock has five)...
+    /// Which host a server fault strikes: a lock server (Redlock has
+    /// five), or past the lock servers a resource's host ([`Targets`])...
     pub server: u32,
     /// ...and how many from there on (a crash may take out several).
     pub spread: u32,
@@ -96,7 +97,8 @@ pub enum Action {
     /// The primary crashes at `start`, losing what it has not shipped, and
     /// its replica takes over; the old primary rejoins as the replica at `end`.
     Failover,
-    /// Client `client` cannot reach any lock host until `end`.
+    /// Client `client` cannot reach any lock host until `end` (or, struck
+    /// at a resource's host, that host alone).
     IsolateClient { client: u32 },
     /// These pairs of lock hosts cannot reach each other until `end`; the
     /// minority side (none in a ring) is the one cut off.
@@ -104,6 +106,27 @@ pub enum Action {
 }
 
 impl Action {
+    /// Whether this fault may strike a resource's host (the queue, the
+    /// provider, the payments table) rather than a lock server: every fault
+    /// of one server, and a client's partition (cut off from that host
+    /// alone). A failover is the lock service's own; a client's stall or
+    /// skew and a split among lock servers strike no resource.
+    pub fn strikes_resources(&self) -> bool {
+        match self {
+            Action::PauseServer
+            | Action::ClockJump { .. }
+            | Action::ClockDrift { .. }
+            | Action::Kill
+            | Action::Delay { .. }
+            | Action::Loss { .. }
+            | Action::IsolateClient { .. } => true,
+            Action::StallClient { .. }
+            | Action::SkewClient { .. }
+            | Action::Failover
+            | Action::SplitServers { .. } => false,
+        }
+    }
+
     pub fn kind(&self) -> FaultKind {
         match self {
             Action::StallClient { .. } => FaultKind::Pause,
@@ -138,6 +161,11 @@ pub struct Targets {
     pub min_down_ms: u64,
     /// The lock hosts talk among themselves (a consensus cluster).
     pub cluster: bool,
+    /// Hosts of the protected side that a server fault or a client's
+    /// partition may strike instead of a lock host: the payments
+    /// workload's queue, provider and table. Their indices follow the lock
+    /// servers' (`servers..servers + resources`).
+    pub resources: u32,
 }
 
 /// The faults of one run, on the schedule both worlds share
@@ -195,10 +223,13 @@ impl Draws for SimDraws {
     }
 
     fn targets(&self, action: Action, window: Window, rng: &mut SmallRng) -> Fault {
-        let Targets { servers, cluster, .. } = self.targets;
+        let Targets { servers, cluster, resources, .. } = self.targets;
+        // A fault that strikes one host may strike a resource's as well as
+        // a lock server's; a run without resources draws as it always did.
+        let hosts = if action.strikes_resources() { servers + resources } else { servers };
         // Drawn only where there is a choice, so single-server runs keep
         // their histories.
-        let server = if servers > 1 { rng.gen_range(0..servers) } else { 0 };
+        let server = if hosts > 1 { rng.gen_range(0..hosts) } else { 0 };
         // A crash may take out several servers at once (a rack losing
         // power): up to a majority of independent instances, which is what
         // breaks Redlock, but only a minority of a consensus cluster, which
@@ -207,7 +238,7 @@ impl Draws for SimDraws {
         // its lease runs out while it believes (the partition `client`
         // shape's finding, not a crash's: sim-etcd kill seed 1445 once took
         // out two of three members).
-        let spread = if servers > 1 && action == Action::Kill {
+        let spread = if servers > 1 && server < servers && action == Action::Kill {
             let most = if cluster { (servers - 1) / 2 } else { servers / 2 + 1 };
             if !cluster && self.targets.min_down_ms == 0 {
                 // Aimed where it breaks: independent instances that come
@@ -317,8 +348,14 @@ mod tests {
             quiet_start: Duration::from_secs(1),
             quiet_end: Duration::from_secs(3),
         };
-        let targets =
-            Targets { clients: 5, servers: 1, ttl_ms: 1000, min_down_ms: 0, cluster: false };
+        let targets = Targets {
+            clients: 5,
+            servers: 1,
+            ttl_ms: 1000,
+            min_down_ms: 0,
+            cluster: false,
+            resources: 0,
+        };
         let time_limit = Duration::from_secs(300);
         let mut rng = SmallRng::seed_from_u64(seed);
         schedule(kinds, &[], &[], rates, time_limit, targets, &mut rng)

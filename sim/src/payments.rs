@@ -14,18 +14,22 @@ use std::time::Duration;
 
 use lockcheck_workloads::payments::{ChargeOrder, Charged, Delivery, Ledger, LedgerMode, Payments};
 use lockcheck_workloads::provider::{
-    Begin, ChargeRequest, Profile, Provider, Variant, CHARGE_MS, SLOW_CHARGE_MS, SLOW_ONE_IN,
+    Begin, ChargeRequest, Profile, Provider, Ticket, Variant, CHARGE_MS, SLOW_CHARGE_MS,
+    SLOW_ONE_IN,
 };
 use lockcheck_workloads::queue::{Ack, Queue};
 use lockcheck_workloads::{Outcome, Stall};
 use serde::{Deserialize, Serialize};
 use turmoil::net::TcpListener;
 
-use crate::host::{serve_requests, Connection, Knobs, PORT};
+use crate::host::{serve_requests, Connection, DownHosts, Knobs, PORT};
 
 pub(crate) const QUEUE_HOST: &str = "queue";
 pub(crate) const PROVIDER_HOST: &str = "provider";
 pub(crate) const TABLE_HOST: &str = "payments";
+/// The three hosts, in the order faults number them after the lock
+/// servers, and [`PaymentsServices::host`] takes their knobs.
+pub(crate) const PAYMENTS_HOSTS: [&str; 3] = [QUEUE_HOST, PROVIDER_HOST, TABLE_HOST];
 
 /// What a worker asks of the payments services.
 #[derive(Debug, Serialize, Deserialize)]
@@ -81,16 +85,21 @@ impl PaymentsServices {
         }
     }
 
-    /// Starts the three hosts on `sim`. Their state outlives a restart (a
-    /// queue, a provider and a database keep what they acknowledged).
+    /// Starts the three hosts on `sim`, with the knobs a nemesis turns on
+    /// each ([`PAYMENTS_HOSTS`]' order). Their state outlives a restart (a
+    /// queue, a provider and a database keep what they acknowledged); a
+    /// charge the provider had begun when it crashed is abandoned, its key
+    /// free again. Each reads time on its own clock, which a clock fault
+    /// moves: a queue whose clock jumps ahead redelivers early.
     pub(crate) fn host(&self, sim: &mut turmoil::Sim<'_>, knobs: [Rc<Knobs>; 3]) {
         let [queue_knobs, provider_knobs, table_knobs] = knobs;
         let queue = self.queue.clone();
         sim.host(QUEUE_HOST, move || {
             let (queue, knobs) = (queue.clone(), queue_knobs.clone());
-            serve(knobs, move |ask| {
+            serve(knobs.clone(), move |ask| {
                 let queue = queue.clone();
-                async move { Some(queue_answer(&mut queue.borrow_mut(), ask)) }
+                let now_ms = knobs.now_ms().max(0) as u64;
+                async move { Some(queue_answer(&mut queue.borrow_mut(), ask, now_ms)) }
             })
         });
         let provider = self.provider.clone();
@@ -120,11 +129,6 @@ impl PaymentsServices {
     }
 }
 
-/// The simulated time now, in ms.
-fn now_ms() -> u64 {
-    turmoil::sim_elapsed().unwrap_or_default().as_millis() as u64
-}
-
 /// Serves every connection to this host with `answer`.
 async fn serve<F, Fut>(knobs: Rc<Knobs>, answer: F) -> Result<(), Box<dyn std::error::Error>>
 where
@@ -139,11 +143,11 @@ where
     }
 }
 
-fn queue_answer(queue: &mut Queue, ask: Ask) -> Answer {
+fn queue_answer(queue: &mut Queue, ask: Ask, now_ms: u64) -> Answer {
     match ask {
-        Ask::Enqueue { data } => Answer::Enqueued { message: queue.enqueue(data, now_ms()) },
-        Ask::Deliver { visibility_ms } => Answer::Delivered(queue.deliver(now_ms(), visibility_ms)),
-        Ask::Ack { message } => match queue.ack(message, now_ms()) {
+        Ask::Enqueue { data } => Answer::Enqueued { message: queue.enqueue(data, now_ms) },
+        Ask::Deliver { visibility_ms } => Answer::Delivered(queue.deliver(now_ms, visibility_ms)),
+        Ask::Ack { message } => match queue.ack(message, now_ms) {
             Ack::Acked => Answer::Acked,
             Ack::Gone => Answer::Gone,
         },
@@ -158,6 +162,7 @@ async fn charge(provider: Rc<RefCell<Provider>>, knobs: Rc<Knobs>, ask: Ask) -> 
         return None;
     };
     let request = ChargeRequest { key, body: body.into_bytes() };
+    let now_ms = || knobs.now_ms().max(0) as u64;
     let begun = provider.borrow_mut().begin(&request, now_ms());
     let response = match begun {
         Begin::Done(response) => response,
@@ -165,7 +170,11 @@ async fn charge(provider: Rc<RefCell<Provider>>, knobs: Rc<Knobs>, ask: Ask) -> 
             let (low, high) =
                 if knobs.uniform(1, SLOW_ONE_IN) == 1 { SLOW_CHARGE_MS } else { CHARGE_MS };
             let ms = knobs.uniform(low, high);
+            // Should the provider crash while charging, the charge never
+            // happened and its key is free again.
+            let mut charging = Charging { provider: provider.clone(), ticket: Some(ticket) };
             tokio::time::sleep(Duration::from_millis(ms)).await;
+            let ticket = charging.ticket.take().expect("taken once, here");
             provider.borrow_mut().finish(ticket, now_ms())
         }
     };
@@ -177,6 +186,21 @@ async fn charge(provider: Rc<RefCell<Provider>>, knobs: Rc<Knobs>, ask: Ask) -> 
     })
 }
 
+/// A charge under way: abandoned, its key freed, if dropped unfinished
+/// (its host crashed).
+struct Charging {
+    provider: Rc<RefCell<Provider>>,
+    ticket: Option<Ticket>,
+}
+
+impl Drop for Charging {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            self.provider.borrow_mut().abandon(ticket);
+        }
+    }
+}
+
 /// One worker's connections to the payments services.
 #[derive(Debug)]
 pub struct SimPayments {
@@ -186,13 +210,16 @@ pub struct SimPayments {
 }
 
 impl SimPayments {
-    /// Connections whose every request ends within `deadline`, and stall
-    /// in flight when the worker's pause asks for it.
-    pub(crate) fn new(deadline: Duration, stall: &Stall) -> SimPayments {
+    /// Connections whose every request ends within `deadline`, stall in
+    /// flight when the worker's pause asks for it, and are refused at once
+    /// while their host is crashed.
+    pub(crate) fn new(deadline: Duration, stall: &Stall, down: &DownHosts) -> SimPayments {
+        let connect =
+            |host| Connection::new(host, deadline).stalling(stall).refusing_when_down(down);
         SimPayments {
-            queue: Connection::new(QUEUE_HOST, deadline).stalling(stall),
-            provider: Connection::new(PROVIDER_HOST, deadline).stalling(stall),
-            table: Connection::new(TABLE_HOST, deadline).stalling(stall),
+            queue: connect(QUEUE_HOST),
+            provider: connect(PROVIDER_HOST),
+            table: connect(TABLE_HOST),
         }
     }
 }

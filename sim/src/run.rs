@@ -25,7 +25,7 @@ use crate::aim::{AimedRun, ClientClock, SimAim};
 use crate::client::{Backend, ClientSetup, SimClient, Simulator};
 use crate::host::{serve, DownHosts, Knobs, Primary};
 use crate::nemesis::{schedule, Action, Fault, FaultKind, Rates, Targets};
-use crate::payments::{PaymentsServices, SimPayments};
+use crate::payments::{PaymentsServices, SimPayments, PAYMENTS_HOSTS};
 use crate::s3::{self, SimObjects};
 use crate::server::ServerState;
 use crate::service::Hosting;
@@ -244,11 +244,46 @@ struct FaultWorld<'a> {
     persistent: bool,
 }
 
-/// The history's record of `fault`, which struck `lock_hosts[host]` (and
+/// The hosts faults strike: the lock servers, then the resources' hosts
+/// (the payments workload's queue, provider and table) in a run that has
+/// them.
+#[derive(Debug, Clone)]
+struct StruckHosts {
+    hosts: Vec<&'static str>,
+    /// How many of `hosts` are lock servers.
+    locks: usize,
+}
+
+impl StruckHosts {
+    fn locks(&self) -> &[&'static str] {
+        &self.hosts[..self.locks]
+    }
+
+    /// The hosts a fault at `host` strikes with `spread`: the lock servers
+    /// from `host` on, around; a resource's host alone.
+    fn spread(&self, host: usize, spread: u32) -> Vec<&'static str> {
+        if host >= self.locks {
+            return vec![self.hosts[host]];
+        }
+        (0..spread as usize).map(|at| self.hosts[(host + at) % self.locks]).collect()
+    }
+
+    /// The hosts a client's partition at `host` cuts it off from: every
+    /// lock server, or the one resource's host.
+    fn cut_from(&self, host: usize) -> &[&'static str] {
+        if host >= self.locks {
+            &self.hosts[host..=host]
+        } else {
+            self.locks()
+        }
+    }
+}
+
+/// The history's record of `fault`, which struck `hosts.hosts[host]` (and
 /// those after it, by its spread).
 fn fault_value(
     fault: &Fault,
-    lock_hosts: &[&str],
+    hosts: &StruckHosts,
     host: usize,
     client_hosts: ClientHosts,
     world: &FaultWorld<'_>,
@@ -258,41 +293,42 @@ fn fault_value(
     let processes = |clients: &mut dyn Iterator<Item = u32>| -> Vec<i64> {
         clients.filter_map(|client| world.stalls.get(client as usize)?.process()).collect()
     };
-    let lock_host = lock_hosts[host];
-    let struck: Vec<&str> =
-        (0..fault.spread as usize).map(|at| lock_hosts[(host + at) % lock_hosts.len()]).collect();
+    let lock_hosts = hosts.locks();
+    let target = hosts.hosts[host];
     match &fault.action {
         Action::StallClient { client, stall_ms, at } => {
             json!({ "fault": "pause", "targets": [format!("client-{client}")], "processes": processes(&mut std::iter::once(*client)), "stall_ms": stall_ms, "at": at.name() })
         }
-        Action::PauseServer => json!({ "fault": "sigstop", "targets": [lock_host] }),
+        Action::PauseServer => json!({ "fault": "sigstop", "targets": [target] }),
         Action::ClockJump { forward_ms } => {
-            json!({ "fault": "clock", "targets": [lock_host], "jump_ms": forward_ms })
+            json!({ "fault": "clock", "targets": [target], "jump_ms": forward_ms })
         }
         Action::ClockDrift { rate } => {
-            json!({ "fault": "clock", "targets": [lock_host], "drift_rate": rate })
+            json!({ "fault": "clock", "targets": [target], "drift_rate": rate })
         }
         Action::Kill => {
-            json!({ "fault": "kill", "targets": struck, "persistent": world.persistent })
+            let struck = hosts.spread(host, fault.spread);
+            json!({ "fault": "kill", "targets": struck, "persistent": world.persistent || host >= hosts.locks })
         }
         Action::Delay { max_ms } => {
-            json!({ "fault": "slow-net", "targets": [lock_host], "max_ms": max_ms })
+            json!({ "fault": "slow-net", "targets": [target], "max_ms": max_ms })
         }
         Action::Loss { probability } => {
-            json!({ "fault": "loss", "targets": [lock_host], "probability": probability })
+            json!({ "fault": "loss", "targets": [target], "probability": probability })
         }
         Action::SkewClient { client, offset_ms } => {
             json!({ "fault": "skew", "targets": [format!("client-{client}")], "processes": processes(&mut std::iter::once(*client)), "offset_ms": offset_ms })
         }
         Action::Failover => {
             let promoted = lock_hosts[(host + 1) % lock_hosts.len()];
-            json!({ "fault": "failover", "targets": [lock_host], "promoted": promoted })
+            json!({ "fault": "failover", "targets": [target], "promoted": promoted })
         }
         Action::IsolateClient { client } => {
             let cut: Vec<String> =
                 client_hosts.mates(*client).map(|mate| format!("client-{mate}")).collect();
             let processes = processes(&mut client_hosts.mates(*client));
-            json!({ "fault": "partition", "shape": "client", "targets": cut, "processes": processes, "from": lock_hosts })
+            let from = hosts.cut_from(host);
+            json!({ "fault": "partition", "shape": "client", "targets": cut, "processes": processes, "from": from })
         }
         Action::SplitServers { shape, minority, cuts } => {
             let cut_off: Vec<&str> = if minority.is_empty() {
@@ -343,8 +379,8 @@ fn plan_faults(options: &RunOptions, rng: &mut SmallRng) -> (Vec<FaultKind>, Rat
 /// Carries out the faults: the knobs of the lock server, the clients'
 /// stalls and clocks, and crashes; and records each start and stop.
 struct Nemesis {
-    lock_hosts: &'static [&'static str],
-    /// One per lock host.
+    hosts: StruckHosts,
+    /// One per host.
     knobs: Vec<Rc<Knobs>>,
     /// With a replica set (the failover fault), which host is the primary:
     /// every server fault strikes the primary of its start.
@@ -368,15 +404,21 @@ struct Nemesis {
 impl Nemesis {
     fn record(&self, fault: &Fault, f: Function) {
         let world = FaultWorld { stalls: &self.stalls, persistent: self.persistent };
-        let value =
-            fault_value(fault, self.lock_hosts, self.host(fault), self.client_hosts, &world);
+        let value = fault_value(fault, &self.hosts, self.host(fault), self.client_hosts, &world);
         self.recorder.lock().expect("the recorder is never poisoned").record_nemesis(f, value);
     }
 
+    /// The index in `hosts` of the host `fault` strikes: a resource's
+    /// host when drawn past the lock servers, else a lock server (with a
+    /// replica set, the primary of the fault's start).
     fn host(&self, fault: &Fault) -> usize {
+        let drawn = fault.server as usize;
+        if drawn >= self.hosts.locks && drawn < self.hosts.hosts.len() {
+            return drawn;
+        }
         match self.primary {
             Some(_) => self.struck,
-            None => fault.server as usize % self.lock_hosts.len(),
+            None => drawn % self.hosts.locks,
         }
     }
 
@@ -396,8 +438,7 @@ impl Nemesis {
             }
             Action::ClockDrift { .. } => {}
             Action::Kill if !self.down => {
-                for at in 0..fault.spread as usize {
-                    let crashed = self.lock_hosts[(host + at) % self.lock_hosts.len()];
+                for crashed in self.hosts.spread(host, fault.spread) {
                     sim.crash(crashed);
                     self.down_hosts.set(crashed, true);
                 }
@@ -413,8 +454,8 @@ impl Nemesis {
             // next connections go to the replica.
             Action::Failover if !self.down => {
                 if let Some(primary) = &self.primary {
-                    sim.crash(self.lock_hosts[host]);
-                    self.down_hosts.set(self.lock_hosts[host], true);
+                    sim.crash(self.hosts.hosts[host]);
+                    self.down_hosts.set(self.hosts.hosts[host], true);
                     primary.promote();
                     self.down = true;
                 }
@@ -422,13 +463,14 @@ impl Nemesis {
             Action::Failover => {}
             Action::IsolateClient { client } => {
                 let machine = self.client_hosts.name(self.client_hosts.of(client));
-                for host in self.lock_hosts {
-                    sim.partition(machine.as_str(), *host);
+                for server in self.hosts.cut_from(host) {
+                    sim.partition(machine.as_str(), *server);
                 }
             }
             Action::SplitServers { ref cuts, .. } => {
+                let locks = self.hosts.locks();
                 for &(a, b) in cuts {
-                    sim.partition(self.lock_hosts[a as usize], self.lock_hosts[b as usize]);
+                    sim.partition(locks[a as usize], locks[b as usize]);
                 }
             }
         }
@@ -446,8 +488,7 @@ impl Nemesis {
             }
             Action::PauseServer => knobs.paused.set(false),
             Action::Kill => {
-                for at in 0..fault.spread as usize {
-                    let restarted = self.lock_hosts[(host + at) % self.lock_hosts.len()];
+                for restarted in self.hosts.spread(host, fault.spread) {
                     sim.bounce(restarted);
                     self.down_hosts.set(restarted, false);
                 }
@@ -459,20 +500,21 @@ impl Nemesis {
             // The old primary rejoins as the replica (and resyncs).
             Action::Failover => {
                 if self.primary.is_some() && self.down {
-                    sim.bounce(self.lock_hosts[host]);
-                    self.down_hosts.set(self.lock_hosts[host], false);
+                    sim.bounce(self.hosts.hosts[host]);
+                    self.down_hosts.set(self.hosts.hosts[host], false);
                     self.down = false;
                 }
             }
             Action::IsolateClient { client } => {
                 let machine = self.client_hosts.name(self.client_hosts.of(client));
-                for host in self.lock_hosts {
-                    sim.repair(machine.as_str(), *host);
+                for server in self.hosts.cut_from(host) {
+                    sim.repair(machine.as_str(), *server);
                 }
             }
             Action::SplitServers { ref cuts, .. } => {
+                let locks = self.hosts.locks();
                 for &(a, b) in cuts {
-                    sim.repair(self.lock_hosts[a as usize], self.lock_hosts[b as usize]);
+                    sim.repair(locks[a as usize], locks[b as usize]);
                 }
             }
             Action::ClockJump { .. } | Action::ClockDrift { .. } => {}
@@ -480,13 +522,8 @@ impl Nemesis {
         match struck {
             Some(struck) => {
                 let world = FaultWorld { stalls: &self.stalls, persistent: self.persistent };
-                let mut value = fault_value(
-                    fault,
-                    self.lock_hosts,
-                    self.host(fault),
-                    self.client_hosts,
-                    &world,
-                );
+                let mut value =
+                    fault_value(fault, &self.hosts, self.host(fault), self.client_hosts, &world);
                 value["struck"] = json!(struck);
                 let mut recorder = self.recorder.lock().expect("the recorder is never poisoned");
                 recorder.record_nemesis(Function::Stop, value);
@@ -570,6 +607,10 @@ where
     };
     let service = services::keeping(options.backend.service(), &kinds).ok_or_else(not_simulated)?;
     let lock_hosts = service.lock_hosts(options.backend.service());
+    // The payments workload's queue, provider and table, which faults
+    // strike too (no other run has them, nor draws their seeds).
+    let payments = options.protection.needs_payments(options.workload);
+    let resource_hosts: &[&'static str] = if payments { &PAYMENTS_HOSTS } else { &[] };
     let targets = Targets {
         clients: options.clients,
         servers: lock_hosts.len() as u32,
@@ -582,6 +623,7 @@ where
             _ => 0,
         },
         cluster: options.backend.is_consensus(),
+        resources: resource_hosts.len() as u32,
     };
     let mut pause_at = options.pause_at.clone();
     pause_at.sort();
@@ -627,12 +669,13 @@ where
             sim.host(STORAGE_HOST, move || s3::serve(objects.clone(), storage_knobs.clone()));
         }
     }
-    // The payments workload's queue, provider and table (no other run has
-    // them, nor draws their seeds).
-    if options.protection.needs_payments(options.workload) {
+    let mut knobs = started.knobs;
+    if payments {
         let ledger = options.protection.ledger().unwrap_or(LedgerMode::Append);
         let services = PaymentsServices::new(options.provider, options.provider_variant, ledger);
-        services.host(&mut sim, [(); 3].map(|()| Knobs::new(rng.gen(), true)));
+        let payments_knobs = [(); 3].map(|()| Knobs::new(rng.gen(), true));
+        knobs.extend(payments_knobs.iter().cloned());
+        services.host(&mut sim, payments_knobs);
     }
 
     // Outside a host (the nemesis), events take the driver's time.
@@ -690,6 +733,7 @@ where
         let client_rng = SmallRng::seed_from_u64(rng.gen());
         let (clients, time_limit) = (options.clients, options.time_limit);
         let (primary, make, down) = (primary.clone(), make.clone(), down_hosts.clone());
+        let resources_down = down.clone();
         let session =
             service.session(options.backend, options.fencing).ok_or_else(not_simulated)?;
         on_host[hosts.of(logical)].push(Box::pin(async move {
@@ -708,7 +752,7 @@ where
             });
             let plan =
                 ClientPlan { logical, clients, until: tokio::time::Instant::now() + time_limit };
-            let mut payments = SimPayments::new(deadline, &stall);
+            let mut payments = SimPayments::new(deadline, &stall, &resources_down);
             run_client(
                 &mut client,
                 &mut store,
@@ -754,9 +798,10 @@ where
         };
         SimAim::new(&faults, run)
     });
+    let struck_hosts = [started.hosts, resource_hosts].concat();
     let mut nemesis = Nemesis {
-        lock_hosts: started.hosts,
-        knobs: started.knobs,
+        hosts: StruckHosts { hosts: struck_hosts, locks: started.hosts.len() },
+        knobs,
         primary,
         struck: 0,
         stalls,

@@ -174,6 +174,18 @@ const RECOMPUTED_CHANCE: f64 = 0.5;
 const CHARGE_ATTEMPTS: u32 = 4;
 const RETRY_AFTER_MS: u64 = 100;
 
+/// Whether a charge refused with `error` settles its job, which the worker
+/// then acknowledges: the order is done already (`exists`, `not-pending`,
+/// a key's replay refused as `key-mismatch`), can never be done
+/// (`declined`, `bad-request`), or is another worker's now (`stale-fence`).
+/// A refusal that says nothing happened yet and a retry may succeed (the
+/// service down, a key still in flight, a provider's 503) leaves the job
+/// unacknowledged, to be delivered again: a worker that acknowledged it
+/// would lose the order.
+pub fn settles(error: &str) -> bool {
+    !matches!(error, "unavailable" | "in-flight" | "refused") && !error.starts_with("db-error")
+}
+
 /// The payments workload for one worker: enqueue an order, take a job,
 /// charge it (under its lock when the protection takes one), acknowledge
 /// it; over and over until `plan.until`, protected as
@@ -357,13 +369,18 @@ pub async fn run_payments<C: LockClient, P: Payments>(
                     Outcome::Fail(error) => error == "in-flight",
                     Outcome::Ok(_) => false,
                 };
+            let settled = match &outcome {
+                Outcome::Fail(error) => settles(error),
+                Outcome::Ok(_) | Outcome::Info(_) => true,
+            };
             let known = complete!(Function::Charge, target, outcome);
             if !again {
-                break known;
+                break known && settled;
             }
             attempt += 1;
             tokio::time::sleep(Duration::from_millis(RETRY_AFTER_MS)).await;
         };
+        // Not acknowledged unless charged or settled: the job comes back.
         if !charged {
             continue;
         }
@@ -394,6 +411,18 @@ pub async fn run_payments<C: LockClient, P: Payments>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_settles_its_job_only_when_nothing_is_left_to_try() {
+        for done in
+            ["exists", "not-pending", "key-mismatch", "declined", "bad-request", "stale-fence"]
+        {
+            assert!(settles(done), "{done}");
+        }
+        for retry in ["unavailable", "in-flight", "refused", "db-error:40001"] {
+            assert!(!settles(retry), "{retry}");
+        }
+    }
 
     #[test]
     fn every_protection_reads_back_by_its_name() {
