@@ -8,7 +8,7 @@ use std::process::Command;
 
 /// The cells CI runs: every lock cell and both cron cells, and of the
 /// payments cells a sample (a lock per order and a unique insert, on both
-/// queues) that keeps the whole CI run within its time; `lockcheck matrix`
+/// queues, and the unique insert under every fault) that keeps the whole CI run within its time; `lockcheck matrix`
 /// runs them all (docs/truth-table.md).
 const SAMPLE: [&[&str]; 2] = [
     &["--workloads", "fenced-write,mutex,cron,cron-release,unlocked-write"],
@@ -54,6 +54,10 @@ fn judge(args: &[&str]) -> usize {
     if args.contains(&"payments") {
         assert!(found("--queue rabbitmq", "exactly-once at seed"), "{stdout}");
         assert!(found("--protection unique --queue rabbitmq", "valid over 1 run"), "{stdout}");
+        assert!(
+            found("--nemesis pause,sigstop,kill --workload payments", "valid over 1"),
+            "{stdout}"
+        );
     } else {
         assert!(found("--nemesis conn-kill", "mutual-exclusion at seed"), "{stdout}");
         assert!(found("--persistent", "valid over 1 run"), "{stdout}");

@@ -277,6 +277,13 @@ fn killed_sessions_free_session_locks_while_their_holders_believe_but_not_lease_
 /// A real payments run, fault-free, as JSON with its history: the verdicts
 /// and the operations of each step.
 fn payments(extra: &[&str]) -> (Output, String) {
+    let mut args = vec!["--nemesis", "none", "--time-limit", "3s", "--ttl", "500ms", "--seed", "5"];
+    args.extend_from_slice(extra);
+    payments_run(&args)
+}
+
+/// A real payments run with `args`, as JSON with its history.
+fn payments_run(extra: &[&str]) -> (Output, String) {
     let dir = tempfile_dir();
     let store = dir.to_string_lossy().to_string();
     let mut args = vec![
@@ -285,14 +292,6 @@ fn payments(extra: &[&str]) -> (Output, String) {
         "redis",
         "--workload",
         "payments",
-        "--nemesis",
-        "none",
-        "--time-limit",
-        "3s",
-        "--ttl",
-        "500ms",
-        "--seed",
-        "5",
         "--store",
         &store,
         "--format",
@@ -338,6 +337,35 @@ fn a_real_payments_run_records_every_step_through_the_real_queue_and_provider() 
         }
         assert!(history.contains(target), "{extra:?}: no charge at {target}");
     }
+}
+
+#[test]
+fn sigstop_and_kill_strike_the_payments_postgresql_and_no_order_is_lost_or_doubled() {
+    // No lock is taken: every stop and kill strikes the PostgreSQL that
+    // holds the queue, the payments table and the provider's keys (seed 5
+    // draws both within 12 s).
+    let (output, history) = payments_run(&[
+        "--protection",
+        "unique",
+        "--nemesis",
+        "sigstop,kill",
+        "--time-limit",
+        "12s",
+        "--ttl",
+        "1s",
+        "--seed",
+        "5",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", both(&output));
+    assert_eq!(verdict_of(&verdicts(&output), "exactly-once"), "valid", "{}", both(&output));
+    for fault in ["sigstop", "kill"] {
+        let struck = format!("\"fault\":\"{fault}\",\"targets\":[\"postgres-payments\"]");
+        assert!(history.contains(&struck), "no {fault} of the payments PostgreSQL");
+    }
+    assert!(!history.contains("\"targets\":[\"redis-0\"]"), "the idle Redis was struck");
+    // Orders were charged after the PostgreSQL came back.
+    let last_stop = history.rfind("\"f\":\"stop\"").expect("a fault ended");
+    assert!(history[last_stop..].contains("\"type\":\"ok\",\"f\":\"charge\""));
 }
 
 #[test]

@@ -503,6 +503,19 @@ pub fn cells() -> Vec<RealCell> {
         paying(Protection::Unique, SAFE, "the same, the jobs from RabbitMQ")
             .with_queue(QueueKind::Rabbitmq),
         paying(Protection::Conditional, SAFE, "a conditional pending to paid: the second finds the order paid"),
+        // When no lock is needed (docs/payments.md): every fault that
+        // reaches the payments services against real servers, on the
+        // workers and on the PostgreSQL that holds the queue, the table and
+        // the provider's keys. A TTL of a second: the orders are due within
+        // eight visibility timeouts, and a killed PostgreSQL takes a while
+        // to recover. 20 s: seed 0 stops and kills it once each.
+        cell(
+            on(B::Redis, &[F::Pause, F::Sigstop, F::Kill], 1000),
+            20,
+            SAFE,
+            "no lock: the SKIP LOCKED queue and a unique insert while workers stall and their PostgreSQL is stopped and killed",
+        )
+        .with_payments(Protection::Unique),
         paying(Protection::None, violated(&[ONCE]), "the queue alone: a redelivered job is charged again"),
         paying(Protection::IdempotencyKey, violated(&[ONCE, IDEMPOTENCY]), "a provider that ignores keys: charged again")
             .with_provider(Variant::NoDedupe),

@@ -55,6 +55,10 @@ pub(crate) struct Servers {
     pub(crate) s3: Option<S3Storage>,
     /// The private servers that hold the locks: the nemesis' targets.
     pub(crate) lock: Vec<SharedServer>,
+    /// The private servers of the protected side that the nemesis strikes
+    /// too (a payments run's PostgreSQL: its queue, its table and the
+    /// provider's keys), after the lock servers.
+    pub(crate) resources: Vec<SharedServer>,
     /// The other private servers (the storage's PostgreSQL, or moto's S3).
     pub(crate) other: Vec<ManagedServer>,
     /// Say which servers were started.
@@ -180,7 +184,15 @@ impl Servers {
             Some(url) => vec![url.to_string()],
             None if needs_postgres(test, service, &exec) => {
                 let options = if postgres_locks { &options } else { &storage_options };
-                servers.start(STORAGE, 1, postgres_locks, options)?
+                let urls = servers.start(STORAGE, 1, postgres_locks, options)?;
+                // A payments run's services keep their state in it: it is
+                // theirs to be killed or stopped (a postgres-* backend's is
+                // a lock server already).
+                if !postgres_locks && test.protection.needs_payments(test.workload) {
+                    let started = servers.other.pop().expect("the PostgreSQL just started");
+                    servers.resources.push(Arc::new(Mutex::new(started)));
+                }
+                urls
             }
             None => Vec::new(),
         };
@@ -402,6 +414,19 @@ impl Servers {
             })
             .collect()
     }
+
+    /// The servers the nemesis strikes, the lock servers first, with their
+    /// names in the history: `redis-0`, and a payments run's
+    /// `postgres-payments`.
+    pub(crate) fn struck(&self) -> (Vec<SharedServer>, Vec<String>) {
+        let servers = self.lock.iter().chain(&self.resources).cloned().collect();
+        let mut names = self.lock_names();
+        names.extend(self.resources.iter().map(|server| {
+            let server = server.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            format!("{}-payments", server.kind().name())
+        }));
+        (servers, names)
+    }
 }
 
 /// Whether a run needs a PostgreSQL: for the table storage, or for the
@@ -449,10 +474,10 @@ mod tests {
     /// The kinds of the private servers `servers` started, lock servers
     /// first, each once a server.
     fn started(servers: &Servers) -> Vec<ServerKind> {
-        let lock = servers
-            .lock
-            .iter()
-            .map(|server| server.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).kind());
+        let lock =
+            servers.lock.iter().chain(&servers.resources).map(|server| {
+                server.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).kind()
+            });
         lock.chain(servers.other.iter().map(ManagedServer::kind)).collect()
     }
 

@@ -16,7 +16,7 @@ use crate::catalogue::{Drive, LockService, RealBackend, ETCD_MIN_TTL_S};
 use crate::driver::DriveOptions;
 use crate::exec::{self, PidSlot};
 use crate::ledger::LedgerTable;
-use crate::nemesis::{self, ServerAction, ServerFault};
+use crate::nemesis::{self, ServerAction, ServerFault, SharedServer};
 use crate::netfault::{self, NetFault, Topology};
 use crate::payments::PaymentsServices;
 use crate::plan::{plan, shapes, Faults, Plan};
@@ -110,7 +110,12 @@ pub fn execute_recorded(
         );
     }
     let topology = servers.topology(backend, test.clients);
-    let struck = Struck { lock_servers: servers.lock.len(), topology: &topology, ttl_ms };
+    let struck = Struck {
+        lock_servers: servers.lock.len(),
+        resource_servers: servers.resources.len(),
+        topology: &topology,
+        ttl_ms,
+    };
     let mut parts = schedule::split(planned_faults(test, backend, faults, struck, seed)?);
     if let Some(delay) = test.restart_delay {
         // A restart delay given is the down time itself: 0 restarts a
@@ -147,13 +152,14 @@ pub fn execute_recorded(
         tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|error| {
             RealFailure::Internal(format!("cannot start the async runtime: {error}"))
         })?;
-    let names = servers.lock_names();
+    let (struck_servers, names) = servers.struck();
     let slots: Vec<PidSlot> = (0..test.clients).map(|_| PidSlot::default()).collect();
     let planned = Planned {
         kills: &parts.kills,
         slots: &slots,
         server: &parts.server,
         names: &names,
+        servers: &struck_servers,
         net: &parts.net,
         topology: &topology,
         failovers: &parts.failovers,
@@ -199,6 +205,8 @@ fn moto_finding(storage: StorageKind, analysis: &Analysis) -> Option<String> {
 #[derive(Debug, Clone, Copy)]
 struct Struck<'a> {
     lock_servers: usize,
+    /// A payments run's PostgreSQL, struck after the lock servers.
+    resource_servers: usize,
     topology: &'a Topology,
     ttl_ms: u64,
 }
@@ -212,7 +220,7 @@ fn planned_faults(
     struck: Struck<'_>,
     seed: u64,
 ) -> Result<Vec<RealFault>, RealFailure> {
-    let Struck { lock_servers, topology, ttl_ms } = struck;
+    let Struck { lock_servers, resource_servers, topology, ttl_ms } = struck;
     let kinds: Vec<FaultKind> =
         FaultKind::ALL.into_iter().filter(|&kind| faults.has(kind)).collect();
     let shapes = if faults.has(FaultKind::Partition) {
@@ -222,6 +230,10 @@ fn planned_faults(
     };
     let targets = FaultTargets {
         lock_servers,
+        resource_servers,
+        // A payments run whose workers take no lock: its server faults
+        // strike what it uses.
+        locks_unused: !test.protection.locks(),
         min_down: test.restart_delay.unwrap_or(Duration::from_millis(backend.min_down_ms(ttl_ms))),
         kills_a_majority: backend.kills_a_majority(),
         members: topology.members,
@@ -236,7 +248,9 @@ fn planned_faults(
 #[derive(Debug, Clone, Copy)]
 struct Planned<'a> {
     server: &'a [ServerFault],
-    /// The lock servers' names in the history.
+    /// The servers the server faults strike (the lock servers, then a
+    /// payments run's PostgreSQL), and their names in the history.
+    servers: &'a [SharedServer],
     names: &'a [String],
     net: &'a [NetFault],
     topology: &'a Topology,
@@ -256,7 +270,6 @@ async fn drive_backend(
     history: Option<HistoryFile>,
     watch: &dyn Fn(&SharedRecorder),
 ) -> Result<Vec<Event>, RealError> {
-    let lock_servers = &servers.lock;
     let sessions = match backend.service() {
         LockService::Mariadb => servers.urls.url(UrlService::Mysql).map(|url| (url, true)),
         LockService::Postgres => Some((servers.postgres(), false)),
@@ -281,7 +294,7 @@ async fn drive_backend(
         };
         let servers = nemesis::run(
             planned.server,
-            lock_servers,
+            planned.servers,
             planned.names,
             sessions,
             &recorder,

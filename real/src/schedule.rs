@@ -30,6 +30,15 @@ pub struct FaultTargets {
     /// The lock servers lockcheck manages: what sigstop, kill and clock
     /// strike.
     pub lock_servers: usize,
+    /// Servers of the protected side lockcheck manages (the payments
+    /// workload's PostgreSQL: its queue, its table, the provider's keys),
+    /// which sigstop and kill strike too: their indices follow the lock
+    /// servers'.
+    pub resource_servers: usize,
+    /// No client takes a lock (a payments run protected otherwise): a
+    /// sigstop or a kill strikes a resource's server, not an idle lock
+    /// server.
+    pub locks_unused: bool,
     /// A killed server stays down at least this long (Redlock's delayed
     /// restart, or the restart delay asked for).
     pub min_down: Duration,
@@ -54,6 +63,8 @@ impl FaultTargets {
             clients,
             ttl_ms,
             lock_servers: 0,
+            resource_servers: 0,
+            locks_unused: false,
             min_down: Duration::ZERO,
             kills_a_majority: false,
             members: 0,
@@ -77,7 +88,8 @@ impl FaultTargets {
             | FaultKind::SlowClient
             | FaultKind::ClientKill => self.clients > 0,
             FaultKind::Partition => self.clients > 0 && !self.shapes_that_apply().is_empty(),
-            FaultKind::Sigstop | FaultKind::Kill | FaultKind::Clock => self.lock_servers > 0,
+            FaultKind::Sigstop | FaultKind::Kill => self.lock_servers + self.resource_servers > 0,
+            FaultKind::Clock => self.lock_servers > 0,
             // Sessions are ended on servers given by URL too; a failover
             // strikes the Redis pair, which the plan asks for.
             FaultKind::ConnKill | FaultKind::Failover => true,
@@ -354,12 +366,27 @@ impl RealDraws<'_> {
     /// conn-kill (the SQL server ends the sessions); a kill takes out up to
     /// a majority at once (always a majority where the backend asks: a
     /// Redlock lock is held on a majority); a clock fault a minority.
+    ///
+    /// A sigstop or a kill may strike a resource's server instead, alone
+    /// (drawn only in a run that has one, so that the others keep their
+    /// draws).
     fn servers_struck(&self, action: ServerAction, rng: &mut SmallRng) -> Vec<usize> {
         let servers = self.targets.lock_servers;
         if action == ServerAction::ConnKill {
             return Vec::new();
         }
-        let first = rng.gen_range(0..servers);
+        let resources = match action {
+            ServerAction::Pause | ServerAction::Kill => self.targets.resource_servers,
+            _ => 0,
+        };
+        let first = match resources {
+            0 => rng.gen_range(0..servers),
+            _ if self.targets.locks_unused => servers + rng.gen_range(0..resources),
+            _ => rng.gen_range(0..servers + resources),
+        };
+        if first >= servers {
+            return vec![first];
+        }
         let spread = match action {
             ServerAction::Kill if self.targets.kills_a_majority => servers / 2 + 1,
             ServerAction::Kill if servers > 1 => rng.gen_range(1..=servers / 2 + 1),
@@ -413,6 +440,31 @@ mod tests {
 
     fn server_faults(kinds: &[FaultKind], targets: &FaultTargets, seed: u64) -> Vec<ServerFault> {
         split(schedule(kinds, targets, LIMIT, seed)).server
+    }
+
+    #[test]
+    fn a_sigstop_or_kill_strikes_a_resource_server_alone_and_only_it_when_no_lock_is_taken() {
+        let kinds = [FaultKind::Sigstop, FaultKind::Kill, FaultKind::Clock];
+        let with = FaultTargets { resource_servers: 1, ..servers(3, 0) };
+        let mut struck = std::collections::BTreeSet::new();
+        for seed in 1..=10 {
+            for fault in server_faults(&kinds, &with, seed) {
+                if fault.servers.contains(&3) {
+                    // The resource's server, alone, by a stop or a kill.
+                    assert_eq!(fault.servers, vec![3], "{fault:?}");
+                    assert!(matches!(fault.action, ServerAction::Pause | ServerAction::Kill));
+                }
+                struck.extend(fault.servers);
+            }
+        }
+        assert_eq!(struck.into_iter().collect::<Vec<_>>(), [0, 1, 2, 3]);
+        // With no lock taken, the idle lock servers are left alone.
+        let unused = FaultTargets { locks_unused: true, ..with.clone() };
+        let faults = server_faults(&[FaultKind::Sigstop, FaultKind::Kill], &unused, 1);
+        assert!(!faults.is_empty() && faults.iter().all(|fault| fault.servers == [3]));
+        // A run without one draws as it did.
+        let without = FaultTargets { locks_unused: true, ..servers(3, 0) };
+        assert_eq!(server_faults(&kinds, &without, 1), server_faults(&kinds, &servers(3, 0), 1));
     }
 
     #[test]
