@@ -271,6 +271,17 @@ fn a_search_bound_gives_unknown_and_exit_2() {
 }
 
 #[test]
+fn a_matrix_whose_runs_are_all_longer_than_asked_leaves_no_cell() {
+    // etcd's real cells run 6 to 60 s each: none is left at 5 s, and the
+    // error says which selection left none (nothing was started).
+    let output = lockcheck(&["matrix", "--backends", "etcd", "--longest-run", "5s"]);
+    assert_eq!(output.status.code(), Some(64), "{}", stderr(&output));
+    assert!(stderr(&output).contains("runs of at most 5s"), "{}", stderr(&output));
+    let output = lockcheck(&["matrix", "--longest-run", "soon"]);
+    assert_eq!(output.status.code(), Some(64), "{}", stderr(&output));
+}
+
+#[test]
 fn a_matrix_of_no_known_backend_is_a_usage_error() {
     for args in
         [&["matrix", "--backends", "nosuch"][..], &["matrix", "--sim", "--backends", "redis"]]

@@ -14,7 +14,7 @@ use lockcheck_workloads::memory::{self, format_size};
 use lockcheck_workloads::HistoryFile;
 
 use crate::exit;
-use crate::output::{print, render};
+use crate::output::{print, render, work_done};
 use crate::{CheckRequest, Format};
 use lockcheck_runs::Progress;
 use lockcheck_runs::{interrupted_at, last_words, stored_so_far, Stored};
@@ -338,12 +338,11 @@ fn report(
     if args.format == Format::Text {
         let faults: Vec<&str> = sim.faults.iter().map(|kind| kind.name()).collect();
         text.push_str(&format!(
-            "simulated {:.1} s in {:.2} s wall ({:.0}x), {} lock operations ({:.0}/s); faults: {}\n",
+            "simulated {:.1} s in {:.2} s wall ({:.0}x), {}; faults: {}\n",
             sim.stats.simulated_s,
             sim.stats.wall_s,
             sim.stats.simulated_s / sim.stats.wall_s.max(1e-9),
-            sim.stats.lock_ops,
-            sim.stats.lock_ops as f64 / sim.stats.wall_s.max(1e-9),
+            work_done(&sim.events, sim.stats.wall_s),
             if faults.is_empty() { "none".to_string() } else { faults.join(", ") },
         ));
         if let Some(dir) = dir {

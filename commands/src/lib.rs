@@ -80,6 +80,8 @@ pub struct MatrixRequest {
     pub workloads: Vec<String>,
     /// The protections whose cells run (none: every one's).
     pub protections: Vec<String>,
+    /// Leave out the cells whose runs each take longer than this.
+    pub longest_run: Option<Duration>,
     pub violated_within: Option<u64>,
     pub safe_seeds: Option<u64>,
     pub time_limit: Option<Duration>,
@@ -96,6 +98,7 @@ impl MatrixRequest {
             backends: &self.backends,
             workloads: &self.workloads,
             protections: &self.protections,
+            longest_run: self.longest_run,
         }
     }
 }

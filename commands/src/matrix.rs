@@ -75,6 +75,9 @@ pub struct Selection<'a> {
     pub backends: &'a [String],
     pub workloads: &'a [String],
     pub protections: &'a [String],
+    /// Leave out the cells whose runs each take longer than this (a
+    /// quicker sample); a cell with no time of its own is kept.
+    pub longest_run: Option<Duration>,
 }
 
 impl std::fmt::Display for Selection<'_> {
@@ -88,6 +91,9 @@ impl std::fmt::Display for Selection<'_> {
         }
         if !self.protections.is_empty() {
             parts.push(format!("the protections {:?}", self.protections));
+        }
+        if let Some(longest) = self.longest_run {
+            parts.push(format!("runs of at most {:?}", longest));
         }
         match parts.is_empty() {
             true => write!(f, "any cell"),
@@ -109,6 +115,9 @@ fn selected<W: World>(
             named(selection.backends, W::backend_name(cell.backend))
                 && named(selection.workloads, cell.workload.name())
                 && named(selection.protections, cell.protection.name())
+                && selection
+                    .longest_run
+                    .is_none_or(|longest| cell.time_limit.is_none_or(|own| own <= longest))
         })
         .collect()
 }

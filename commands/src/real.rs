@@ -11,7 +11,7 @@ use lockcheck_reports::Analyzed;
 use lockcheck_workloads::interrupt;
 
 use crate::exit;
-use crate::output::{print, render};
+use crate::output::{print, render, work_done};
 use crate::{CheckRequest, Format};
 
 /// Prints why a real test came to no verdict and gives the exit code.
@@ -94,10 +94,9 @@ pub fn run(args: &CheckRequest) -> anyhow::Result<ExitCode> {
     let mut text =
         render(args.format, analysis.verdict, &[analyzed], Some(events), html.as_deref());
     if args.format == Format::Text {
-        let lock_ops = outcome.lock_ops();
         text.push_str(&format!(
-            "ran {wall_s:.1} s against real servers, {lock_ops} lock operations ({:.0}/s); faults: {}\n",
-            lock_ops as f64 / wall_s.max(1e-9),
+            "ran {wall_s:.1} s against real servers, {}; faults: {}\n",
+            work_done(events, *wall_s),
             faults.names(),
         ));
         if let Some(dir) = &dir {
