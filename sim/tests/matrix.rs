@@ -26,21 +26,23 @@ fn every_simulated_cell_comes_out_as_the_truth_table_says() {
             scope.spawn(|| loop {
                 let at = next.fetch_add(1, Ordering::Relaxed);
                 let Some(cell) = cells.get(at) else { break };
+                let cell_started = Instant::now();
                 let result = run_cell(cell, &effort)
                     .unwrap_or_else(|error| panic!("{}: {error}", cell.backend.sim_name()));
-                results.lock().unwrap()[at] = Some(result);
+                results.lock().unwrap()[at] = Some((result, cell_started.elapsed()));
             });
         }
     });
     let mut mismatches = Vec::new();
     for (cell, result) in cells.iter().zip(results.into_inner().unwrap()) {
-        let result = result.expect("every cell ran");
+        let (result, took) = result.expect("every cell ran");
         eprintln!(
-            "{} {:?}: {} ({} seeds)",
+            "{} {:?}: {} ({} seeds, {:.1} s)",
             cell.backend.sim_name(),
             cell.faults,
             result.found,
-            result.seeds
+            result.seeds,
+            took.as_secs_f64()
         );
         // No cell with faults passes bare: it says how many of its runs'
         // faults reached a vulnerable window, and is vacuous if none did.
