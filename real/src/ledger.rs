@@ -22,15 +22,13 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tokio::time::{timeout_at, Instant};
-use tokio_postgres::{Client, NoTls, Statement};
+use tokio_postgres::{Client, Statement};
 
 use lockcheck_workloads::payments::LedgerMode;
 use lockcheck_workloads::Outcome;
 
 use super::RealError;
-
-/// How long preparing the table may take.
-const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+use crate::pg::{open, query_failure, within_setup};
 
 /// The SQLSTATE of a unique violation.
 const UNIQUE_VIOLATION: &str = "23505";
@@ -76,14 +74,6 @@ impl std::fmt::Debug for LedgerSession {
     }
 }
 
-async fn open(url: &str) -> Result<(Client, JoinHandle<()>), tokio_postgres::Error> {
-    let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
-    let connection = tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok((client, connection))
-}
-
 fn setup_error(reason: impl ToString) -> RealError {
     RealError::Setup { what: "the payments table", reason: reason.to_string() }
 }
@@ -113,9 +103,7 @@ impl LedgerTable {
             let _ = connection.await;
             done
         };
-        tokio::time::timeout(SETUP_TIMEOUT, work)
-            .await
-            .map_err(|_| setup_error(format!("no answer within {SETUP_TIMEOUT:?}")))?
+        within_setup(work, setup_error).await
     }
 
     /// A worker's session; it connects on first use.
@@ -212,8 +200,7 @@ impl LedgerSession {
                 Some(db) if db.code().code() == UNIQUE_VIOLATION => {
                     (Outcome::Fail("exists".into()), false)
                 }
-                Some(db) => (Outcome::Fail(format!("db-error:{}", db.code().code())), false),
-                None => (Outcome::Info("conn-lost".into()), true),
+                _ => query_failure(&error),
             },
             Err(_) => (Outcome::Info("timeout".into()), true),
         };

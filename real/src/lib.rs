@@ -51,6 +51,7 @@ mod exec;
 mod ledger;
 mod moto;
 mod payments;
+mod pg;
 mod plan;
 mod provider;
 mod provision;

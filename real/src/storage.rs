@@ -19,18 +19,14 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tokio::time::{timeout_at, Instant};
-use tokio_postgres::{Client, NoTls, Statement};
+use tokio_postgres::{Client, Statement};
 
 use super::{ClientConfig, RealError};
+use crate::pg::{connect_error, open, query_failure, within_setup};
 use lockcheck_workloads::{Outcome, ResourceStore};
 
 /// The table of protected resources.
 const TABLE: &str = "lockcheck_resources";
-
-/// How long setting up (creating the table, clearing rows, the first
-/// connection) may take: longer than an operation's deadline, since nothing
-/// is recorded yet and a cold server may be slow to answer.
-const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serialises `CREATE TABLE IF NOT EXISTS` across processes: two of them
 /// racing on a missing table can both try to create its row type, and one
@@ -75,23 +71,8 @@ impl std::fmt::Debug for Storage {
     }
 }
 
-fn connect_error(url: &str, reason: impl ToString) -> RealError {
-    RealError::Connect { what: "PostgreSQL", url: url.to_string(), reason: reason.to_string() }
-}
-
 fn setup_error(reason: impl ToString) -> RealError {
     RealError::Setup { what: "the protected resources' table", reason: reason.to_string() }
-}
-
-/// Opens a connection and spawns the task that drives it.
-async fn open(url: &str) -> Result<(Client, JoinHandle<()>), tokio_postgres::Error> {
-    let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
-    // The connection's own error (a reset socket) surfaces to the client's
-    // pending and next queries; nothing else needs it.
-    let connection = tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok((client, connection))
 }
 
 impl Session {
@@ -153,16 +134,6 @@ async fn prepare_table(client: &Client, resources: &[String]) -> Result<(), toki
     Ok(())
 }
 
-/// Why a query failed, as an outcome: an answer from the server (a SQL
-/// error) means the single-statement transaction did not commit; anything
-/// else (a reset connection) leaves it unknown.
-fn query_failure<T>(error: &tokio_postgres::Error) -> (Outcome<T>, bool) {
-    match error.as_db_error() {
-        Some(db) => (Outcome::Fail(format!("db-error:{}", db.code().code())), false),
-        None => (Outcome::Info("conn-lost".into()), true),
-    }
-}
-
 impl Storage {
     /// Creates the table if it is missing and empties `resources` (see
     /// `prepare_table`). Call it once per test, before any client runs.
@@ -174,18 +145,14 @@ impl Storage {
             let _ = connection.await;
             prepared
         };
-        tokio::time::timeout(SETUP_TIMEOUT, work)
-            .await
-            .map_err(|_| connect_error(url, format!("no answer within {SETUP_TIMEOUT:?}")))?
+        within_setup(work, |why| connect_error(url, why)).await
     }
 
     /// Opens this client's session: the table must exist (see [`Storage::prepare`]).
     pub async fn connect(config: &ClientConfig) -> Result<Storage, RealError> {
         let url = &config.storage_url;
-        let session = tokio::time::timeout(SETUP_TIMEOUT, Session::open(url))
-            .await
-            .map_err(|_| connect_error(url, format!("no answer within {SETUP_TIMEOUT:?}")))?
-            .map_err(|e| connect_error(url, e))?;
+        let opened = async { Session::open(url).await.map_err(|e| connect_error(url, e)) };
+        let session = within_setup(opened, |why| connect_error(url, why)).await?;
         Ok(Storage {
             url: url.clone(),
             deadline: config.deadline,

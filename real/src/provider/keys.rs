@@ -28,7 +28,9 @@ use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
-use tokio_postgres::{Client, NoTls, Statement};
+use tokio_postgres::{Client, Statement};
+
+use crate::pg::open;
 
 /// How long any one database step of a request may take before the
 /// request is answered 503: a database that hangs must not hang the
@@ -136,16 +138,6 @@ pub(super) async fn prepare(url: &str, tables: &Tables) -> Result<(), tokio_post
     drop(client);
     connection.abort();
     prepared
-}
-
-/// Opens a connection and spawns the task that drives it.
-async fn open(url: &str) -> Result<(Client, JoinHandle<()>), tokio_postgres::Error> {
-    let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
-    // Its own error (a reset socket) surfaces to the client's queries.
-    let connection = tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok((client, connection))
 }
 
 /// Runs `step` within [`QUERY_TIMEOUT`].

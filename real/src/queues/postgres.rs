@@ -17,13 +17,10 @@ use lockcheck_workloads::queue::Delivery;
 use lockcheck_workloads::Outcome;
 use tokio::task::JoinHandle;
 use tokio::time::{timeout_at, Instant};
-use tokio_postgres::{Client, NoTls, Statement};
+use tokio_postgres::{Client, Statement};
 
+use crate::pg::{self, connect_error, open, query_failure};
 use crate::RealError;
-
-/// How long setting up (the table, the first connection) may take: longer
-/// than an operation's deadline, since nothing is recorded yet.
-const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One run's jobs table, made fresh and empty by [`PgQueue::prepare`].
 #[derive(Debug)]
@@ -71,33 +68,16 @@ impl std::fmt::Debug for PgSession {
     }
 }
 
-fn connect_error(url: &str, reason: impl ToString) -> RealError {
-    RealError::Connect { what: "PostgreSQL", url: url.to_string(), reason: reason.to_string() }
-}
-
 fn setup_error(reason: impl ToString) -> RealError {
     RealError::Setup { what: "the PostgreSQL jobs table", reason: reason.to_string() }
 }
 
-/// Opens a connection and spawns the task that drives it.
-async fn open(url: &str) -> Result<(Client, JoinHandle<()>), tokio_postgres::Error> {
-    let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
-    // The connection's own error (a reset socket) surfaces to the client's
-    // pending and next queries; nothing else needs it.
-    let connection = tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok((client, connection))
-}
-
-/// Runs `work` within [`SETUP_TIMEOUT`], as a connection error past it.
+/// Runs `work` within the setup's bound, as a connection error past it.
 async fn within_setup<T>(
     url: &str,
     work: impl std::future::Future<Output = Result<T, RealError>>,
 ) -> Result<T, RealError> {
-    tokio::time::timeout(SETUP_TIMEOUT, work)
-        .await
-        .map_err(|_| connect_error(url, format!("no answer within {SETUP_TIMEOUT:?}")))?
+    pg::within_setup(work, |why| connect_error(url, why)).await
 }
 
 impl Connected {
@@ -131,16 +111,6 @@ impl Connected {
                 Err(error)
             }
         }
-    }
-}
-
-/// Why a query failed, as an outcome: an answer from the server (a SQL
-/// error) means the single-statement transaction did not commit; anything
-/// else (a reset connection) leaves it unknown.
-fn query_failure<T>(error: &tokio_postgres::Error) -> (Outcome<T>, bool) {
-    match error.as_db_error() {
-        Some(db) => (Outcome::Fail(format!("db-error:{}", db.code().code())), false),
-        None => (Outcome::Info("conn-lost".into()), true),
     }
 }
 
