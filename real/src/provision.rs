@@ -78,25 +78,41 @@ pub(crate) struct Servers {
     pub(crate) exec: Vec<(ServerKind, String)>,
 }
 
+/// What a private server is to the run, and so whether the nemesis
+/// strikes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// It holds the locks (the storage's PostgreSQL may too: the
+    /// postgres-* backends).
+    Lock,
+    /// It holds a payments run's queue, table and provider keys.
+    Resource,
+    /// The storage only: no fault strikes it.
+    Other,
+}
+
 impl Servers {
-    /// Starts `count` private servers of `kind`; `lock`: they hold the
-    /// locks (the storage's PostgreSQL may too: the postgres-* backends).
+    /// Starts `count` private servers of `kind`, in `role`.
     pub(crate) fn start(
         &mut self,
         kind: ServerKind,
         count: usize,
-        lock: bool,
+        role: Role,
         options: &ServerOptions,
     ) -> Result<Vec<String>, RealError> {
         let started = Instant::now();
         let servers = ManagedServer::start_many(kind, count, options)?;
         let urls: Vec<String> = servers.iter().map(ManagedServer::url).collect();
         self.say_started(kind, &urls, started);
-        if lock {
-            self.lock.extend(servers.into_iter().map(|server| Arc::new(Mutex::new(server))));
-        } else {
-            self.other.extend(servers);
-        }
+        let struck = match role {
+            Role::Lock => &mut self.lock,
+            Role::Resource => &mut self.resources,
+            Role::Other => {
+                self.other.extend(servers);
+                return Ok(urls);
+            }
+        };
+        struck.extend(servers.into_iter().map(|server| Arc::new(Mutex::new(server))));
         Ok(urls)
     }
 
@@ -184,15 +200,17 @@ impl Servers {
             Some(url) => vec![url.to_string()],
             None if needs_postgres(test, service, &exec) => {
                 let options = if postgres_locks { &options } else { &storage_options };
-                let urls = servers.start(STORAGE, 1, postgres_locks, options)?;
                 // A payments run's services keep their state in it: it is
                 // theirs to be killed or stopped (a postgres-* backend's is
                 // a lock server already).
-                if !postgres_locks && test.protection.needs_payments(test.workload) {
-                    let started = servers.other.pop().expect("the PostgreSQL just started");
-                    servers.resources.push(Arc::new(Mutex::new(started)));
-                }
-                urls
+                let role = if postgres_locks {
+                    Role::Lock
+                } else if test.protection.needs_payments(test.workload) {
+                    Role::Resource
+                } else {
+                    Role::Other
+                };
+                servers.start(STORAGE, 1, role, options)?
             }
             None => Vec::new(),
         };
@@ -223,7 +241,7 @@ impl Servers {
                     servers.pair = Some(pair);
                     urls
                 } else if !test.services.given(UrlService::Redis) {
-                    servers.start(ServerKind::Redis, instances, true, &options)?
+                    servers.start(ServerKind::Redis, instances, Role::Lock, &options)?
                 } else {
                     test.services.urls(UrlService::Redis).to_vec()
                 };
@@ -261,14 +279,14 @@ impl Servers {
                             .extend(members.into_iter().map(|member| Arc::new(Mutex::new(member))));
                         urls
                     }
-                    (_, true) => servers.start(ServerKind::Etcd, 1, true, &options)?,
+                    (_, true) => servers.start(ServerKind::Etcd, 1, Role::Lock, &options)?,
                 };
                 servers.urls.set(UrlService::Etcd, etcd);
             }
             LockService::Mariadb => {
                 let mysql = match test.services.url(UrlService::Mysql) {
                     Some(url) => vec![url.to_string()],
-                    None => servers.start(ServerKind::Mariadb, 1, true, &options)?,
+                    None => servers.start(ServerKind::Mariadb, 1, Role::Lock, &options)?,
                 };
                 servers.urls.set(UrlService::Mysql, mysql);
             }
@@ -278,7 +296,7 @@ impl Servers {
                     let urls = if kind == STORAGE {
                         servers.urls.urls(UrlService::Postgres).to_vec()
                     } else {
-                        servers.start(kind, count, true, &options)?
+                        servers.start(kind, count, Role::Lock, &options)?
                     };
                     servers.exec.extend(urls.into_iter().map(|url| (kind, url)));
                 }
