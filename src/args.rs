@@ -371,6 +371,17 @@ pub struct CheckArgs {
         hide_env_values = true
     )]
     pub etcd_url: Vec<String>,
+    /// The ZooKeeper servers of the zookeeper backends, a comma list of
+    /// zk://HOST:PORT [default: a private ZooKeeper lockcheck starts].
+    /// Also read from LOCKCHECK_ZOOKEEPER_URL.
+    #[arg(
+        long,
+        value_name = "URL",
+        value_delimiter = ',',
+        env = "LOCKCHECK_ZOOKEEPER_URL",
+        hide_env_values = true
+    )]
+    pub zookeeper_url: Vec<String>,
     /// The RabbitMQ of the payments workload's rabbitmq queue [default:
     /// amqp://guest:guest@127.0.0.1:5672/%2f, where the run makes a vhost
     /// of its own]. Also read from LOCKCHECK_RABBITMQ_URL.
@@ -552,6 +563,7 @@ impl CheckArgs {
                 UrlService::Redis => self.redis_url.clone(),
                 UrlService::Mysql => self.mysql_url.iter().cloned().collect(),
                 UrlService::Etcd => self.etcd_url.clone(),
+                UrlService::ZooKeeper => self.zookeeper_url.clone(),
                 UrlService::Rabbitmq => self.rabbitmq_url.iter().cloned().collect(),
             };
             let variable = service.variable();

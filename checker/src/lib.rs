@@ -33,6 +33,7 @@ mod resource;
 pub mod synth;
 pub mod synth_hard;
 mod verdict;
+mod wakeups;
 
 pub use analysis::{
     analyze, analyze_events, analyze_imported, analyze_operations, default_checkers, summarize,
@@ -64,6 +65,7 @@ pub use verdict::{
     names, CheckOptions, CheckResult, Checker, KeyVerdict, LinearizationEvidence, Purpose, Subject,
     Verdict, Violation, ViolationKind, Window,
 };
+pub use wakeups::WakeUps;
 
 /// A moment of the test (nanoseconds since it started) for people: `12.500 s`.
 pub fn format_time(ns: u64) -> String {

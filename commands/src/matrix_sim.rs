@@ -90,8 +90,7 @@ impl World for Simulated {
     fn run(&self, cell: &Cell, first_seed: u64, progress: &Progress) -> anyhow::Result<Ran> {
         let effort = &Effort { first_seed, ..self.effort };
         let what = format!("{} {}", cell.backend.sim_name(), setup(cell));
-        let seeds =
-            if cell.expect.seeks_violation() { effort.violated_within } else { effort.safe_seeds };
+        let seeds = lockcheck_sim::seeds_of(cell, effort);
         progress.message(format!("{what}: seed 1 of up to {seeds}"));
         let (mut lock_ops, mut done) = (0, 0);
         let result = run_cell_with_progress(cell, effort, &mut |_, sim| {

@@ -1,6 +1,7 @@
 //! How many lock operations a second the harness drives against a real
 //! server, beside what the server's own benchmark tool gets from it in the
-//! same run (the ceiling): `lockcheck bench --only real`.
+//! same run (the ceiling; for ZooKeeper, which has none packaged, the same
+//! client writing plain znodes): `lockcheck bench --only real`.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -20,7 +21,10 @@ use crate::run::lock_ops;
 use crate::servers::{ManagedServer, ServerKind};
 use crate::sql::{SqlClient, SqlRecipe};
 use crate::storage::Storage;
+use crate::zookeeper::{plain_writes_per_s, ZooKeeperClient};
 use crate::ClientConfig;
+use lockcheck_checker::WakeUps;
+use lockcheck_workloads::zookeeper_lock::{parent_path, Variant as ZkVariant, Waiting};
 
 /// Clients, back to back.
 pub const CLIENTS: u32 = 32;
@@ -41,6 +45,9 @@ pub struct Throughput {
     pub ceiling_tool: &'static str,
     /// The run's verdict, so that a fast but wrong harness does not pass.
     pub verdict: String,
+    /// How many waiters a release woke, for a lock run (a watch's wake-ups
+    /// or a polling recipe's refused polls).
+    pub wake_ups_per_release: Option<f64>,
 }
 
 fn options(seed: u64) -> DriveOptions {
@@ -119,7 +126,7 @@ pub fn throughput(seed: u64, mut row: impl FnMut(&Throughput)) -> Result<(), Str
         number_after(&set, "SET:").ok_or("redis-benchmark printed no SET rate".to_string())?;
     let options = options(seed);
     let url = redis.url();
-    let (ops, verdict) = runtime
+    let (ops, verdict, wake_ups_per_release) = runtime
         .block_on(async {
             Storage::prepare(&storage, &options.workload.resources).await?;
             RedisClient::prepare(&url, &options.workload.locks).await?;
@@ -135,7 +142,11 @@ pub fn throughput(seed: u64, mut row: impl FnMut(&Throughput)) -> Result<(), Str
                 }
             })
             .await?;
-            Ok((lock_ops(&events) as f64 / started.elapsed().as_secs_f64(), verdict_of(&events)))
+            Ok((
+                lock_ops(&events) as f64 / started.elapsed().as_secs_f64(),
+                verdict_of(&events),
+                WakeUps::of(&events).per_release(),
+            ))
         })
         .map_err(failed)?;
     row(&Throughput {
@@ -145,6 +156,7 @@ pub fn throughput(seed: u64, mut row: impl FnMut(&Throughput)) -> Result<(), Str
         ceiling_per_s: ceiling,
         ceiling_tool: "redis-benchmark -t set, same clients",
         verdict,
+        wake_ups_per_release,
     });
 
     let pg_port = postgres.port().to_string();
@@ -179,7 +191,58 @@ pub fn throughput(seed: u64, mut row: impl FnMut(&Throughput)) -> Result<(), Str
         ceiling_per_s: ceiling,
         ceiling_tool: "pgbench -S (read-only selects), same clients",
         verdict,
+        wake_ups_per_release: None,
     });
+
+    // ZooKeeper: Curator's lock, each acquire a create, a list and a read,
+    // each release a delete, beside the same client creating and deleting
+    // plain znodes (its writes a second); then the herd, whose waiters all
+    // watch the lock.
+    let zookeeper = ManagedServer::start(ServerKind::ZooKeeper).map_err(failed)?;
+    let urls = [zookeeper.url()];
+    let seconds = Duration::from_secs(SECONDS);
+    let plain = "bench-plain".to_string();
+    let ceiling = runtime
+        .block_on(async {
+            ZooKeeperClient::prepare(&urls, std::slice::from_ref(&plain)).await?;
+            plain_writes_per_s(&urls, &parent_path(&plain), CLIENTS, seconds).await
+        })
+        .map_err(failed)?;
+    let herd = ZkVariant { waiting: Waiting::Herd, ..ZkVariant::CURATOR };
+    for (backend, variant) in [("zookeeper", ZkVariant::CURATOR), ("zookeeper-herd", herd)] {
+        let (ops, verdict, wake_ups_per_release) = runtime
+            .block_on(async {
+                ZooKeeperClient::prepare(&urls, &options.workload.locks).await?;
+                let started = Instant::now();
+                let ttl_ms = options.workload.ttl_ms;
+                let events = drive(&options, |logical, stall| {
+                    let config = config(logical, &storage);
+                    let urls = &urls;
+                    async move {
+                        let client = ZooKeeperClient::connect(urls, &config, variant, true, ttl_ms)
+                            .await?
+                            .stalling_at(stall, None);
+                        Ok((client, Storage::connect(&config).await?))
+                    }
+                })
+                .await?;
+                let ops = lock_ops(&events) as f64 / started.elapsed().as_secs_f64();
+                let wake_ups = WakeUps::of(&events).per_release();
+                Ok::<_, crate::RealError>((ops, verdict_of(&events), wake_ups))
+            })
+            .map_err(failed)?;
+        row(&Throughput {
+            backend,
+            what: "lock ops",
+            lock_ops_per_s: ops,
+            ceiling_per_s: ceiling,
+            ceiling_tool:
+                "plain znodes created and deleted by the same client (writes), same clients",
+            verdict,
+            wake_ups_per_release,
+        });
+    }
+    drop(zookeeper);
 
     // The payments workload: orders through the real queue and provider,
     // beside pgbench's TPC-B-like transactions (each order is four
@@ -201,6 +264,7 @@ pub fn throughput(seed: u64, mut row: impl FnMut(&Throughput)) -> Result<(), Str
             ceiling_per_s: ceiling,
             ceiling_tool: "pgbench (TPC-B-like transactions), same clients",
             verdict,
+            wake_ups_per_release: None,
         });
     }
     Ok(())

@@ -22,12 +22,14 @@ use crate::etcd::EtcdClient;
 use crate::exec::{ExecClient, ExecProgram, PidSlot};
 use crate::failover::RedisPair;
 use crate::payments::{PaymentsServices, RealPayments};
+use crate::proxy::Proxy;
 use crate::redis::{RedisClient, RedisRecipe};
 use crate::redlock::RedlockClient;
 use crate::s3::Resources;
 use crate::semaphore::RedisSemaphoreClient;
 use crate::servers::ServerKind;
 use crate::sql::{SqlClient, SqlRecipe};
+use crate::zookeeper::{LinkFreezer, ZooKeeperClient};
 use crate::{ClientConfig, RealError};
 
 /// A backend that runs against real servers: a backend of the one
@@ -37,6 +39,8 @@ pub struct RealBackend(Backend);
 
 /// The etcd cluster a partition among members splits.
 pub(crate) const ETCD_MEMBERS: usize = 3;
+/// The ZooKeeper ensemble a member fault strikes: one of three may fail.
+pub(crate) const ZOOKEEPER_MEMBERS: usize = 3;
 /// The etcd cluster of a ring partition: each member sees two of four.
 pub(crate) const ETCD_RING_MEMBERS: usize = 5;
 
@@ -56,6 +60,8 @@ pub enum LockService {
     /// An etcd cluster (one member, or three or five behind the proxy when
     /// a partition splits members).
     Etcd,
+    /// A ZooKeeper ensemble (one server, for now).
+    ZooKeeper,
     /// The PostgreSQL that also holds the protected resources.
     Postgres,
     /// A MariaDB (or MySQL) of its own.
@@ -70,6 +76,7 @@ impl LockService {
         match self {
             LockService::Redis { .. } => Some(ServerKind::Redis),
             LockService::Etcd => Some(ServerKind::Etcd),
+            LockService::ZooKeeper => Some(ServerKind::ZooKeeper),
             LockService::Postgres => Some(ServerKind::Postgres),
             LockService::Mariadb => Some(ServerKind::Mariadb),
             LockService::Exec => None,
@@ -128,6 +135,10 @@ pub(crate) struct Drive<'a> {
     pub slots: &'a [PidSlot],
     /// The payments services, when the run's workload uses them.
     pub payments: Option<&'a PaymentsServices>,
+    /// The fault-injecting proxy, when the run has one, and the lock
+    /// servers' node names on it.
+    pub proxy: Option<&'a Proxy>,
+    pub lock_nodes: &'a [String],
 }
 
 /// What each client has beside its lock client: its configuration (its
@@ -182,6 +193,7 @@ impl RealBackend {
         match self.0.service() {
             Service::Redis { instances } => LockService::Redis { instances: instances as usize },
             Service::Etcd { .. } => LockService::Etcd,
+            Service::ZooKeeper { .. } => LockService::ZooKeeper,
             Service::Postgres => LockService::Postgres,
             Service::Mariadb => LockService::Mariadb,
             Service::Exec => LockService::Exec,
@@ -208,7 +220,7 @@ impl RealBackend {
     /// The lease a run asks for, given `ttl_ms`: a session's lease (etcd's)
     /// is whole seconds, and the server raises a short TTL to its minimum.
     pub fn granted_ttl_ms(self, ttl_ms: u64) -> u64 {
-        match self.0.is_consensus() {
+        match self.0.is_etcd() {
             true => ttl_ms.div_ceil(1000).max(ETCD_MIN_TTL_S) * 1000,
             false => ttl_ms,
         }
@@ -248,6 +260,13 @@ impl RealBackend {
     /// have granted.
     pub fn min_down_ms(self, ttl_ms: u64) -> u64 {
         self.0.min_down_ms(ttl_ms)
+    }
+
+    /// Whether its client library keeps the session alive by itself
+    /// (ZooKeeper's heartbeats): a pause of the client must then hold its
+    /// links on the proxy too, as a GC pause stops the library's threads.
+    pub fn beats_by_itself(self) -> bool {
+        matches!(self.0.service(), Service::ZooKeeper { .. })
     }
 
     /// Whether a kill takes a majority of its lock servers at once: a
@@ -357,6 +376,33 @@ impl RealBackend {
                             Ok(EtcdClient::connect(endpoints, &config, fencing)
                                 .await?
                                 .stalling_at(stall))
+                        }
+                    },
+                    nemesis,
+                )
+                .await
+            }
+            Recipe::ZooKeeper(variant) => {
+                ZooKeeperClient::prepare(lock_urls, locks).await?;
+                let (fencing, ttl_ms) = (run.fencing, options.workload.ttl_ms);
+                let (proxy, nodes) = (run.proxy, run.lock_nodes);
+                drive_stored(
+                    options,
+                    history,
+                    sides,
+                    |logical, stall| {
+                        let config = config(logical);
+                        let urls = urls(logical);
+                        let links = proxy.map(|proxy| LinkFreezer {
+                            proxy: proxy.clone(),
+                            from: config.name.clone(),
+                            to: nodes.to_vec(),
+                        });
+                        async move {
+                            let client =
+                                ZooKeeperClient::connect(urls, &config, variant, fencing, ttl_ms)
+                                    .await?;
+                            Ok(client.stalling_at(stall, links))
                         }
                     },
                     nemesis,

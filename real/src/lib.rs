@@ -66,6 +66,7 @@ mod servers;
 mod sql;
 mod storage;
 mod user;
+mod zookeeper;
 
 pub use catalogue::{LockService, RealBackend, RealWorld};
 pub use driver::{drive, drive_paying, drive_recorded, drive_with, DriveOptions, StallFault};
@@ -86,6 +87,7 @@ pub use servers::{stop_all, ManagedServer, Package, ServerKind, ServerOptions, U
 pub use sql::{advisory_key, mysql_lock_name, SqlClient, SqlRecipe};
 pub use storage::Storage;
 pub use user::RealRedis;
+pub use zookeeper::{LinkFreezer, ZooKeeperClient};
 
 pub mod bench;
 pub mod failover;

@@ -445,6 +445,61 @@ pub fn cells() -> Vec<RealCell> {
             Expect::Keeps { valid: &[LINEAR, FENCE, RESOURCE] },
             "partitions among five members, a majority ring too: the minority side never grants",
         ),
+        cell(on(B::ZooKeeper, &[], 2000), 6, SAFE, "no fault"),
+        // A stall holds the client's links too, so the library's heartbeats
+        // stop with it and the session expires after its timeout; the
+        // next in line is granted, and the stalled holder acts on.
+        RealCell {
+            runs: Some(5),
+            ..cell(
+                on(B::ZooKeeper, &[F::Pause], 2000),
+                20,
+                fenced(&[MUTEX]),
+                "holder stall > session timeout: the czxid fences the stale write",
+            )
+        },
+        // Cut off, the library is disconnected after two fifths of the
+        // session timeout and the holder's next check (every third of it)
+        // sees SUSPENDED: it stops before the ensemble expires its session.
+        cell(
+            on(B::ZooKeeper, &[F::Partition], 2000).with_shapes(&[Shape::Client]),
+            20,
+            SAFE,
+            "holder cut off: SUSPENDED stops it before its session expires",
+        ),
+        // The server stopped, killed and restarted (its data kept), its wall
+        // clock moved: sessions outlive a short outage, holders stop while
+        // SUSPENDED, and sessions expire by the server's monotonic clock.
+        cell(
+            on(B::ZooKeeper, &[F::Clock], 2000),
+            20,
+            SAFE,
+            "the server's wall clock moved: sessions expire by its monotonic clock",
+        ),
+        // An ensemble of three: members stopped, or killed (up to two at
+        // once) and restarted with their data. Holders stop while SUSPENDED,
+        // and nothing is granted without a quorum.
+        cell(
+            on(B::ZooKeeper, &[F::Sigstop, F::Kill], 2000),
+            20,
+            SAFE,
+            "members stopped, killed and restarted: no grant without a quorum, holders stop while SUSPENDED",
+        ),
+        cell(
+            on(B::ZooKeeper, &[F::Partition], 2000).with_shapes(&[Shape::IsolateOne, Shape::Halves]),
+            20,
+            SAFE,
+            "partitions among three members: the minority side never grants",
+        ),
+        RealCell {
+            runs: Some(5),
+            ..cell(
+                on(B::ZooKeeperActsSuspended, &[F::Partition], 2000).with_shapes(&[Shape::Client]),
+                20,
+                fenced(&[MUTEX]),
+                "broken: a holder cut off acts through SUSPENDED past its session's expiry",
+            )
+        },
         cell(on(B::PostgresAdvisory, &[], 500), 5, SAFE, "no fault"),
         // The violation needs another client to reconnect and be granted
         // within what is left of the victim's hold; on a loaded machine a

@@ -157,6 +157,7 @@ fn faults(test: &RunOptions, backend: RealBackend) -> Result<Faults, String> {
     let given_url = match backend.service() {
         LockService::Redis { .. } => test.services.given(UrlService::Redis),
         LockService::Etcd => test.services.given(UrlService::Etcd),
+        LockService::ZooKeeper => test.services.given(UrlService::ZooKeeper),
         LockService::Mariadb => test.services.given(UrlService::Mysql),
         LockService::Postgres => test.services.given(UrlService::Postgres),
         LockService::Exec => false,
@@ -178,7 +179,18 @@ fn faults(test: &RunOptions, backend: RealBackend) -> Result<Faults, String> {
                 .to_string(),
         );
     }
-    shapes(test, backend)?;
+    let shapes = shapes(test, backend)?;
+    let splits_members =
+        faults.has(FaultKind::Partition) && shapes.iter().any(|shape| *shape != Shape::Client);
+    if backend.service() == LockService::ZooKeeper
+        && faults.has(FaultKind::Clock)
+        && (faults.has(FaultKind::Sigstop) || faults.has(FaultKind::Kill) || splits_members)
+    {
+        return Err(
+            "clock with sigstop, kill or a partition among members: those start a ZooKeeper ensemble of three JVMs, and under libfaketime (which reads its offset file at every clock call) they do not elect a leader in time on a small machine; run clock against the single server, in a run of its own"
+                .to_string(),
+        );
+    }
     let several = matches!(backend.service(), LockService::Redis { instances } if instances > 1);
     let redis = test.services.urls(UrlService::Redis);
     if several && !redis.is_empty() {
@@ -229,19 +241,25 @@ fn under_faketime() -> bool {
 /// The partition shapes asked for that can strike `backend`: `client`
 /// always; `isolate-one`, `halves` and `ring` split an etcd cluster that
 /// lockcheck starts behind its proxy (five members when `ring` is asked
-/// for, three otherwise). Shapes that cannot strike the backend are left
+/// for, three otherwise), `isolate-one` and `halves` a ZooKeeper ensemble
+/// of three. Shapes that cannot strike the backend are left
 /// out; none left is an error.
 pub(crate) fn shapes(test: &RunOptions, backend: RealBackend) -> Result<Vec<Shape>, String> {
     let mut shapes = Vec::new();
-    let cluster = backend.service() == LockService::Etcd && !test.services.given(UrlService::Etcd);
+    // The clusters lockcheck starts behind its proxy: etcd's of three or
+    // five members, ZooKeeper's of three (no ring: each of three members
+    // is every other's neighbour).
+    let etcd = backend.service() == LockService::Etcd && !test.services.given(UrlService::Etcd);
+    let zookeeper =
+        backend.service() == LockService::ZooKeeper && !test.services.given(UrlService::ZooKeeper);
     for &shape in &test.partition_shapes {
-        if shape == Shape::Client || cluster {
+        if shape == Shape::Client || etcd || (zookeeper && shape != Shape::Ring) {
             shapes.push(shape);
         }
     }
     if shapes.is_empty() {
         return Err(format!(
-            "none of the partition shapes {:?} applies to {}: against real servers, client cuts a client off from its lock servers, and isolate-one and halves split the three members of an etcd cluster lockcheck starts",
+            "none of the partition shapes {:?} applies to {}: against real servers, client cuts a client off from its lock servers, and isolate-one and halves split the three members of an etcd cluster or ZooKeeper ensemble lockcheck starts",
             Shape::list(&test.partition_shapes),
             backend.name()
         ));
@@ -280,6 +298,27 @@ mod tests {
             Ok(faults) => panic!("{name} {:?}: accepted with {}", options.faults, faults.names()),
             Err(message) => message,
         }
+    }
+
+    #[test]
+    fn zookeeper_takes_member_faults_and_its_clock_alone() {
+        for nemesis in ["pause", "sigstop,kill", "clock", "partition"] {
+            assert!(planned(&options(nemesis), "zookeeper").is_ok(), "{nemesis}");
+        }
+        for nemesis in ["clock,kill", "clock,sigstop"] {
+            assert!(refused(&options(nemesis), "zookeeper").contains("libfaketime"), "{nemesis}");
+        }
+        let mut split = options("clock,partition");
+        split.partition_shapes = vec![Shape::IsolateOne];
+        assert!(refused(&split, "zookeeper").contains("ensemble"));
+        split.partition_shapes = vec![Shape::Client];
+        assert!(planned(&split, "zookeeper").is_ok());
+        // No ring in an ensemble of three.
+        let mut ring = options("partition");
+        ring.partition_shapes = vec![Shape::Ring, Shape::Halves];
+        let test = RunOptions { backend: Backend::ZooKeeper, ..ring };
+        assert_eq!(super::shapes(&test, backend("zookeeper")), Ok(vec![Shape::Halves]));
+        assert!(refused(&options("conn-kill"), "zookeeper").contains("SQL sessions"));
     }
 
     #[test]

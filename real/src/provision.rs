@@ -10,7 +10,9 @@ use std::time::Instant;
 
 use lockcheck_workloads::{FaultKind, RunOptions, Services, StorageKind, UrlService, Workload};
 
-use crate::catalogue::{LockService, RealBackend, ETCD_MEMBERS, ETCD_RING_MEMBERS};
+use crate::catalogue::{
+    LockService, RealBackend, ETCD_MEMBERS, ETCD_RING_MEMBERS, ZOOKEEPER_MEMBERS,
+};
 use crate::failover::RedisPair;
 use crate::nemesis::SharedServer;
 use crate::netfault::{proxied_url, Shape, Topology};
@@ -178,6 +180,7 @@ impl Servers {
             || faults.has(FaultKind::SlowNet)
             || faults.has(FaultKind::SlowClient)
             || faults.has(FaultKind::Failover)
+            || (faults.has(FaultKind::Pause) && backend.beats_by_itself())
         {
             servers.proxy = Some(Proxy::start()?);
         }
@@ -283,6 +286,50 @@ impl Servers {
                 };
                 servers.urls.set(UrlService::Etcd, etcd);
             }
+            LockService::ZooKeeper => {
+                // One server for clean runs and a client's faults; an
+                // ensemble of three when a fault strikes members (one of
+                // three may fail), its peers talking through the proxy when
+                // a partition splits them.
+                let split = faults.has(FaultKind::Partition)
+                    && shapes(test, backend)
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|s| *s != Shape::Client);
+                let ensemble =
+                    split || faults.has(FaultKind::Sigstop) || faults.has(FaultKind::Kill);
+                let zookeeper = if test.services.given(UrlService::ZooKeeper) {
+                    test.services.urls(UrlService::ZooKeeper).to_vec()
+                } else if ensemble {
+                    let started = Instant::now();
+                    let proxy = servers.proxy.as_ref().filter(|_| split);
+                    let members = ManagedServer::start_zookeeper_ensemble(
+                        ZOOKEEPER_MEMBERS,
+                        &options,
+                        proxy,
+                    )?;
+                    let urls: Vec<String> = members.iter().map(ManagedServer::url).collect();
+                    if chatty {
+                        let peers =
+                            if split { ", its peers talking through the proxy" } else { "" };
+                        eprintln!(
+                            "started a private zookeeper ensemble of {ZOOKEEPER_MEMBERS} members{peers}, on {} ({:.1} s)",
+                            urls.join(", "),
+                            started.elapsed().as_secs_f64()
+                        );
+                    }
+                    if split {
+                        servers.members = ZOOKEEPER_MEMBERS;
+                    }
+                    servers
+                        .lock
+                        .extend(members.into_iter().map(|member| Arc::new(Mutex::new(member))));
+                    urls
+                } else {
+                    servers.start(ServerKind::ZooKeeper, 1, Role::Lock, &options)?
+                };
+                servers.urls.set(UrlService::ZooKeeper, zookeeper);
+            }
             LockService::Mariadb => {
                 let mysql = match test.services.url(UrlService::Mysql) {
                     Some(url) => vec![url.to_string()],
@@ -311,6 +358,7 @@ impl Servers {
         match backend.service() {
             LockService::Redis { .. } => self.urls.urls(UrlService::Redis).to_vec(),
             LockService::Etcd => self.urls.urls(UrlService::Etcd).to_vec(),
+            LockService::ZooKeeper => self.urls.urls(UrlService::ZooKeeper).to_vec(),
             LockService::Mariadb => self.urls.urls(UrlService::Mysql).to_vec(),
             LockService::Postgres => self.urls.urls(UrlService::Postgres).to_vec(),
             LockService::Exec => self.exec.iter().map(|(_, url)| url.clone()).collect(),

@@ -323,6 +323,7 @@ async fn drive_backend(
     };
     let exec_env = |logical: u32| servers.exec_env(logical);
     let lock_urls = servers.lock_urls(backend);
+    let lock_nodes = servers.lock_nodes(backend);
     let driven = backend
         .drive(Drive {
             options,
@@ -338,6 +339,8 @@ async fn drive_backend(
             program: &test.exec,
             exec_env: &exec_env,
             slots: planned.slots,
+            proxy,
+            lock_nodes: &lock_nodes,
             payments: payments.as_ref(),
         })
         .await;

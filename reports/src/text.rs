@@ -82,7 +82,20 @@ pub fn render_text(analyzed: &Analyzed<'_>, options: &TextOptions<'_>) -> String
     }
     out.push('\n');
     coverage(&mut out, analysis);
+    if let Some(line) = options.events.and_then(wake_ups_line) {
+        let _ = writeln!(out, "{line}");
+    }
     out
+}
+
+/// How many waiters a release woke, when clients waited at all: a watch's
+/// wake-ups, or a polling recipe's refused polls, per release.
+fn wake_ups_line(events: &[lockcheck_checker::Event]) -> Option<String> {
+    let wake_ups = lockcheck_checker::WakeUps::of(events);
+    if !wake_ups.watched && wake_ups.busy == 0 {
+        return None;
+    }
+    Some(format!("wake-ups: {}", wake_ups.describe()?))
 }
 
 /// What the run's faults reached, under the verdict.

@@ -91,7 +91,8 @@ impl SimClient {
                 })
                 .collect(),
         };
-        let link = Link { clock_offset_ms: clock, backend, fencing, name, grants: 0, instances };
+        let link =
+            Link { clock_offset_ms: clock, backend, fencing, name, grants: 0, instances, stall };
         SimClient { session, link }
     }
 }
@@ -116,5 +117,9 @@ impl LockClient for SimClient {
         for instance in &mut self.link.instances {
             instance.reset();
         }
+    }
+
+    fn take_wake_ups(&mut self) -> Option<u64> {
+        self.session.take_wake_ups()
     }
 }

@@ -374,6 +374,26 @@ impl Connection {
         }
     }
 
+    /// Its deadline for one request.
+    pub fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    /// A connection of its own to the same host, with the same deadline,
+    /// refusals and primary to follow, but no pause point: what a client
+    /// library's background thread (ZooKeeper's heartbeats) talks over. A
+    /// pause stops that thread by the client's freezer instead.
+    pub fn unstalled(&self) -> Connection {
+        Connection {
+            host: self.host,
+            follow: self.follow.clone(),
+            deadline: self.deadline,
+            stream: None,
+            down: self.down.clone(),
+            stall: None,
+        }
+    }
+
     /// Between two commands of a recipe: a pause asked for there strikes
     /// (`true` if it did).
     pub async fn between_commands(&self) -> bool {

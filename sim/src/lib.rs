@@ -8,9 +8,9 @@
 //! `server.rs` holds the Redis-like state machine, `client.rs` the
 //! catalogue ([`Backend`]) and the simulated client, which runs the
 //! recipes both worlds share (`lockcheck_workloads::redis_lock`,
-//! `redlock`, `semaphore`, `lease_table`, `etcd_lock`) over the
-//! simulator's connections (`redis_lock.rs`, `redlock.rs`,
-//! `lease_table.rs`, `etcd_client.rs`); `nemesis.rs` the faults and
+//! `redlock`, `semaphore`, `lease_table`, `etcd_lock`, `zookeeper_lock`)
+//! over the simulator's connections (`redis_lock.rs`, `redlock.rs`,
+//! `lease_table.rs`, `etcd_client.rs`, `zookeeper.rs`); `nemesis.rs` the faults and
 //! how they are drawn on the schedule both worlds share, `aim.rs` where
 //! they aim with `--aim`; `matrix.rs` the simulated truth
 //! table; `shrink.rs` the search for a smaller failing run.
@@ -34,6 +34,7 @@ mod server;
 mod service;
 mod services;
 mod storage;
+mod zookeeper;
 
 pub use client::{Backend, SimClient, Simulator};
 pub use lockcheck_workloads::RunOptions;
@@ -46,8 +47,8 @@ pub use run::{
 
 mod matrix;
 pub use matrix::{
-    cells, check_run, run_cell, run_cell_with_progress, sweep_cell, Cell, CellResult, Effort,
-    Expect, FalseAlarm, MatrixError,
+    cells, check_run, run_cell, run_cell_with_progress, seeds_of, sweep_cell, Cell, CellResult,
+    Effort, Expect, FalseAlarm, MatrixError,
 };
 
 mod shrink;
@@ -58,3 +59,4 @@ pub use payments::SimPayments;
 pub use s3::SimObjects;
 pub use storage::SimStore;
 pub use user::{run_user, SimRedis, UserEnv};
+pub use zookeeper::{wake_ups_per_release, WakeUpCount};

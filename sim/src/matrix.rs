@@ -174,6 +174,41 @@ pub fn cells() -> Vec<Cell> {
                 "a leader that commits without a majority goes on granting in the minority",
             )
         },
+        // ZooKeeper: Curator's lock on a simulated ensemble, the session
+        // timeout the TTL, the czxid the token. A run costs several times a
+        // Redis run, so a safe cell stays clean over fewer seeds.
+        zookeeper(cell(B::ZooKeeper, &[], SAFE, "no fault: safe")),
+        cell(
+            B::ZooKeeper,
+            &[F::Pause],
+            Expect::Violated { any_of: &[MUTEX], stays_valid: &[RESOURCE] },
+            "holder stall > session timeout: its heartbeats stall with it, the session expires and the next waiter holds; the czxid fences the stale write",
+        ),
+        zookeeper(Cell {
+            shapes: &[Shape::Client],
+            ..cell(
+                B::ZooKeeper,
+                &[F::Partition],
+                SAFE,
+                "holder cut off: SUSPENDED at 2/5 of the session timeout stops it before the ensemble ends its session (Curator's rule)",
+            )
+        }),
+        zookeeper(Cell {
+            shapes: &[Shape::IsolateOne, Shape::Halves],
+            ..cell(B::ZooKeeper, &[F::Partition], SAFE, "partition among members: the minority side never grants")
+        }),
+        zookeeper(cell(B::ZooKeeper, &[F::Kill], SAFE, "a minority of members crash and restart from their transaction log: safe")),
+        zookeeper(cell(B::ZooKeeper, &[F::Clock], SAFE, "sessions expire by the leader's monotonic clock: a jump is harmless")),
+        Cell {
+            shapes: &[Shape::Client],
+            ..cell(
+                B::ZooKeeperActsSuspended,
+                &[F::Partition],
+                Expect::Violated { any_of: &[MUTEX], stays_valid: &[RESOURCE] },
+                "holder cut off acts on through SUSPENDED until LOST (7/5 of the timeout): its session ends first; the czxid fences",
+            )
+        },
+        zookeeper(cell(B::ZooKeeperHerd, &[], SAFE, "every waiter watches the parent: each release wakes them all, slow but safe")),
         // Consul: its lock-delay against a holder's stall (1.5 to 3 TTLs).
         cell(
             B::ConsulNoDelay,
@@ -478,6 +513,24 @@ pub fn run_cell(cell: &Cell, effort: &Effort) -> Result<CellResult, MatrixError>
 
 /// As [`run_cell`], calling `progress` with each seed and its run once the
 /// seed is run (before it is checked).
+/// The seeds a safe cell of the simulated ZooKeeper stays clean over.
+const ZOOKEEPER_SAFE_SEEDS: u64 = 50;
+
+/// `cell` of the simulated ZooKeeper: [`ZOOKEEPER_SAFE_SEEDS`] when safe.
+fn zookeeper(cell: Cell) -> Cell {
+    Cell { runs: Some(ZOOKEEPER_SAFE_SEEDS), ..cell }
+}
+
+/// How many seeds `cell` runs: a violated cell up to the effort's bound; a
+/// safe one the effort's count, or fewer where the cell says (`runs`: a
+/// simulated ensemble whose runs cost several times a Redis run's).
+pub fn seeds_of(cell: &Cell, effort: &Effort) -> u64 {
+    match cell.expect.seeks_violation() {
+        true => effort.violated_within,
+        false => cell.runs.map_or(effort.safe_seeds, |runs| runs.min(effort.safe_seeds)),
+    }
+}
+
 pub fn run_cell_with_progress(
     cell: &Cell,
     effort: &Effort,
@@ -485,8 +538,7 @@ pub fn run_cell_with_progress(
 ) -> Result<CellResult, MatrixError> {
     let base = cell_options(cell, effort);
     let check_options = base.checks();
-    let seeds =
-        if cell.expect.seeks_violation() { effort.violated_within } else { effort.safe_seeds };
+    let seeds = seeds_of(cell, effort);
     let outcome = cell.expect.judge_runs_from(
         effort.first_seed,
         seeds,

@@ -141,6 +141,12 @@ pub(crate) trait SimSession: std::fmt::Debug {
     /// A new session after an unknown outcome: what the old one held is
     /// forgotten (its leases expire by themselves, as a crashed client's).
     fn reset(&mut self) {}
+
+    /// The watch wake-ups since last asked, for a recipe whose waiters wait
+    /// on a watch ([`lockcheck_workloads::LockClient::take_wake_ups`]).
+    fn take_wake_ups(&mut self) -> Option<u64> {
+        None
+    }
 }
 
 /// The lease a grant carries, as the recipes that name their value by it
@@ -165,6 +171,10 @@ pub(crate) struct Link {
     /// This client's clock, ahead of simulated time by this much (a skew
     /// nemesis moves it); only a recipe that trusts the client's clock reads it.
     pub(crate) clock_offset_ms: std::rc::Rc<std::cell::Cell<i64>>,
+    /// The client's pause point, which its connections stall at: a client
+    /// library with threads of its own (ZooKeeper's heartbeats) has them
+    /// stopped too while the client stalls ([`lockcheck_workloads::Freezer`]).
+    pub(crate) stall: lockcheck_workloads::Stall,
 }
 
 impl Link {

@@ -9,13 +9,14 @@ use crate::service::SimService;
 
 /// Every simulated service, one line each. Exactly one keeps the locks of
 /// each simulated backend in a run, whatever its faults (a test holds it).
-const SERVICES: [&dyn SimService; 6] = [
+const SERVICES: [&dyn SimService; 7] = [
     &crate::redis_lock::OneRedis,
     &crate::replicated::ReplicatedRedis,
     &crate::redlock::FiveRedis,
     &crate::lease_table::LeaseDatabase,
     &crate::etcd::EtcdCluster,
     &crate::consul::ConsulServer,
+    &crate::zookeeper::ZooKeeperEnsemble,
 ];
 
 /// The service that keeps `service`'s locks in a run with `faults`, if the

@@ -10,6 +10,7 @@
 //! service, its recipe and its service's file in each world it runs in).
 
 use crate::redis_lock::Variant;
+use crate::zookeeper_lock::{Suspension, Variant as ZkVariant, Waiting};
 use crate::FaultKind;
 
 /// Where a run takes place.
@@ -45,6 +46,9 @@ pub enum Service {
     Postgres,
     /// A MariaDB (or MySQL) of its own.
     Mariadb,
+    /// A ZooKeeper ensemble of this many members agreeing by Zab (the real
+    /// world starts one member, or three when a fault needs an ensemble).
+    ZooKeeper { members: u32 },
     /// Consul's sessions and KV store (simulated only: no Consul binary is
     /// packaged for this machine).
     Consul,
@@ -85,6 +89,9 @@ pub enum Recipe {
     PostgresAdvisoryXact,
     /// `GET_LOCK`, held by a session.
     MysqlGetLock,
+    /// Curator's lock over ZooKeeper (`crate::zookeeper_lock`), and which
+    /// variant: what waiters watch, what a holder does once SUSPENDED.
+    ZooKeeper(crate::zookeeper_lock::Variant),
     /// Consul's session and `?acquire=`, with a lock-delay in ms.
     Consul { lock_delay_ms: u64 },
     /// The user's program, speaking the exec protocol.
@@ -157,6 +164,9 @@ pub enum Backend {
     Exec,
     Consul,
     ConsulNoDelay,
+    ZooKeeper,
+    ZooKeeperHerd,
+    ZooKeeperActsSuspended,
 }
 
 /// Redlock's instances.
@@ -170,7 +180,7 @@ pub const CONSUL_LOCK_DELAY_MS: u64 = 15_000;
 
 impl Backend {
     /// Every backend, in the order a listing of either world gives them.
-    pub const ALL: [Backend; 24] = [
+    pub const ALL: [Backend; 27] = [
         Backend::Redis,
         Backend::RedisFenced,
         Backend::RedisDelRelease,
@@ -187,6 +197,9 @@ impl Backend {
         Backend::Etcd,
         Backend::Etcd5,
         Backend::EtcdNoQuorum,
+        Backend::ZooKeeper,
+        Backend::ZooKeeperHerd,
+        Backend::ZooKeeperActsSuspended,
         Backend::Consul,
         Backend::ConsulNoDelay,
         Backend::PostgresAdvisory,
@@ -209,6 +222,11 @@ impl Backend {
         const ETCD: Entry = Entry {
             recipe: Recipe::Etcd { commits_alone: false },
             service: Service::Etcd { members: 3 },
+            ..REDIS
+        };
+        const ZOOKEEPER: Entry = Entry {
+            recipe: Recipe::ZooKeeper(ZkVariant::CURATOR),
+            service: Service::ZooKeeper { members: 3 },
             ..REDIS
         };
         const POSTGRES: Entry = Entry { service: Service::Postgres, simulated: false, ..REDIS };
@@ -278,6 +296,17 @@ impl Backend {
             Backend::EtcdNoQuorum => entry!("etcd-no-quorum",
                 help: "broken: etcd whose leader commits without a majority: a leader cut off goes on granting",
                 recipe: Recipe::Etcd { commits_alone: true }, real: false, ..ETCD),
+            Backend::ZooKeeper => entry!("zookeeper",
+                help: "Curator's lock: an ephemeral sequential znode, each waiter watching its predecessor, the czxid as the token",
+                ..ZOOKEEPER),
+            Backend::ZooKeeperHerd => entry!("zookeeper-herd",
+                help: "slow: every waiter watches the lock's parent, so each release wakes them all (the herd)",
+                recipe: Recipe::ZooKeeper(ZkVariant { waiting: Waiting::Herd, ..ZkVariant::CURATOR }),
+                ..ZOOKEEPER),
+            Backend::ZooKeeperActsSuspended => entry!("zookeeper-acts-suspended",
+                help: "broken: a holder acts on through SUSPENDED until its session is LOST",
+                recipe: Recipe::ZooKeeper(ZkVariant { suspension: Suspension::KeepsActing, ..ZkVariant::CURATOR }),
+                ..ZOOKEEPER),
             Backend::PostgresAdvisory => entry!("postgres-advisory",
                 help: "pg_try_advisory_lock: held by a session, freed when the session ends",
                 recipe: Recipe::PostgresAdvisory, ..POSTGRES),
@@ -430,6 +459,11 @@ impl Backend {
     /// Its lock hosts agree by consensus (etcd): holders keep a session's
     /// lease alive, partitions among members have something to split.
     pub const fn is_consensus(self) -> bool {
+        matches!(self.service(), Service::Etcd { .. } | Service::ZooKeeper { .. })
+    }
+
+    /// Its service is etcd's (whose leases are whole seconds).
+    pub const fn is_etcd(self) -> bool {
         matches!(self.service(), Service::Etcd { .. })
     }
 
@@ -517,7 +551,7 @@ impl Backend {
             (World::Real, FaultKind::ConnKill) if !self.has_sql_sessions() => Some(format!(
                 "conn-kill ends SQL sessions: it applies to the postgres-* and mysql-* backends, not {name}"
             )),
-            (World::Real, FaultKind::Clock) if self.is_consensus() => Some(
+            (World::Real, FaultKind::Clock) if self.is_etcd() => Some(
                 "clock: etcd is written in Go and reads the time without libc, so libfaketime cannot move its clock (its leases run on the leader's monotonic clock anyway); the simulated sim-etcd has clock faults"
                     .to_string(),
             ),
@@ -584,8 +618,8 @@ mod tests {
         assert_eq!(Backend::parse_in(World::Real, "sim-redis"), None);
         assert_eq!(Backend::parse_in(World::Simulated, "redis"), None);
         assert_eq!(Backend::parse("etcd"), Some((Backend::Etcd, World::Real)));
-        assert_eq!(Backend::all_in(World::Simulated).count(), 17);
-        assert_eq!(Backend::all_in(World::Real).count(), 17);
+        assert_eq!(Backend::all_in(World::Simulated).count(), 20);
+        assert_eq!(Backend::all_in(World::Real).count(), 20);
     }
 
     #[test]
@@ -595,12 +629,13 @@ mod tests {
         assert!(postgres.contains(&"postgres-lease"), "{postgres:?}");
         assert_eq!(Backend::suggest("reddis").first(), Some(&"redis"));
         assert_eq!(Backend::suggest("REDLOK").first(), Some(&"redlock"));
-        assert!(Backend::suggest("zookeeper").is_empty());
+        assert!(Backend::suggest("chubby").is_empty());
+        assert_eq!(Backend::suggest("zookeper").first(), Some(&"zookeeper"));
         let message = Backend::unknown("postgres");
         assert!(message.contains("did you mean postgres-advisory"), "{message}");
         assert!(message.contains("the real ones are redis, "), "{message}");
         assert!(message.contains("the simulated backends are sim-redis, "), "{message}");
-        assert!(!Backend::unknown("zookeeper").contains("did you mean"));
+        assert!(!Backend::unknown("chubby").contains("did you mean"));
         assert_eq!(super::edit_distance("kitten", "sitting"), 3);
         assert_eq!(super::edit_distance("", "abc"), 3);
     }

@@ -34,6 +34,14 @@ pub trait LockClient {
     /// Starts a new session after an `Info` (the old one may hold locks the
     /// backend will free by itself).
     async fn reset(&mut self);
+    /// How many times a watch woke this client while it waited in line
+    /// since it was last asked, for a recipe whose waiters wait on a watch
+    /// (ZooKeeper's); `None` for one that polls or does not wait. The
+    /// workload asks after every acquire and records it with the acquire's
+    /// completion (`"woken"`), whence the wake-ups per release.
+    fn take_wake_ups(&mut self) -> Option<u64> {
+        None
+    }
 }
 
 impl<T> Outcome<T> {

@@ -6,7 +6,7 @@
 //! simulator and the real backends share all of this, and more:
 //! - the recipes written once for both worlds, each over a transport trait
 //!   of its own: [`redis_lock`] (the single-Redis recipes and their broken
-//!   variants), [`redlock`], [`semaphore`], [`lease_table`], [`etcd_lock`];
+//!   variants), [`redlock`], [`semaphore`], [`lease_table`], [`etcd_lock`], [`zookeeper_lock`];
 //!   and [`user`], the transport traits a user-written recipe is generic over;
 //! - the storages: [`ResourceStore`], [`StorageKind`], and [`s3`], the S3
 //!   storages' recipe over a transport of GETs and PUTs;
@@ -56,6 +56,7 @@ mod stall;
 mod storage;
 pub mod user;
 mod workload;
+pub mod zookeeper_lock;
 
 pub use aim::{slack, Aim, Aimed, Clocks, Holders};
 pub use catalogue::{

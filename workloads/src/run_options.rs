@@ -40,16 +40,19 @@ pub enum UrlService {
     Etcd,
     /// The payments workload's RabbitMQ queue.
     Rabbitmq,
+    /// A ZooKeeper ensemble's servers.
+    ZooKeeper,
 }
 
 impl UrlService {
     /// In the order a replay line gives them.
-    pub const ALL: [UrlService; 5] = [
+    pub const ALL: [UrlService; 6] = [
         UrlService::Postgres,
         UrlService::Redis,
         UrlService::Mysql,
         UrlService::Etcd,
         UrlService::Rabbitmq,
+        UrlService::ZooKeeper,
     ];
 
     /// Its command-line flag.
@@ -60,6 +63,7 @@ impl UrlService {
             UrlService::Mysql => "--mysql-url",
             UrlService::Etcd => "--etcd-url",
             UrlService::Rabbitmq => "--rabbitmq-url",
+            UrlService::ZooKeeper => "--zookeeper-url",
         }
     }
 
@@ -71,6 +75,7 @@ impl UrlService {
             UrlService::Mysql => "LOCKCHECK_MYSQL_URL",
             UrlService::Etcd => "LOCKCHECK_ETCD_URL",
             UrlService::Rabbitmq => "LOCKCHECK_RABBITMQ_URL",
+            UrlService::ZooKeeper => "LOCKCHECK_ZOOKEEPER_URL",
         }
     }
 }

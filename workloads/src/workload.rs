@@ -193,6 +193,18 @@ fn versioned(outcome: Outcome<Option<u64>>) -> Outcome<Value> {
     outcome.map(|version| version.map_or(Value::Null, |version| json!({ "version": version })))
 }
 
+/// `value` (an object, or null) with an acquire's watch wake-ups, when its
+/// recipe counts them (`"woken": 2`).
+fn with_woken(value: Value, woken: Option<u64>) -> Value {
+    let Some(woken) = woken else { return value };
+    let mut value = match value {
+        Value::Object(fields) => fields,
+        _ => serde_json::Map::new(),
+    };
+    value.insert("woken".to_string(), json!(woken));
+    Value::Object(value)
+}
+
 fn grant_value(grant: &Grant) -> Value {
     match grant.fence {
         Some(fence) => json!({ "fence": fence }),
@@ -306,19 +318,41 @@ pub(crate) async fn run_locking<C: LockClient, S: ResourceStore>(
         let (lock, resource) = (&options.locks[at], &options.resources[at]);
         record(process, EventType::Invoke, Function::Acquire, lock, acquire_value(options), None);
         let outcome = client.acquire(lock, options.ttl_ms).await;
+        // A recipe whose waiters wait on a watch says how often this
+        // acquire's woke: recorded with its completion, whatever it was.
+        let woken = client.take_wake_ups();
         let before = process;
         let grant = match outcome {
             Outcome::Ok(grant) => {
-                complete(&mut process, Function::Acquire, lock, Outcome::Ok(grant_value(&grant)));
+                let value = with_woken(grant_value(&grant), woken);
+                complete(&mut process, Function::Acquire, lock, Outcome::Ok(value));
                 stall.set_holding(true);
                 grant
             }
             Outcome::Fail(error) => {
-                complete(&mut process, Function::Acquire, lock, Outcome::Fail(error));
+                let value = with_woken(Value::Null, woken);
+                record(process, EventType::Fail, Function::Acquire, lock, value, Some(&error));
                 continue;
             }
             Outcome::Info(error) => {
-                complete(&mut process, Function::Acquire, lock, Outcome::Info(error));
+                match woken {
+                    Some(_) => {
+                        let value = with_woken(Value::Null, woken);
+                        record(
+                            process,
+                            EventType::Info,
+                            Function::Acquire,
+                            lock,
+                            value,
+                            Some(&error),
+                        );
+                        process += i64::from(plan.clients);
+                        stall.set_process(process);
+                    }
+                    None => {
+                        complete(&mut process, Function::Acquire, lock, Outcome::Info(error));
+                    }
+                }
                 reset(client, store).await;
                 continue;
             }

@@ -64,6 +64,7 @@ mod mariadb;
 mod moto;
 mod postgres;
 mod redis;
+mod zookeeper;
 
 pub(crate) use moto::http_status;
 
@@ -76,6 +77,7 @@ const KINDS: &[ServerKind] = &[
     ServerKind::Mariadb,
     ServerKind::Etcd,
     ServerKind::Moto,
+    ServerKind::ZooKeeper,
 ];
 
 /// A kind of server the tool can start: what sets it apart from the
@@ -1231,7 +1233,8 @@ mod tests {
     #[test]
     fn every_kind_is_found_by_its_names_and_only_by_them() {
         let names: Vec<&str> = ServerKind::ALL.iter().map(ServerKind::name).collect();
-        assert_eq!(names, ["redis", "postgres", "mariadb", "etcd", "moto"]);
+        assert_eq!(names, ["redis", "postgres", "mariadb", "etcd", "moto", "zookeeper"]);
+        assert_eq!(ServerKind::parse("zk"), Ok(ServerKind::ZooKeeper));
         for kind in ServerKind::ALL {
             assert_eq!(ServerKind::parse(kind.name()), Ok(*kind));
         }
@@ -1239,7 +1242,7 @@ mod tests {
         let unknown = ServerKind::parse("oracle").unwrap_err();
         assert_eq!(
             unknown.to_string(),
-            "unknown server \"oracle\": use redis (redis*5 for five), postgres, mysql, etcd or moto"
+            "unknown server \"oracle\": use redis (redis*5 for five), postgres, mysql, etcd, moto or zk"
         );
         assert!(ServerKind::parse("Redis").is_err() && ServerKind::parse("").is_err());
     }
@@ -1249,7 +1252,7 @@ mod tests {
         assert_eq!(ServerKind::Redis, ServerKind::parse("redis").unwrap());
         assert_ne!(ServerKind::Redis, ServerKind::Etcd);
         let mut kinds = vec![ServerKind::Moto, ServerKind::Etcd, ServerKind::Mariadb];
-        kinds.extend([ServerKind::Redis, ServerKind::Postgres]);
+        kinds.extend([ServerKind::ZooKeeper, ServerKind::Redis, ServerKind::Postgres]);
         kinds.sort();
         assert_eq!(kinds, ServerKind::ALL);
         assert_eq!(format!("{:?}", ServerKind::Etcd), "ServerKind(\"etcd\")");
@@ -1263,19 +1266,22 @@ mod tests {
         assert_eq!(url(ServerKind::Mariadb), "mysql://root@127.0.0.1:6000/test");
         assert_eq!(url(ServerKind::Etcd), "http://127.0.0.1:6000");
         assert_eq!(url(ServerKind::Moto), "http://127.0.0.1:6000");
+        assert_eq!(url(ServerKind::ZooKeeper), "zk://127.0.0.1:6000");
+        assert_eq!(ServerKind::ZooKeeper.binaries(), ["java"]);
+        assert_eq!(ServerKind::ZooKeeper.package(), Package::Debian("zookeeper"));
         assert_eq!(ServerKind::Postgres.binaries(), ["postgres", "initdb"]);
         assert_eq!(ServerKind::Moto.binaries(), ["moto_server"]);
         assert_eq!(ServerKind::Mariadb.package(), Package::Debian("mariadb-server"));
         assert_eq!(ServerKind::Moto.package(), Package::Python("moto[server]"));
         let signals: Vec<&str> = ServerKind::ALL.iter().map(|kind| kind.stop_signal).collect();
-        assert_eq!(signals, ["TERM", "INT", "TERM", "TERM", "TERM"]);
+        assert_eq!(signals, ["TERM", "INT", "TERM", "TERM", "TERM", "TERM"]);
         let ports: Vec<usize> = ServerKind::ALL.iter().map(|kind| kind.ports).collect();
-        assert_eq!(ports, [1, 1, 1, 2, 1]);
+        assert_eq!(ports, [1, 1, 1, 2, 1, 3]);
         let fakeable: Vec<bool> =
             ServerKind::ALL.iter().map(|kind| kind.clock_is_fakeable()).collect();
-        assert_eq!(fakeable, [true, true, true, false, true]);
+        assert_eq!(fakeable, [true, true, true, false, true, true]);
         let several: Vec<bool> = ServerKind::ALL.iter().map(|kind| kind.allows_several()).collect();
-        assert_eq!(several, [true, false, false, false, false]);
+        assert_eq!(several, [true, false, false, false, false, false]);
     }
 
     #[test]
