@@ -458,38 +458,26 @@ pub fn cells() -> Vec<RealCell> {
                 "holder stall > session timeout: the czxid fences the stale write",
             )
         },
-        // Cut off, the library is disconnected after two fifths of the
-        // session timeout and the holder's next check (every third of it)
-        // sees SUSPENDED: it stops before the ensemble expires its session.
+        // A holder cut off: the library is disconnected after two fifths
+        // of the session timeout and the holder's next check (every third
+        // of it) sees SUSPENDED: it stops before the ensemble expires its
+        // session. The server's wall clock moved besides: sessions expire by
+        // its monotonic clock. One cell for both, to keep CI in its time.
         cell(
-            on(B::ZooKeeper, &[F::Partition], 2000).with_shapes(&[Shape::Client]),
+            on(B::ZooKeeper, &[F::Clock, F::Partition], 2000).with_shapes(&[Shape::Client]),
             20,
             SAFE,
-            "holder cut off: SUSPENDED stops it before its session expires",
+            "holder cut off: SUSPENDED stops it before its session expires; the server's clock moved: sessions expire by its monotonic clock",
         ),
-        // The server stopped, killed and restarted (its data kept), its wall
-        // clock moved: sessions outlive a short outage, holders stop while
-        // SUSPENDED, and sessions expire by the server's monotonic clock.
+        // An ensemble of three: members stopped, killed (up to two at once)
+        // and restarted with their data, or split from the others. Holders
+        // stop while SUSPENDED, and nothing is granted without a quorum.
         cell(
-            on(B::ZooKeeper, &[F::Clock], 2000),
+            on(B::ZooKeeper, &[F::Sigstop, F::Kill, F::Partition], 2000)
+                .with_shapes(&[Shape::IsolateOne, Shape::Halves]),
             20,
             SAFE,
-            "the server's wall clock moved: sessions expire by its monotonic clock",
-        ),
-        // An ensemble of three: members stopped, or killed (up to two at
-        // once) and restarted with their data. Holders stop while SUSPENDED,
-        // and nothing is granted without a quorum.
-        cell(
-            on(B::ZooKeeper, &[F::Sigstop, F::Kill], 2000),
-            20,
-            SAFE,
-            "members stopped, killed and restarted: no grant without a quorum, holders stop while SUSPENDED",
-        ),
-        cell(
-            on(B::ZooKeeper, &[F::Partition], 2000).with_shapes(&[Shape::IsolateOne, Shape::Halves]),
-            20,
-            SAFE,
-            "partitions among three members: the minority side never grants",
+            "members stopped, killed and restarted, or split off: the minority side never grants",
         ),
         RealCell {
             runs: Some(5),

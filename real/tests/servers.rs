@@ -252,7 +252,7 @@ fn moto_is_a_server_kind_by_its_name() {
     assert!(ServerKind::ALL.contains(&ServerKind::Moto));
     let unknown = ServerKind::parse("s3").unwrap_err();
     assert_eq!(unknown, UnknownServer { name: "s3".to_string() });
-    assert!(unknown.to_string().ends_with("etcd or moto"), "{unknown}");
+    assert!(unknown.to_string().ends_with("etcd, moto or zookeeper"), "{unknown}");
 }
 
 #[test]

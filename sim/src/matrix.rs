@@ -514,7 +514,7 @@ pub fn run_cell(cell: &Cell, effort: &Effort) -> Result<CellResult, MatrixError>
 /// As [`run_cell`], calling `progress` with each seed and its run once the
 /// seed is run (before it is checked).
 /// The seeds a safe cell of the simulated ZooKeeper stays clean over.
-const ZOOKEEPER_SAFE_SEEDS: u64 = 50;
+const ZOOKEEPER_SAFE_SEEDS: u64 = 20;
 
 /// `cell` of the simulated ZooKeeper: [`ZOOKEEPER_SAFE_SEEDS`] when safe.
 fn zookeeper(cell: Cell) -> Cell {

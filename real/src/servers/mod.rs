@@ -1234,7 +1234,7 @@ mod tests {
     fn every_kind_is_found_by_its_names_and_only_by_them() {
         let names: Vec<&str> = ServerKind::ALL.iter().map(ServerKind::name).collect();
         assert_eq!(names, ["redis", "postgres", "mariadb", "etcd", "moto", "zookeeper"]);
-        assert_eq!(ServerKind::parse("zk"), Ok(ServerKind::ZooKeeper));
+        assert_eq!(ServerKind::parse("zookeeper"), Ok(ServerKind::ZooKeeper));
         for kind in ServerKind::ALL {
             assert_eq!(ServerKind::parse(kind.name()), Ok(*kind));
         }
@@ -1242,7 +1242,7 @@ mod tests {
         let unknown = ServerKind::parse("oracle").unwrap_err();
         assert_eq!(
             unknown.to_string(),
-            "unknown server \"oracle\": use redis (redis*5 for five), postgres, mysql, etcd, moto or zk"
+            "unknown server \"oracle\": use redis (redis*5 for five), postgres, mysql, etcd, moto or zookeeper"
         );
         assert!(ServerKind::parse("Redis").is_err() && ServerKind::parse("").is_err());
     }

@@ -42,7 +42,7 @@ impl ServerKind {
     /// talks to its peers on (unused by a single server).
     pub const ZooKeeper: ServerKind = ServerKind {
         name: "zookeeper",
-        aliases: &["zk"],
+        aliases: &[],
         binaries: &["java"],
         package: Package::Debian("zookeeper"),
         bin_dir: None,
