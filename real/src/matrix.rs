@@ -470,13 +470,19 @@ pub fn cells() -> Vec<RealCell> {
             "holder cut off: SUSPENDED stops it before its session expires; the server's clock moved: sessions expire by its monotonic clock",
         ),
         // An ensemble of three: members stopped, killed (up to two at once)
-        // and restarted with their data, or split from the others. Holders
-        // stop while SUSPENDED, and nothing is granted without a quorum.
+        // and restarted with their data, or split from the others. Nothing is
+        // granted without a quorum: the grants stay fenced. Mutual exclusion
+        // is not promised: a follower cut off from the leader goes on
+        // answering its clients' heartbeats until it gives the leader up
+        // (syncLimit ticks, 2 s here), while the leader, hearing nothing of
+        // their sessions, expires them after the session timeout (2 s): a
+        // holder behind that follower may act past its session (seen once
+        // in CI at seed 0; valid on the runs before).
         cell(
             on(B::ZooKeeper, &[F::Sigstop, F::Kill, F::Partition], 2000)
                 .with_shapes(&[Shape::IsolateOne, Shape::Halves]),
             20,
-            SAFE,
+            Expect::Keeps { valid: &[FENCE, RESOURCE] },
             "members stopped, killed and restarted, or split off: the minority side never grants",
         ),
         RealCell {
