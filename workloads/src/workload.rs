@@ -289,27 +289,34 @@ pub(crate) async fn run_locking<C: LockClient, S: ResourceStore>(
             error,
         );
     };
-    // Records a completion; on `info` the process is finished and the client
-    // goes on as a new one.
-    let complete =
-        |process: &mut i64, f: Function, key: &str, outcome: Outcome<Value>| -> Option<Value> {
-            match outcome {
-                Outcome::Ok(value) => {
-                    record(*process, EventType::Ok, f, key, value.clone(), None);
-                    Some(value)
-                }
-                Outcome::Fail(error) => {
-                    record(*process, EventType::Fail, f, key, Value::Null, Some(&error));
-                    None
-                }
-                Outcome::Info(error) => {
-                    record(*process, EventType::Info, f, key, Value::Null, Some(&error));
-                    *process += i64::from(plan.clients);
-                    stall.set_process(*process);
-                    None
-                }
+    // Records a completion, with `note` as the value of a `fail` or `info`;
+    // on `info` the process is finished and the client goes on as a new one.
+    let complete_noting = |process: &mut i64,
+                           f: Function,
+                           key: &str,
+                           outcome: Outcome<Value>,
+                           note: Value|
+     -> Option<Value> {
+        match outcome {
+            Outcome::Ok(value) => {
+                record(*process, EventType::Ok, f, key, value.clone(), None);
+                Some(value)
             }
-        };
+            Outcome::Fail(error) => {
+                record(*process, EventType::Fail, f, key, note, Some(&error));
+                None
+            }
+            Outcome::Info(error) => {
+                record(*process, EventType::Info, f, key, note, Some(&error));
+                *process += i64::from(plan.clients);
+                stall.set_process(*process);
+                None
+            }
+        }
+    };
+    let complete = |process: &mut i64, f: Function, key: &str, outcome: Outcome<Value>| {
+        complete_noting(process, f, key, outcome, Value::Null)
+    };
     'ops: while tokio::time::Instant::now() < plan.until {
         // Whatever ended the last turn, nothing is held between turns.
         stall.set_holding(false);
@@ -322,37 +329,20 @@ pub(crate) async fn run_locking<C: LockClient, S: ResourceStore>(
         // acquire's woke: recorded with its completion, whatever it was.
         let woken = client.take_wake_ups();
         let before = process;
+        let note = with_woken(Value::Null, woken);
         let grant = match outcome {
             Outcome::Ok(grant) => {
-                let value = with_woken(grant_value(&grant), woken);
-                complete(&mut process, Function::Acquire, lock, Outcome::Ok(value));
+                let value = Outcome::Ok(with_woken(grant_value(&grant), woken));
+                complete_noting(&mut process, Function::Acquire, lock, value, note);
                 stall.set_holding(true);
                 grant
             }
             Outcome::Fail(error) => {
-                let value = with_woken(Value::Null, woken);
-                record(process, EventType::Fail, Function::Acquire, lock, value, Some(&error));
+                complete_noting(&mut process, Function::Acquire, lock, Outcome::Fail(error), note);
                 continue;
             }
             Outcome::Info(error) => {
-                match woken {
-                    Some(_) => {
-                        let value = with_woken(Value::Null, woken);
-                        record(
-                            process,
-                            EventType::Info,
-                            Function::Acquire,
-                            lock,
-                            value,
-                            Some(&error),
-                        );
-                        process += i64::from(plan.clients);
-                        stall.set_process(process);
-                    }
-                    None => {
-                        complete(&mut process, Function::Acquire, lock, Outcome::Info(error));
-                    }
-                }
+                complete_noting(&mut process, Function::Acquire, lock, Outcome::Info(error), note);
                 reset(client, store).await;
                 continue;
             }
