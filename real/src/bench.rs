@@ -1,7 +1,8 @@
 //! How many lock operations a second the harness drives against a real
 //! server, beside what the server's own benchmark tool gets from it in the
-//! same run (the ceiling; for ZooKeeper, which has none packaged, the same
-//! client writing plain znodes): `lockcheck bench --only real`.
+//! same run (the ceiling; for etcd and ZooKeeper, which have none packaged,
+//! the same client writing plain keys or znodes): `lockcheck bench --only
+//! real`.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -13,6 +14,7 @@ use lockcheck_workloads::queue::QueueKind;
 use lockcheck_workloads::{Workload, WorkloadOptions};
 
 use crate::driver::{drive, drive_paying, DriveOptions};
+use crate::etcd::{self, EtcdClient};
 use crate::payments::PaymentsServices;
 use crate::provider::{ProviderConfig, ProviderServer};
 use crate::queues::{QueueConfig, RealQueue, DEFAULT_RABBITMQ_URL};
@@ -243,6 +245,46 @@ pub fn throughput(seed: u64, mut row: impl FnMut(&Throughput)) -> Result<(), Str
         });
     }
     drop(zookeeper);
+
+    // etcd: the lock refused at once (TryLock: its waiters poll) and the
+    // lock waited for in line (each waiter watching the key before its
+    // own), each acquire a lease's grant and a transaction, each release a
+    // revocation, beside the same client putting and deleting plain keys.
+    let etcd_server = ManagedServer::start(ServerKind::Etcd).map_err(failed)?;
+    let endpoints = [etcd_server.url()];
+    let ceiling =
+        runtime.block_on(etcd::plain_writes_per_s(&endpoints, CLIENTS, seconds)).map_err(failed)?;
+    for (backend, waits) in [("etcd", false), ("etcd-waiting", true)] {
+        let (ops, verdict, wake_ups_per_release) = runtime
+            .block_on(async {
+                let started = Instant::now();
+                let events = drive(&options, |logical, stall| {
+                    let config = config(logical, &storage);
+                    let endpoints = &endpoints;
+                    async move {
+                        let client = EtcdClient::connect(endpoints, &config, true, waits)
+                            .await?
+                            .stalling_at(stall);
+                        Ok((client, Storage::connect(&config).await?))
+                    }
+                })
+                .await?;
+                let ops = lock_ops(&events) as f64 / started.elapsed().as_secs_f64();
+                let wake_ups = WakeUps::of(&events).per_release();
+                Ok::<_, crate::RealError>((ops, verdict_of(&events), wake_ups))
+            })
+            .map_err(failed)?;
+        row(&Throughput {
+            backend,
+            what: "lock ops",
+            lock_ops_per_s: ops,
+            ceiling_per_s: ceiling,
+            ceiling_tool: "plain keys put and deleted by the same client (writes), same clients",
+            verdict,
+            wake_ups_per_release,
+        });
+    }
+    drop(etcd_server);
 
     // The payments workload: orders through the real queue and provider,
     // beside pgbench's TPC-B-like transactions (each order is four

@@ -363,7 +363,7 @@ impl RealBackend {
                 )
                 .await
             }
-            Recipe::Etcd { .. } => {
+            Recipe::Etcd { waits, .. } => {
                 let fencing = run.fencing;
                 drive_stored(
                     options,
@@ -373,7 +373,7 @@ impl RealBackend {
                         let config = config(logical);
                         let endpoints = urls(logical);
                         async move {
-                            Ok(EtcdClient::connect(endpoints, &config, fencing)
+                            Ok(EtcdClient::connect(endpoints, &config, fencing, waits)
                                 .await?
                                 .stalling_at(stall))
                         }

@@ -35,13 +35,16 @@
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, SortOrder, SortTarget, Txn,
-    TxnOp, TxnOpResponse,
+    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, PutOptions, SortOrder,
+    SortTarget, Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
 use tokio::time::{timeout, timeout_at, Instant};
 
 use super::{ClientConfig, RealError};
-use lockcheck_workloads::etcd_lock::{Bound, EtcdLock, EtcdSession, Unanswered};
+use lockcheck_workloads::etcd_lock::{
+    Before, Bound, EtcdLock, EtcdSession, Line, Unanswered, Waiting,
+};
+use lockcheck_workloads::watch::Woken;
 use lockcheck_workloads::{Grant, LockClient, Outcome, Stall, StallPoint};
 
 /// How long `connect` may take to reach the cluster.
@@ -63,6 +66,8 @@ pub fn ttl_seconds(ttl_ms: u64) -> i64 {
 pub struct EtcdClient {
     lock: EtcdLock,
     channel: Channel,
+    /// Whether it waits in line (and counts its wake-ups).
+    waits: bool,
 }
 
 /// One gRPC channel (one HTTP/2 connection) to the cluster: the etcd
@@ -112,10 +117,14 @@ impl EtcdClient {
     /// Opens a channel to the cluster at `endpoints` (`http://127.0.0.1:2379`)
     /// and checks that it answers.
     /// Grants carry the lock key's revision as their token when `fencing`.
+    /// With `waits`, a client that finds the lock taken waits in line for
+    /// half its deadline, watching the key before its own (`Mutex.Lock`);
+    /// else it is refused at once (`Mutex.TryLock`).
     pub async fn connect(
         endpoints: &[String],
         config: &ClientConfig,
         fencing: bool,
+        waits: bool,
     ) -> Result<EtcdClient, RealError> {
         let reached = timeout(SETUP_TIMEOUT, async {
             let mut client = open(endpoints, config.deadline).await?;
@@ -140,7 +149,13 @@ impl EtcdClient {
             granted_ttl_s: None,
             stall: Stall::default(),
         };
-        Ok(EtcdClient { lock: EtcdLock::new(fencing), channel })
+        let waiting = match waits {
+            true => {
+                Waiting::Predecessor { wait_ms: (config.deadline.as_millis() as u64 / 2).max(1) }
+            }
+            false => Waiting::TryOnce,
+        };
+        Ok(EtcdClient { lock: EtcdLock::waiting(fencing, waiting), channel, waits })
     }
 
     /// Stalls at `stall`'s points in flight and between commands, when a
@@ -155,6 +170,44 @@ impl EtcdClient {
     pub fn granted_ttl_s(&self) -> Option<i64> {
         self.channel.granted_ttl_s
     }
+}
+
+/// The ceiling of `bench --only real`: `clients` clients of the same
+/// library on `endpoints`, each putting a plain key of its own and
+/// deleting it, back to back for `run_for`: the writes a second, puts and
+/// deletes counted alike, with none of the lock's logic (no lease, no
+/// transaction).
+pub async fn plain_writes_per_s(
+    endpoints: &[String],
+    clients: u32,
+    run_for: Duration,
+) -> Result<f64, RealError> {
+    let mut connected = Vec::with_capacity(clients as usize);
+    for _ in 0..clients {
+        let client = open(endpoints, SETUP_TIMEOUT)
+            .await
+            .map_err(|error| connect_error(endpoints, error))?;
+        connected.push(client);
+    }
+    let until = Instant::now() + run_for;
+    let started = Instant::now();
+    let writes = connected.into_iter().enumerate().map(|(at, mut client)| async move {
+        let key = format!("lockcheck-plain/{at}");
+        let mut writes = 0u64;
+        while Instant::now() < until {
+            if client.put(key.clone(), "", None).await.is_err() {
+                break;
+            }
+            writes += 1;
+            if client.delete(key.clone(), None).await.is_err() {
+                break;
+            }
+            writes += 1;
+        }
+        writes
+    });
+    let writes: u64 = futures_util::future::join_all(writes).await.into_iter().sum();
+    Ok(writes as f64 / started.elapsed().as_secs_f64())
 }
 
 /// What a call that got no answer in time, or whose channel broke, comes to.
@@ -232,8 +285,81 @@ impl Channel {
         };
         match first.and_then(|revision| u64::try_from(revision).ok()) {
             Some(first) if first == own => Ok(Bound::Holds(own)),
-            Some(_) => Ok(Bound::Queued),
+            Some(_) => Ok(Bound::Queued(own)),
             None => Err(Unanswered::Unknown("fence-lost")),
+        }
+    }
+
+    /// Reads, in one transaction (one revision), whether the key created at
+    /// `own` is still under the lock's prefix and which key was created
+    /// last before it (`Mutex.Lock`'s `waitDeletes` reads the same).
+    async fn read_line(&mut self, name: &str, own: u64) -> Result<Line, Unanswered> {
+        let mut client = self.client().await?;
+        let own = i64::try_from(own).map_err(|_| Unanswered::NotSent)?;
+        let prefix = format!("{}/", lock_name(name));
+        let ours = GetOptions::new()
+            .with_prefix()
+            .with_min_create_revision(own)
+            .with_max_create_revision(own)
+            .with_count_only();
+        let before = GetOptions::new()
+            .with_prefix()
+            .with_max_create_revision(own - 1)
+            .with_sort(SortTarget::Create, SortOrder::Descend)
+            .with_limit(1);
+        let txn = Txn::new()
+            .and_then([TxnOp::get(prefix.clone(), Some(ours)), TxnOp::get(prefix, Some(before))]);
+        let response = match timeout_at(self.until, client.txn(txn)).await {
+            Ok(Ok(response)) => response,
+            Ok(Err(_)) => return unanswered(false),
+            Err(_) => return unanswered(true),
+        };
+        let seen = response.header().map_or(0, |header| header.revision());
+        let seen = u64::try_from(seen).unwrap_or(0);
+        let responses = response.op_responses();
+        let (TxnOpResponse::Get(ours), TxnOpResponse::Get(before)) = (&responses[0], &responses[1])
+        else {
+            return Err(Unanswered::Unknown("bad-reply"));
+        };
+        if ours.count() == 0 {
+            return Ok(Line::Gone);
+        }
+        Ok(match before.kvs().first() {
+            None => Line::First,
+            Some(kv) => Line::After(Before {
+                key: String::from_utf8_lossy(kv.key()).into_owned(),
+                created: u64::try_from(kv.create_revision()).unwrap_or(0),
+                seen,
+            }),
+        })
+    }
+
+    /// Watches `before`'s key from the revision after the read that found
+    /// it, until a deletion comes or `until` passes.
+    async fn watch_delete(&mut self, before: &Before, until: Instant) -> Result<Woken, Unanswered> {
+        let mut client = self.client().await?;
+        let start = i64::try_from(before.seen + 1).map_err(|_| Unanswered::NotSent)?;
+        let options = WatchOptions::new().with_start_revision(start);
+        let watched = async {
+            let mut stream = client.watch(before.key.clone(), Some(options)).await?;
+            while let Some(response) = stream.message().await? {
+                // Cancelled (its revision compacted away): the line is read
+                // again.
+                if response.canceled() {
+                    return Ok(Woken::Already);
+                }
+                if response.events().iter().any(|event| event.event_type() == EventType::Delete) {
+                    return Ok(Woken::Watch);
+                }
+            }
+            Err(etcd_client::Error::WatchError("the watch ended".into()))
+        };
+        match timeout_at(until.min(self.until), watched).await {
+            Ok(Ok(woken)) => Ok(woken),
+            Ok(Err(_)) => unanswered(false),
+            // The wait's own end, or the operation's.
+            Err(_) if until <= self.until => Ok(Woken::TimedOut),
+            Err(_) => unanswered(true),
         }
     }
 }
@@ -278,6 +404,26 @@ impl EtcdSession for Channel {
     async fn lock(&mut self, name: &str, lease: u64) -> Result<Bound, Unanswered> {
         let taken = self.take(name, lease).await;
         self.checked(taken).await
+    }
+
+    /// The real lock call puts the key in line either way.
+    async fn join(&mut self, name: &str, lease: u64) -> Result<Bound, Unanswered> {
+        self.lock(name, lease).await
+    }
+
+    async fn line(&mut self, name: &str, own: u64) -> Result<Line, Unanswered> {
+        let line = self.read_line(name, own).await;
+        self.checked(line).await
+    }
+
+    async fn wait_for_delete(
+        &mut self,
+        before: &Before,
+        until_ms: u64,
+    ) -> Result<Woken, Unanswered> {
+        let until = self.started + Duration::from_millis(until_ms);
+        let woken = self.watch_delete(before, until).await;
+        self.checked(woken).await
     }
 
     async fn keep_alive(&mut self, lease: u64) -> Result<bool, Unanswered> {
@@ -325,6 +471,11 @@ impl LockClient for EtcdClient {
 
     async fn renew(&mut self, key: &str, _grant: &Grant, _ttl_ms: u64) -> Outcome<()> {
         self.lock.renew(&mut self.channel, key).await
+    }
+
+    /// A waiter's wake-ups; a client refused at once polls instead.
+    fn take_wake_ups(&mut self) -> Option<u64> {
+        self.waits.then(|| self.lock.take_woken())
     }
 
     /// A new session: forgets the locks held, revokes the leases whose

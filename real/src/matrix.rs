@@ -445,6 +445,9 @@ pub fn cells() -> Vec<RealCell> {
             Expect::Keeps { valid: &[LINEAR, FENCE, RESOURCE] },
             "partitions among five members, a majority ring too: the minority side never grants",
         ),
+        // etcd's Mutex.Lock: a waiter's key stays in line, watching the key
+        // just before its own (one wake-up per release).
+        cell(on(B::EtcdWaiting, &[], 2000), 6, SAFE, "no fault: waiters in line, each woken by the key before its own"),
         cell(on(B::ZooKeeper, &[], 2000), 6, SAFE, "no fault"),
         // A stall holds the client's links too, so the library's heartbeats
         // stop with it and the session expires after its timeout; the

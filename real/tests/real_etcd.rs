@@ -62,7 +62,7 @@ async fn connect(endpoints: &[String], client: u32) -> EtcdClient {
 /// the tests) can hold up for a second or more: a test that asserts what a
 /// single call returns gives it room.
 async fn connect_within(endpoints: &[String], client: u32, deadline: Duration) -> EtcdClient {
-    EtcdClient::connect(endpoints, &config(client, deadline), true)
+    EtcdClient::connect(endpoints, &config(client, deadline), true, false)
         .await
         .unwrap_or_else(|error| panic!("etcd must be reachable at {endpoints:?}: {error}"))
 }
@@ -282,4 +282,57 @@ async fn an_acquire_that_loses_the_race_after_its_read_is_busy_at_once() {
     let Outcome::Ok(second) = again else { panic!("free once released: {again:?}") };
     assert!(second.fence > grant.fence, "{grant:?} then {second:?}");
     assert_eq!(late.release(key, &second).await, Outcome::Ok(()));
+}
+
+/// A client of etcd's waiting recipe (`Mutex.Lock`): one that finds the
+/// lock taken waits in line, watching the key before its own, for half of
+/// `deadline`.
+async fn waiter(endpoints: &[String], client: u32, deadline: Duration) -> EtcdClient {
+    EtcdClient::connect(endpoints, &config(client, deadline), true, true)
+        .await
+        .unwrap_or_else(|error| panic!("etcd must be reachable at {endpoints:?}: {error}"))
+}
+
+#[tokio::test]
+async fn a_release_wakes_the_one_waiter_next_in_line() {
+    let (endpoints, _server) = etcd();
+    let key = format!("etcd-line-{}", std::process::id());
+    let roomy = Duration::from_secs(20);
+    let mut holder = waiter(&endpoints, 0, roomy).await;
+    let mut waiters = Vec::new();
+    for client in 1..4 {
+        waiters.push(waiter(&endpoints, client, roomy).await);
+    }
+    let Outcome::Ok(first) = holder.acquire(&key, 10_000).await else {
+        panic!("the first acquire")
+    };
+    // Each waiter joins the line a third of a second after the one before,
+    // takes the lock when its turn comes, holds it a moment and lets go.
+    let turns = waiters.iter_mut().zip(1u64..).map(|(waiter, at)| {
+        let key = key.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(300 * at)).await;
+            let Outcome::Ok(grant) = waiter.acquire(&key, 10_000).await else {
+                panic!("waiter {at}")
+            };
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            assert_eq!(waiter.release(&key, &grant).await, Outcome::Ok(()));
+            (grant.fence, waiter.take_wake_ups().expect("a waiter counts its wake-ups"))
+        }
+    });
+    let (turns, released) = tokio::join!(futures_util::future::join_all(turns), async {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        holder.release(&key, &first).await
+    });
+    assert_eq!(released, Outcome::Ok(()));
+    // Three releases with someone in line: one wake-up each, and the line
+    // is served in the order it was joined, each token above the last.
+    let woken: u64 = turns.iter().map(|&(_, woken)| woken).sum();
+    assert_eq!(woken, 3, "{turns:?}");
+    let fences: Vec<Option<u64>> =
+        std::iter::once(first.fence).chain(turns.iter().map(|&(fence, _)| fence)).collect();
+    assert!(fences.windows(2).all(|pair| pair[0] < pair[1]), "{fences:?}");
+    // A client refused at once polls: it has no wake-ups to count.
+    let mut polling = connect(&endpoints, 9).await;
+    assert_eq!(polling.take_wake_ups(), None);
 }

@@ -80,7 +80,7 @@ impl SimService for EtcdCluster {
 
     fn session(&self, backend: Backend, fencing: bool) -> Option<Box<dyn SimSession>> {
         match backend.recipe() {
-            Recipe::Etcd { .. } => Some(Box::new(EtcdClient::new(fencing))),
+            Recipe::Etcd { waits, .. } => Some(Box::new(EtcdClient::new(fencing, waits))),
             _ => None,
         }
     }
@@ -113,6 +113,15 @@ enum Command {
     TryLock {
         name: String,
         lease: u64,
+    },
+    Lock {
+        name: String,
+        lease: u64,
+    },
+    /// A linearizable read of a key's place in its line.
+    Line {
+        name: String,
+        own: u64,
     },
 }
 
@@ -162,8 +171,10 @@ struct Store {
     next_lease: u64,
     /// Lease id → its TTL.
     leases: BTreeMap<u64, u64>,
-    /// Lock name → (the lease its key is bound to, the key's create revision).
-    locks: BTreeMap<String, (u64, u64)>,
+    /// Lock name → its line: each key's create revision and the lease it
+    /// is bound to. The first key holds the lock; a lock with no key has no
+    /// line.
+    locks: BTreeMap<String, BTreeMap<u64, u64>>,
 }
 
 impl Store {
@@ -184,9 +195,14 @@ impl Store {
                 if self.leases.remove(lease).is_none() {
                     return Response::Int(0);
                 }
-                let before = self.locks.len();
-                self.locks.retain(|_, (bound, _)| bound != lease);
-                if self.locks.len() != before {
+                let mut deleted = false;
+                for line in self.locks.values_mut() {
+                    let before = line.len();
+                    line.retain(|_, bound| bound != lease);
+                    deleted |= line.len() != before;
+                }
+                self.locks.retain(|_, line| !line.is_empty());
+                if deleted {
                     self.revision += 1;
                 }
                 Response::Int(1)
@@ -194,7 +210,7 @@ impl Store {
             Command::TryLock { name, lease } => {
                 // Ours already (a retried request): the same key, as etcd's
                 // Lock finds the key its session put.
-                if let Some(&(bound, revision)) = self.locks.get(name) {
+                if let Some((&revision, bound)) = self.first(name) {
                     if bound == *lease {
                         return Response::Fence(revision);
                     }
@@ -203,10 +219,48 @@ impl Store {
                     return Response::Nil;
                 }
                 self.revision += 1;
-                self.locks.insert(name.clone(), (*lease, self.revision));
+                self.locks.entry(name.clone()).or_default().insert(self.revision, *lease);
                 Response::Fence(self.revision)
             }
+            Command::Lock { name, lease } => {
+                // Ours already (a retried request): the key put before.
+                let own = self.locks.get(name).and_then(|line| {
+                    line.iter().find(|&(_, bound)| bound == lease).map(|(&created, _)| created)
+                });
+                let own = match own {
+                    Some(own) => own,
+                    None if self.leases.contains_key(lease) => {
+                        self.revision += 1;
+                        self.locks.entry(name.clone()).or_default().insert(self.revision, *lease);
+                        self.revision
+                    }
+                    None => return Response::Line { own: None, before: None },
+                };
+                self.line(name, own)
+            }
+            Command::Line { name, own } => self.line(name, *own),
         }
+    }
+
+    /// The key that holds lock `name`: its create revision and lease.
+    fn first(&self, name: &str) -> Option<(&u64, u64)> {
+        self.locks.get(name)?.iter().next().map(|(created, &lease)| (created, lease))
+    }
+
+    /// Where the key created at `own` stands in lock `name`'s line.
+    fn line(&self, name: &str, own: u64) -> Response {
+        let line = self.locks.get(name);
+        if !line.is_some_and(|line| line.contains_key(&own)) {
+            return Response::Line { own: None, before: None };
+        }
+        let before =
+            line.and_then(|line| line.range(..own).next_back()).map(|(&created, _)| created);
+        Response::Line { own: Some(own), before }
+    }
+
+    /// Whether the lock key created at `created` is still there.
+    fn has_key(&self, name: &str, created: u64) -> bool {
+        self.locks.get(name).is_some_and(|line| line.contains_key(&created))
     }
 }
 
@@ -250,6 +304,8 @@ pub struct Member {
     revoking: BTreeSet<u64>,
     /// Proposals waiting for their entry to apply: index → (term, reply).
     waiting: BTreeMap<u64, (u64, oneshot::Sender<Response>)>,
+    /// Told whenever entries apply: what a watch waits on.
+    applied_some: Rc<Notify>,
     rng: SmallRng,
 }
 
@@ -283,6 +339,7 @@ impl Member {
             expiry: BTreeMap::new(),
             revoking: BTreeSet::new(),
             waiting: BTreeMap::new(),
+            applied_some: Rc::new(Notify::new()),
             rng: SmallRng::seed_from_u64(seed),
         }
     }
@@ -386,6 +443,9 @@ impl Member {
     /// Applies what is committed; the leader answers the waiting clients.
     fn apply(&mut self) {
         let now = now_ms();
+        if self.applied < self.commit {
+            self.applied_some.notify_waiters();
+        }
         while self.applied < self.commit {
             self.applied += 1;
             let entry = self.log[self.applied as usize].clone();
@@ -603,6 +663,8 @@ fn command(request: Request) -> Option<Command> {
         Request::LeaseKeepAlive { lease } => Command::KeepAlive { lease },
         Request::LeaseRevoke { lease } => Command::Revoke { lease },
         Request::TryLock { name, lease } => Command::TryLock { name, lease },
+        Request::Lock { name, lease } => Command::Lock { name, lease },
+        Request::LockLine { name, own } => Command::Line { name, own },
         _ => return None,
     })
 }
@@ -682,6 +744,9 @@ async fn client_connection(
     serve_requests(stream, &knobs, |request| {
         let (member, wake) = (member.clone(), wake.clone());
         async move {
+            if let Request::WatchDelete { name, created, wait_ms } = request {
+                return Some(watch_delete(&member, &name, created, wait_ms).await);
+            }
             let proposed = member.borrow_mut().propose(command(request)?);
             match proposed {
                 Ok(answer) => {
@@ -695,6 +760,39 @@ async fn client_connection(
         }
     })
     .await
+}
+
+/// A watch of the lock key created at `created`, served by the leader from
+/// what it has applied: `Int(2)` if the key is gone already, `Int(1)` once
+/// it is deleted, `Int(0)` if it is still there after `wait_ms` (or the
+/// member stopped leading meanwhile: the client reads its line again).
+async fn watch_delete(
+    member: &Rc<RefCell<Member>>,
+    name: &str,
+    created: u64,
+    wait_ms: u64,
+) -> Response {
+    let until = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
+    let mut first = true;
+    loop {
+        let (applied_some, present) = {
+            let member = member.borrow();
+            if member.role != Role::Leader {
+                if first {
+                    return Response::NotLeader { leader: member.leader.map(|at| at as u32) };
+                }
+                return Response::Int(0);
+            }
+            (member.applied_some.clone(), member.store.has_key(name, created))
+        };
+        if !present {
+            return Response::Int(if first { 2 } else { 1 });
+        }
+        first = false;
+        if tokio::time::timeout_at(until, applied_some.notified()).await.is_err() {
+            return Response::Int(0);
+        }
+    }
 }
 
 #[cfg(test)]

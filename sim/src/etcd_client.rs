@@ -1,9 +1,14 @@
 //! etcd's lock over `sim-etcd`: the recipe of `lockcheck_workloads::etcd_lock`,
 //! which the real world runs too, over the simulator's connections to the
 //! members. The simulated TryLock answers busy by itself and never blocks,
-//! so no read comes before it.
+//! so no read comes before it. The waiting variant (`Mutex.Lock`) puts its
+//! key in line and watches the key before it, a watch the leader answers
+//! as a long poll.
 
-use lockcheck_workloads::etcd_lock::{Bound, EtcdLock, EtcdSession, Unanswered};
+use lockcheck_workloads::etcd_lock::{
+    Before, Bound, EtcdLock, EtcdSession, Line, Unanswered, Waiting,
+};
+use lockcheck_workloads::watch::Woken;
 use lockcheck_workloads::Grant;
 
 use crate::host::{Connection, Failure};
@@ -14,12 +19,29 @@ use crate::service::{Link, Pending, SimSession};
 /// the locks it holds and their leases.
 #[derive(Debug)]
 pub(crate) struct EtcdClient {
-    etcd: EtcdLock,
+    fencing: bool,
+    waits: bool,
+    /// Made at the first call, when the client's deadline is known (a
+    /// waiter waits in line for four of its requests' deadlines, a TTL
+    /// with the simulator's deadline of a quarter TTL, watching half a
+    /// deadline at a time).
+    etcd: Option<EtcdLock>,
 }
 
 impl EtcdClient {
-    pub(crate) fn new(fencing: bool) -> EtcdClient {
-        EtcdClient { etcd: EtcdLock::new(fencing) }
+    pub(crate) fn new(fencing: bool, waits: bool) -> EtcdClient {
+        EtcdClient { fencing, waits, etcd: None }
+    }
+
+    /// The lock, and the members as `link`'s connections.
+    fn parts<'a>(&'a mut self, link: &'a mut Link) -> (&'a mut EtcdLock, Members<'a>) {
+        let members = members(link);
+        let waiting = match self.waits {
+            true => Waiting::Predecessor { wait_ms: members.deadline_ms() * 4 },
+            false => Waiting::TryOnce,
+        };
+        let etcd = self.etcd.get_or_insert_with(|| EtcdLock::waiting(self.fencing, waiting));
+        (etcd, members)
     }
 }
 
@@ -37,7 +59,10 @@ impl SimSession for EtcdClient {
         key: &'a str,
         ttl_ms: u64,
     ) -> Pending<'a, Grant> {
-        Box::pin(async move { self.etcd.acquire(&mut members(link), key, ttl_ms).await })
+        Box::pin(async move {
+            let (etcd, mut members) = self.parts(link);
+            etcd.acquire(&mut members, key, ttl_ms).await
+        })
     }
 
     fn release<'a>(
@@ -46,7 +71,10 @@ impl SimSession for EtcdClient {
         key: &'a str,
         _: &'a Grant,
     ) -> Pending<'a, ()> {
-        Box::pin(async move { self.etcd.release(&mut members(link), key).await })
+        Box::pin(async move {
+            let (etcd, mut members) = self.parts(link);
+            etcd.release(&mut members, key).await
+        })
     }
 
     fn renew<'a>(
@@ -56,11 +84,24 @@ impl SimSession for EtcdClient {
         _: &'a Grant,
         _: u64,
     ) -> Pending<'a, ()> {
-        Box::pin(async move { self.etcd.renew(&mut members(link), key).await })
+        Box::pin(async move {
+            let (etcd, mut members) = self.parts(link);
+            etcd.renew(&mut members, key).await
+        })
     }
 
     fn reset(&mut self) {
-        self.etcd.reset();
+        if let Some(etcd) = &mut self.etcd {
+            etcd.reset();
+        }
+    }
+
+    /// A waiter's wake-ups; a client that is refused at once polls instead.
+    fn take_wake_ups(&mut self) -> Option<u64> {
+        match self.waits {
+            true => Some(self.etcd.as_mut().map_or(0, EtcdLock::take_woken)),
+            false => None,
+        }
     }
 }
 
@@ -81,6 +122,11 @@ fn unanswered(failure: Failure) -> Unanswered {
 impl<'a> Members<'a> {
     pub(crate) fn new(connections: &'a mut [Connection], local: usize) -> Members<'a> {
         Members { connections, local }
+    }
+
+    /// The client's deadline for one request, in ms.
+    fn deadline_ms(&self) -> u64 {
+        self.connections.first().map_or(1, |connection| connection.deadline().as_millis() as u64)
     }
 
     /// Sends `request` to the leader, starting at the client's own member: a
@@ -149,6 +195,50 @@ impl EtcdSession for Members<'_> {
         match self.ask_leader(&Request::TryLock { name: name.into(), lease }).await {
             Ok(Response::Fence(revision)) => Ok(Bound::Holds(revision)),
             Ok(_) => Ok(Bound::Refused),
+            Err(failure) => Err(unanswered(failure)),
+        }
+    }
+
+    async fn join(&mut self, name: &str, lease: u64) -> Result<Bound, Unanswered> {
+        match self.ask_leader(&Request::Lock { name: name.into(), lease }).await {
+            Ok(Response::Line { own: Some(own), before: None }) => Ok(Bound::Holds(own)),
+            Ok(Response::Line { own: Some(own), before: Some(_) }) => Ok(Bound::Queued(own)),
+            // The lease is gone: no key was put.
+            Ok(_) => Ok(Bound::Refused),
+            Err(failure) => Err(unanswered(failure)),
+        }
+    }
+
+    async fn line(&mut self, name: &str, own: u64) -> Result<Line, Unanswered> {
+        match self.ask_leader(&Request::LockLine { name: name.into(), own }).await {
+            Ok(Response::Line { own: None, .. }) => Ok(Line::Gone),
+            Ok(Response::Line { before: None, .. }) => Ok(Line::First),
+            Ok(Response::Line { before: Some(created), .. }) => {
+                Ok(Line::After(Before { key: name.to_string(), created, seen: 0 }))
+            }
+            Ok(_) => Err(Unanswered::Unknown("bad-reply")),
+            Err(failure) => Err(unanswered(failure)),
+        }
+    }
+
+    async fn wait_for_delete(
+        &mut self,
+        before: &Before,
+        until_ms: u64,
+    ) -> Result<Woken, Unanswered> {
+        // One watch is one request: it waits at most half the request's
+        // deadline, and the recipe watches again if it has time left.
+        let wait_ms = until_ms.saturating_sub(self.now_ms()).min(self.deadline_ms() / 2);
+        if wait_ms == 0 {
+            return Ok(Woken::TimedOut);
+        }
+        let watch =
+            Request::WatchDelete { name: before.key.clone(), created: before.created, wait_ms };
+        match self.ask_leader(&watch).await {
+            Ok(Response::Int(2)) => Ok(Woken::Already),
+            Ok(Response::Int(1)) => Ok(Woken::Watch),
+            Ok(Response::Int(_)) => Ok(Woken::TimedOut),
+            Ok(_) => Err(Unanswered::Unknown("bad-reply")),
             Err(failure) => Err(unanswered(failure)),
         }
     }

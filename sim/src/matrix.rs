@@ -174,6 +174,23 @@ pub fn cells() -> Vec<Cell> {
                 "a leader that commits without a majority goes on granting in the minority",
             )
         },
+        // etcd's Mutex.Lock: a client that finds the lock taken waits in
+        // line, watching the key just before its own.
+        Cell {
+            runs: Some(ETCD_WAITING_SAFE_SEEDS),
+            ..cell(B::EtcdWaiting, &[], SAFE, "waiters in line, each woken by the key before its own: safe")
+        },
+        cell(
+            B::EtcdWaiting,
+            &[F::Pause],
+            Expect::Violated { any_of: &[MUTEX], stays_valid: &[RESOURCE] },
+            "holder stall > TTL: its lease is revoked and the next in line holds; the revision fences the stale write",
+        ),
+        Cell {
+            shapes: &[Shape::IsolateOne, Shape::Halves],
+            runs: Some(ETCD_WAITING_SAFE_SEEDS),
+            ..cell(B::EtcdWaiting, &[F::Partition], SAFE, "partition among members: the minority side never grants, a waiter there times out")
+        },
         // ZooKeeper: Curator's lock on a simulated ensemble, the session
         // timeout the TTL, the czxid the token. A run costs several times a
         // Redis run, so a safe cell stays clean over fewer seeds.
@@ -511,10 +528,12 @@ pub fn run_cell(cell: &Cell, effort: &Effort) -> Result<CellResult, MatrixError>
     run_cell_with_progress(cell, effort, &mut |_, _| {})
 }
 
-/// As [`run_cell`], calling `progress` with each seed and its run once the
-/// seed is run (before it is checked).
 /// The seeds a safe cell of the simulated ZooKeeper stays clean over.
 const ZOOKEEPER_SAFE_SEEDS: u64 = 20;
+
+/// The seeds a safe cell of etcd's waiting recipe stays clean over: its
+/// waiters' watches and line reads make a run cost twice a TryLock run's.
+const ETCD_WAITING_SAFE_SEEDS: u64 = 50;
 
 /// `cell` of the simulated ZooKeeper: [`ZOOKEEPER_SAFE_SEEDS`] when safe.
 fn zookeeper(cell: Cell) -> Cell {
@@ -531,6 +550,8 @@ pub fn seeds_of(cell: &Cell, effort: &Effort) -> u64 {
     }
 }
 
+/// As [`run_cell`], calling `progress` with each seed and its run once the
+/// seed is run (before it is checked).
 pub fn run_cell_with_progress(
     cell: &Cell,
     effort: &Effort,

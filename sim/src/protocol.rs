@@ -103,6 +103,27 @@ pub enum Request {
         name: String,
         lease: u64,
     },
+    /// etcd's `Mutex.Lock`: put the lock key bound to the lease whatever
+    /// the line holds; the reply is a [`Response::Line`] (no key: the lease
+    /// is gone).
+    Lock {
+        name: String,
+        lease: u64,
+    },
+    /// etcd: where the lock key created at revision `own` stands in its
+    /// line, as a [`Response::Line`].
+    LockLine {
+        name: String,
+        own: u64,
+    },
+    /// etcd: watch the lock key created at revision `created` for its
+    /// deletion, for at most `wait_ms`: `Int(2)` gone already, `Int(1)`
+    /// deleted while watched, `Int(0)` still there.
+    WatchDelete {
+        name: String,
+        created: u64,
+        wait_ms: u64,
+    },
     /// A write to the protected resource, with the token when there is one.
     Write {
         key: String,
@@ -156,5 +177,12 @@ pub enum Response {
     /// An S3 `PUT`: done, or refused because its condition did not hold (412).
     Put {
         done: bool,
+    },
+    /// etcd: a lock key's place in its line: its create revision (none:
+    /// gone), and the create revision of the key just before it (none: it
+    /// is first, the holder).
+    Line {
+        own: Option<u64>,
+        before: Option<u64>,
     },
 }

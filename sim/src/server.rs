@@ -225,6 +225,9 @@ impl ServerState {
             | Request::LeaseKeepAlive { .. }
             | Request::LeaseRevoke { .. }
             | Request::TryLock { .. }
+            | Request::Lock { .. }
+            | Request::LockLine { .. }
+            | Request::WatchDelete { .. }
             | Request::ObjectGet { .. }
             | Request::ObjectPut { .. } => Response::Nil,
             Request::Read { key } => {

@@ -81,8 +81,10 @@ pub enum Recipe {
     /// database's clock or (broken) the client's.
     LeaseTable { client_clock: bool },
     /// etcd's lease and lock (`crate::etcd_lock`); (broken) a leader that
-    /// commits without a majority.
-    Etcd { commits_alone: bool },
+    /// commits without a majority; with `waits`, a client whose lock is
+    /// taken waits in line watching its predecessor (`Mutex.Lock`) rather
+    /// than being refused at once (`Mutex.TryLock`).
+    Etcd { commits_alone: bool, waits: bool },
     /// `pg_try_advisory_lock`, held by a session.
     PostgresAdvisory,
     /// `pg_try_advisory_xact_lock`, held by an open transaction.
@@ -156,6 +158,7 @@ pub enum Backend {
     Etcd,
     Etcd5,
     EtcdNoQuorum,
+    EtcdWaiting,
     PostgresAdvisory,
     PostgresAdvisoryXact,
     PostgresLease,
@@ -180,7 +183,7 @@ pub const CONSUL_LOCK_DELAY_MS: u64 = 15_000;
 
 impl Backend {
     /// Every backend, in the order a listing of either world gives them.
-    pub const ALL: [Backend; 27] = [
+    pub const ALL: [Backend; 28] = [
         Backend::Redis,
         Backend::RedisFenced,
         Backend::RedisDelRelease,
@@ -197,6 +200,7 @@ impl Backend {
         Backend::Etcd,
         Backend::Etcd5,
         Backend::EtcdNoQuorum,
+        Backend::EtcdWaiting,
         Backend::ZooKeeper,
         Backend::ZooKeeperHerd,
         Backend::ZooKeeperActsSuspended,
@@ -220,7 +224,7 @@ impl Backend {
             ..REDIS
         };
         const ETCD: Entry = Entry {
-            recipe: Recipe::Etcd { commits_alone: false },
+            recipe: Recipe::Etcd { commits_alone: false, waits: false },
             service: Service::Etcd { members: 3 },
             ..REDIS
         };
@@ -295,7 +299,10 @@ impl Backend {
                 service: Service::Etcd { members: 5 }, real: false, ..ETCD),
             Backend::EtcdNoQuorum => entry!("etcd-no-quorum",
                 help: "broken: etcd whose leader commits without a majority: a leader cut off goes on granting",
-                recipe: Recipe::Etcd { commits_alone: true }, real: false, ..ETCD),
+                recipe: Recipe::Etcd { commits_alone: true, waits: false }, real: false, ..ETCD),
+            Backend::EtcdWaiting => entry!("etcd-waiting",
+                help: "etcd's Mutex.Lock: a waiter's key stays in line, watching the key just before its own (one wake-up per release)",
+                recipe: Recipe::Etcd { commits_alone: false, waits: true }, ..ETCD),
             Backend::ZooKeeper => entry!("zookeeper",
                 help: "Curator's lock: an ephemeral sequential znode, each waiter watching its predecessor, the czxid as the token",
                 ..ZOOKEEPER),
@@ -479,7 +486,7 @@ impl Backend {
 
     /// A consensus leader that commits without a majority (broken).
     pub const fn commits_alone(self) -> bool {
-        matches!(self.recipe(), Recipe::Etcd { commits_alone: true })
+        matches!(self.recipe(), Recipe::Etcd { commits_alone: true, .. })
     }
 
     /// The lock service keeps its state across a restart, as a database does.
@@ -618,8 +625,8 @@ mod tests {
         assert_eq!(Backend::parse_in(World::Real, "sim-redis"), None);
         assert_eq!(Backend::parse_in(World::Simulated, "redis"), None);
         assert_eq!(Backend::parse("etcd"), Some((Backend::Etcd, World::Real)));
-        assert_eq!(Backend::all_in(World::Simulated).count(), 20);
-        assert_eq!(Backend::all_in(World::Real).count(), 20);
+        assert_eq!(Backend::all_in(World::Simulated).count(), 21);
+        assert_eq!(Backend::all_in(World::Real).count(), 21);
     }
 
     #[test]

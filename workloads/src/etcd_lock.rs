@@ -14,9 +14,17 @@
 //! holder cut off from the cluster goes on working while the cluster revokes
 //! its lease (docs/truth-table.md), which only a fencing token makes
 //! harmless.
+//!
+//! A client that finds the lock taken goes on in one of two ways
+//! ([`Waiting`]): refused at once, as etcd's `Mutex.TryLock` does, so that
+//! the workload tries again later (it polls); or, as `Mutex.Lock` does, its
+//! key stays in line and it watches the key created just before its own,
+//! so that a release wakes the one waiter next in line, keeping its lease
+//! alive while it waits.
 
 use std::collections::BTreeMap;
 
+use crate::watch::{WakeUps, Woken};
 use crate::{Grant, Outcome};
 
 /// Why a call has no answer.
@@ -48,8 +56,25 @@ pub trait EtcdSession {
     /// Grants a lease of `ttl_ms`: its id and the TTL the cluster granted
     /// (a real etcd grants whole seconds, at least its minimum).
     async fn grant(&mut self, ttl_ms: u64) -> Result<(u64, u64), Unanswered>;
-    /// Binds lock `name` to `lease`.
+    /// Binds lock `name` to `lease`, or answers that another holds it
+    /// ([`Bound::Refused`] or [`Bound::Queued`], as the transport's lock
+    /// call does).
     async fn lock(&mut self, name: &str, lease: u64) -> Result<Bound, Unanswered>;
+    /// Puts `lease`'s key in lock `name`'s line, wherever the line stands:
+    /// it holds the lock or is [`Bound::Queued`], never refused while its
+    /// lease lives (etcd's `Mutex.Lock` puts its key first).
+    async fn join(&mut self, name: &str, lease: u64) -> Result<Bound, Unanswered>;
+    /// Where the key created at revision `own` stands in lock `name`'s
+    /// line, read linearizably.
+    async fn line(&mut self, name: &str, own: u64) -> Result<Line, Unanswered>;
+    /// Watches the key `before` for its deletion, from the revision the
+    /// read that found it saw, and waits until the client's clock reads
+    /// `until_ms`.
+    async fn wait_for_delete(
+        &mut self,
+        before: &Before,
+        until_ms: u64,
+    ) -> Result<Woken, Unanswered>;
     /// One keepalive of `lease`: `true` if it was still alive.
     async fn keep_alive(&mut self, lease: u64) -> Result<bool, Unanswered>;
     /// Revokes `lease`, deleting its keys: `true` if it still existed.
@@ -68,10 +93,44 @@ pub enum Bound {
     /// Another lease holds the lock, and nothing of this one's was left
     /// behind (a TryLock that puts no key when the lock is taken).
     Refused,
-    /// Another lease holds the lock, and this lease's key waits behind it
-    /// (etcd's recipe puts the key first and looks second): it becomes the
-    /// holder when the keys before it go, unless the lease is revoked first.
-    Queued,
+    /// Another lease holds the lock, and this lease's key, created at this
+    /// revision, waits behind it (etcd's recipe puts the key first and looks
+    /// second): it becomes the holder when the keys before it go, unless the
+    /// lease is revoked first.
+    Queued(u64),
+}
+
+/// Where a key stands in its lock's line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Line {
+    /// The key is gone: its lease expired or was revoked.
+    Gone,
+    /// No key of the lock was created before it: it holds the lock.
+    First,
+    /// The key created last before it.
+    After(Before),
+}
+
+/// The key just before one's own in a lock's line: the one to watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Before {
+    /// Its name in the store.
+    pub key: String,
+    /// Its create revision.
+    pub created: u64,
+    /// The store's revision when it was read: a watch from the next one
+    /// misses no deletion.
+    pub seen: u64,
+}
+
+/// What a client that finds the lock taken does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    /// It is refused at once (`Mutex.TryLock`).
+    TryOnce,
+    /// Its key waits in line, watching the key just before its own, for at
+    /// most this many ms (`Mutex.Lock` under a context's deadline).
+    Predecessor { wait_ms: u64 },
 }
 
 /// A lock this client holds.
@@ -88,10 +147,12 @@ struct Held {
 #[derive(Debug, Clone, Default)]
 pub struct EtcdLock {
     fencing: bool,
+    waiting: Option<u64>,
     held: BTreeMap<String, Held>,
     /// Leases an operation gave up on (its outcome unknown): whoever ends
     /// the session may revoke them ([`EtcdLock::reset`]).
     abandoned: Vec<u64>,
+    wake_ups: WakeUps,
 }
 
 impl EtcdLock {
@@ -99,6 +160,25 @@ impl EtcdLock {
     /// `fencing`.
     pub fn new(fencing: bool) -> EtcdLock {
         EtcdLock { fencing, ..EtcdLock::default() }
+    }
+
+    /// A client that waits as `waiting` says when the lock is taken.
+    pub fn waiting(fencing: bool, waiting: Waiting) -> EtcdLock {
+        let waiting = match waiting {
+            Waiting::TryOnce => None,
+            Waiting::Predecessor { wait_ms } => Some(wait_ms),
+        };
+        EtcdLock { fencing, waiting, ..EtcdLock::default() }
+    }
+
+    /// The wake-ups counted so far.
+    pub fn wake_ups(&self) -> WakeUps {
+        self.wake_ups
+    }
+
+    /// The watches that woke this client since it was last asked.
+    pub fn take_woken(&mut self) -> u64 {
+        self.wake_ups.take_woken()
     }
 
     /// Acquires `name` with a lease of `ttl_ms`.
@@ -111,11 +191,13 @@ impl EtcdLock {
         session.begin();
         // The lease's TTL may start as soon as the grant leaves.
         let sent = session.now_ms();
-        match session.is_taken(name).await {
-            Ok(true) => return Outcome::Fail("busy".into()),
-            Ok(false) => {}
-            // A read changes nothing: the acquire certainly did not happen.
-            Err(_) => return Outcome::Fail("unavailable".into()),
+        if self.waiting.is_none() {
+            match session.is_taken(name).await {
+                Ok(true) => return Outcome::Fail("busy".into()),
+                Ok(false) => {}
+                // A read changes nothing: the acquire certainly did not happen.
+                Err(_) => return Outcome::Fail("unavailable".into()),
+            }
         }
         // A lease alone holds nothing: whatever became of it, no lock was
         // taken (one granted unbeknown to us expires by itself).
@@ -125,9 +207,22 @@ impl EtcdLock {
         // The lease's TTL runs from its grant: a pause before the lock is
         // bound to it spends it.
         session.between_commands().await;
-        let revision = match session.lock(name, lease).await {
-            Ok(Bound::Holds(revision)) => revision,
-            Ok(Bound::Refused) => {
+        let bound = match self.waiting {
+            None => session.lock(name, lease).await,
+            Some(_) => session.join(name, lease).await,
+        };
+        let mut held = Held { lease, granted_ttl_ms, session_deadline_ms: sent + granted_ttl_ms };
+        let revision = match (bound, self.waiting) {
+            (Ok(Bound::Holds(revision)), _) => revision,
+            (Ok(Bound::Queued(own)), Some(wait_ms)) => {
+                // The wait runs from when the key joined the line.
+                let until_ms = session.now_ms() + wait_ms;
+                match self.wait_in_line(session, name, own, &mut held, until_ms).await {
+                    Ok(()) => own,
+                    Err(outcome) => return outcome,
+                }
+            }
+            (Ok(Bound::Refused), _) => {
                 // Busy: give the lease back (it would expire anyway).
                 let _ = session.revoke(lease).await;
                 return Outcome::Fail("busy".into());
@@ -137,32 +232,113 @@ impl EtcdLock {
             // when the holder goes, with nobody believing it holds it, and
             // every acquire until the lease runs out is refused: the
             // acquire's outcome is unknown.
-            Ok(Bound::Queued) => {
-                return match session.revoke(lease).await {
-                    Ok(_) => Outcome::Fail("busy".into()),
-                    Err(Unanswered::NotSent) => self.give_up(lease, "unavailable"),
-                    Err(Unanswered::Unknown(reason)) => self.give_up(lease, reason),
-                };
-            }
-            Err(Unanswered::NotSent) => return Outcome::Fail("unavailable".into()),
-            Err(Unanswered::Unknown(reason)) => return self.give_up(lease, reason),
+            (Ok(Bound::Queued(_)), None) => return self.withdraw(session, lease, "busy").await,
+            (Err(Unanswered::NotSent), _) => return Outcome::Fail("unavailable".into()),
+            (Err(Unanswered::Unknown(reason)), _) => return self.give_up(lease, reason),
         };
-        let mut held = Held { lease, granted_ttl_ms, session_deadline_ms: sent + granted_ttl_ms };
-        // A slow grant (an election, a retry) spent part of the lease: the
-        // session's keepalive, due every third of the TTL, renews it before
-        // the lock is used, or the lock is not taken to be held.
-        if session.now_ms().saturating_sub(sent) >= granted_ttl_ms / 3 {
-            let renewed_from = session.now_ms();
-            match session.keep_alive(lease).await {
-                Ok(true) => held.session_deadline_ms = renewed_from + granted_ttl_ms,
-                Ok(false) => return Outcome::Fail("expired".into()),
-                Err(Unanswered::NotSent) => return self.give_up(lease, "timeout"),
-                Err(Unanswered::Unknown(reason)) => return self.give_up(lease, reason),
-            }
+        // A slow grant (an election, a retry, a wait in line) spent part of
+        // the lease: the session's keepalive, due every third of the TTL,
+        // renews it before the lock is used, or the lock is not taken to be
+        // held.
+        if let Err(outcome) = self.keep_up(session, &mut held).await {
+            return outcome;
         }
         self.held.insert(name.to_string(), held);
         let fence = self.fencing.then_some(revision);
         Outcome::Ok(Grant { fence, lease: Some(lease.to_string()) })
+    }
+
+    /// The keepalive due every third of the TTL, if it is due: the session
+    /// runs on from when it was sent. A lease gone is no lock.
+    async fn keep_up<S: EtcdSession, T>(
+        &mut self,
+        session: &mut S,
+        held: &mut Held,
+    ) -> Result<(), Outcome<T>> {
+        let renewed_from = held.session_deadline_ms.saturating_sub(held.granted_ttl_ms);
+        if session.now_ms().saturating_sub(renewed_from) < held.granted_ttl_ms / 3 {
+            return Ok(());
+        }
+        let renewed_from = session.now_ms();
+        match session.keep_alive(held.lease).await {
+            Ok(true) => {
+                held.session_deadline_ms = renewed_from + held.granted_ttl_ms;
+                Ok(())
+            }
+            Ok(false) => Err(Outcome::Fail("expired".into())),
+            Err(Unanswered::NotSent) => Err(self.give_up(held.lease, "timeout")),
+            Err(Unanswered::Unknown(reason)) => Err(self.give_up(held.lease, reason)),
+        }
+    }
+
+    /// Waits in line until the key created at `own` is first (`Ok`), or
+    /// until the client's clock reads `until_ms`: then, as `Mutex.Lock`
+    /// under a deadline does, the line is read once more, and the key
+    /// withdrawn unless its turn came meanwhile. Each wait watches the key
+    /// just before its own, and lasts at most a third of the TTL, when the
+    /// lease's keepalive is due.
+    async fn wait_in_line<S: EtcdSession>(
+        &mut self,
+        session: &mut S,
+        name: &str,
+        own: u64,
+        held: &mut Held,
+        until_ms: u64,
+    ) -> Result<(), Outcome<Grant>> {
+        let lease = held.lease;
+        let mut woken = false;
+        let mut timed_out = false;
+        loop {
+            let before = match session.line(name, own).await {
+                Ok(Line::First) => return Ok(()),
+                // The lease went while we waited: its key may have come
+                // first before it went, holding the lock for nobody while
+                // others were refused: unknown.
+                Ok(Line::Gone) => return Err(Outcome::Info("expired".into())),
+                Ok(Line::After(before)) => before,
+                Err(_) => return Err(self.withdraw(session, lease, "unavailable").await),
+            };
+            if timed_out {
+                return Err(self.withdraw(session, lease, "busy").await);
+            }
+            if woken {
+                self.wake_ups.wasted += 1;
+            }
+            if let Err(outcome) = self.keep_up(session, held).await {
+                return Err(match outcome {
+                    // The lease expired with its key in line: unknown.
+                    Outcome::Fail(_) => Outcome::Info("expired".into()),
+                    outcome => outcome,
+                });
+            }
+            let renewed_from = held.session_deadline_ms.saturating_sub(held.granted_ttl_ms);
+            let slice_ms = until_ms.min(renewed_from + held.granted_ttl_ms / 3);
+            match session.wait_for_delete(&before, slice_ms).await {
+                Ok(wait) => {
+                    woken = self.wake_ups.count(wait);
+                    timed_out = wait == Woken::TimedOut && session.now_ms() >= until_ms;
+                }
+                Err(_) => return Err(self.withdraw(session, lease, "unavailable").await),
+            }
+        }
+    }
+
+    /// Takes `lease`'s key out of line by revoking the lease: refused for
+    /// `reason` if that is certain. A lease already gone may have held the
+    /// lock for nobody before it went, and an unanswered revocation may
+    /// leave the key in line: either way the outcome is unknown.
+    async fn withdraw<S: EtcdSession>(
+        &mut self,
+        session: &mut S,
+        lease: u64,
+        reason: &str,
+    ) -> Outcome<Grant> {
+        match session.revoke(lease).await {
+            Ok(true) => Outcome::Fail(reason.into()),
+            Ok(false) => Outcome::Info("expired".into()),
+            Err(Unanswered::NotSent) => self.give_up(lease, "unavailable"),
+            Err(Unanswered::Unknown(reason)) => self.give_up(lease, reason),
+        }
     }
 
     /// Renews `name` with one keepalive of its lease.
@@ -221,10 +397,10 @@ impl EtcdLock {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::btree_map::Entry;
     use std::collections::BTreeMap;
 
-    use super::{Bound, EtcdLock, EtcdSession, Unanswered};
+    use super::{Before, Bound, EtcdLock, EtcdSession, Line, Unanswered, Waiting};
+    use crate::watch::Woken;
     use crate::{Grant, Outcome};
 
     /// One member that applies everything at once; `silent` makes its
@@ -235,7 +411,9 @@ mod tests {
     struct Cluster {
         now_ms: u64,
         leases: BTreeMap<u64, bool>,
-        locks: BTreeMap<String, u64>,
+        /// Each lock's line: its keys' create revisions and leases; the
+        /// first holds the lock.
+        keys: BTreeMap<String, BTreeMap<u64, u64>>,
         revision: u64,
         silent: bool,
         took_ms: u64,
@@ -243,12 +421,13 @@ mod tests {
         lost: bool,
         asked: Vec<&'static str>,
         queues: bool,
-        /// Waiting keys: lock name and lease, in the order they were put.
-        waiting: Vec<(String, u64)>,
         /// The read before the lock call misses the holder (it came after).
         blind: bool,
         /// Revocations are applied and go unanswered.
         silent_revoke: bool,
+        /// A wait for a key's deletion sees the lease holding that key
+        /// revoked (its holder let go) after this many ms; else it runs out.
+        released_after_ms: Option<u64>,
     }
 
     impl Cluster {
@@ -259,6 +438,28 @@ mod tests {
                 Ok(value)
             }
         }
+
+        fn held(&self, name: &str) -> bool {
+            self.keys.get(name).is_some_and(|line| !line.is_empty())
+        }
+
+        fn put(&mut self, name: &str, lease: u64) -> Bound {
+            self.revision += 1;
+            let line = self.keys.entry(name.to_string()).or_default();
+            line.insert(self.revision, lease);
+            match line.keys().next() {
+                Some(&first) if first == self.revision => Bound::Holds(first),
+                _ => Bound::Queued(self.revision),
+            }
+        }
+
+        fn drop_lease(&mut self, lease: u64) -> bool {
+            let existed = self.leases.insert(lease, false) == Some(true);
+            for line in self.keys.values_mut() {
+                line.retain(|_, bound| *bound != lease);
+            }
+            existed
+        }
     }
 
     impl EtcdSession for Cluster {
@@ -268,7 +469,7 @@ mod tests {
 
         async fn is_taken(&mut self, name: &str) -> Result<bool, Unanswered> {
             self.asked.push("is_taken");
-            let taken = self.locks.contains_key(name) && !self.blind;
+            let taken = self.held(name) && !self.blind;
             self.answer(taken)
         }
 
@@ -282,17 +483,58 @@ mod tests {
 
         async fn lock(&mut self, name: &str, lease: u64) -> Result<Bound, Unanswered> {
             self.asked.push("lock");
-            self.revision += 1;
-            if self.locks.contains_key(name) {
-                if self.queues {
-                    self.waiting.push((name.to_string(), lease));
-                    return self.answer(Bound::Queued);
-                }
+            if self.held(name) && !self.queues {
+                self.revision += 1;
                 return self.answer(Bound::Refused);
             }
-            self.locks.insert(name.to_string(), lease);
-            let revision = self.revision;
-            self.answer(Bound::Holds(revision))
+            let bound = self.put(name, lease);
+            self.answer(bound)
+        }
+
+        async fn join(&mut self, name: &str, lease: u64) -> Result<Bound, Unanswered> {
+            self.asked.push("join");
+            let bound = self.put(name, lease);
+            self.answer(bound)
+        }
+
+        async fn line(&mut self, name: &str, own: u64) -> Result<Line, Unanswered> {
+            self.asked.push("line");
+            let line = self.keys.get(name).cloned().unwrap_or_default();
+            let answer = if !line.contains_key(&own) {
+                Line::Gone
+            } else {
+                match line.range(..own).next_back() {
+                    None => Line::First,
+                    Some((&created, _)) => Line::After(Before {
+                        key: format!("{name}/{created}"),
+                        created,
+                        seen: self.revision,
+                    }),
+                }
+            };
+            self.answer(answer)
+        }
+
+        async fn wait_for_delete(
+            &mut self,
+            before: &Before,
+            until_ms: u64,
+        ) -> Result<Woken, Unanswered> {
+            self.asked.push("wait");
+            let (name, _) = before.key.rsplit_once('/').expect("name/revision");
+            let holder = self.keys.get(name).and_then(|line| line.get(&before.created)).copied();
+            let Some(holder) = holder else { return self.answer(Woken::Already) };
+            match self.released_after_ms {
+                Some(after) if self.now_ms + after < until_ms => {
+                    self.now_ms += after;
+                    self.drop_lease(holder);
+                    self.answer(Woken::Watch)
+                }
+                _ => {
+                    self.now_ms = self.now_ms.max(until_ms);
+                    self.answer(Woken::TimedOut)
+                }
+            }
         }
 
         async fn keep_alive(&mut self, lease: u64) -> Result<bool, Unanswered> {
@@ -303,18 +545,7 @@ mod tests {
 
         async fn revoke(&mut self, lease: u64) -> Result<bool, Unanswered> {
             self.asked.push("revoke");
-            let existed = self.leases.insert(lease, false) == Some(true);
-            self.locks.retain(|_, holder| *holder != lease);
-            self.waiting.retain(|(_, waiter)| *waiter != lease);
-            // The first waiting key of a lock let go holds it.
-            for (name, waiter) in std::mem::take(&mut self.waiting) {
-                match self.locks.entry(name) {
-                    Entry::Occupied(taken) => self.waiting.push((taken.key().clone(), waiter)),
-                    Entry::Vacant(free) => {
-                        free.insert(waiter);
-                    }
-                }
-            }
+            let existed = self.drop_lease(lease);
             if self.silent_revoke {
                 return Err(Unanswered::Unknown("timeout"));
             }
@@ -379,7 +610,7 @@ mod tests {
         let Outcome::Ok(_) = a.acquire(&mut cluster, "l", 1000).await else { panic!() };
         // Queued behind a, and withdrawn: certainly refused.
         assert_eq!(b.acquire(&mut cluster, "l", 1000).await, Outcome::Fail("busy".into()));
-        assert!(cluster.waiting.is_empty());
+        assert_eq!(cluster.keys["l"].len(), 1);
         assert_eq!(b.reset(), Vec::<u64>::new());
         // Queued, and the withdrawal unanswered: the key may stay and take
         // the lock when a lets go, so the refusal is not certain.
@@ -407,5 +638,79 @@ mod tests {
         let mut expired = Cluster { took_ms: 700, lost: true, ..Cluster::default() };
         let outcome = EtcdLock::new(true).acquire(&mut expired, "l", 2000).await;
         assert_eq!(outcome, Outcome::Fail("expired".into()));
+    }
+
+    fn waiter(wait_ms: u64) -> EtcdLock {
+        EtcdLock::waiting(true, Waiting::Predecessor { wait_ms })
+    }
+
+    #[tokio::test]
+    async fn a_waiter_wakes_once_when_the_key_before_it_goes_and_gets_a_larger_token() {
+        let mut cluster = Cluster { released_after_ms: Some(100), ..Cluster::default() };
+        let mut holder = EtcdLock::new(true);
+        let Outcome::Ok(first) = holder.acquire(&mut cluster, "l", 2000).await else { panic!() };
+        cluster.asked.clear();
+        let mut next = waiter(1000);
+        let Outcome::Ok(second) = next.acquire(&mut cluster, "l", 2000).await else { panic!() };
+        assert!(second.fence > first.fence, "{first:?} then {second:?}");
+        // No read before the put: the key joins the line at once.
+        assert_eq!(cluster.asked, ["grant", "join", "line", "wait", "line"]);
+        assert_eq!(next.wake_ups().woken, 1);
+        assert_eq!(next.wake_ups().wasted, 0);
+        assert_eq!(next.take_woken(), 1);
+        assert_eq!(next.take_woken(), 0);
+        // The old holder's lease went with its release: it holds nothing.
+        assert_eq!(holder.renew(&mut cluster, "l").await, Outcome::Fail("not-held".into()));
+        assert_eq!(next.renew(&mut cluster, "l").await, Outcome::Ok(()));
+    }
+
+    #[tokio::test]
+    async fn a_wait_that_runs_out_reads_the_line_once_more_then_withdraws() {
+        let mut cluster = Cluster::default();
+        let Outcome::Ok(_) = EtcdLock::new(true).acquire(&mut cluster, "l", 2000).await else {
+            panic!()
+        };
+        cluster.asked.clear();
+        let mut next = waiter(500);
+        assert_eq!(next.acquire(&mut cluster, "l", 2000).await, Outcome::Fail("busy".into()));
+        assert_eq!(cluster.asked, ["grant", "join", "line", "wait", "line", "revoke"]);
+        assert_eq!(cluster.keys["l"].len(), 1, "the waiter's key left the line");
+        assert_eq!(next.wake_ups().woken, 0);
+        // Withdrawn for certain: nothing is left for a reset to revoke.
+        assert_eq!(next.reset(), Vec::<u64>::new());
+    }
+
+    #[tokio::test]
+    async fn a_long_wait_keeps_its_lease_alive_a_third_of_the_ttl_at_a_time() {
+        let mut cluster = Cluster::default();
+        let Outcome::Ok(_) = EtcdLock::new(true).acquire(&mut cluster, "l", 2000).await else {
+            panic!()
+        };
+        cluster.asked.clear();
+        let mut next = waiter(3000);
+        assert_eq!(next.acquire(&mut cluster, "l", 2000).await, Outcome::Fail("busy".into()));
+        let keepalives = cluster.asked.iter().filter(|&&asked| asked == "keep_alive").count();
+        let waits = cluster.asked.iter().filter(|&&asked| asked == "wait").count();
+        // 3000 ms in slices of 666: five waits, a keepalive before each but
+        // the first.
+        assert_eq!((waits, keepalives), (5, 4), "{:?}", cluster.asked);
+        // A lease that expired while its key waited: the key may have held
+        // the lock for nobody before it went.
+        cluster.lost = true;
+        let outcome = waiter(3000).acquire(&mut cluster, "l", 2000).await;
+        assert_eq!(outcome, Outcome::Info("expired".into()));
+    }
+
+    #[tokio::test]
+    async fn an_unanswered_withdrawal_leaves_the_outcome_unknown() {
+        let mut cluster = Cluster { silent_revoke: true, ..Cluster::default() };
+        let Outcome::Ok(_) = EtcdLock::new(true).acquire(&mut cluster, "l", 2000).await else {
+            panic!()
+        };
+        let mut next = waiter(500);
+        // The key may stay in line and take the lock for nobody.
+        let outcome = next.acquire(&mut cluster, "l", 2000).await;
+        assert_eq!(outcome, Outcome::Info("timeout".into()));
+        assert_eq!(next.reset(), vec![2]);
     }
 }

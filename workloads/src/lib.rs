@@ -55,6 +55,7 @@ pub mod semaphore;
 mod stall;
 mod storage;
 pub mod user;
+pub mod watch;
 mod workload;
 pub mod zookeeper_lock;
 

@@ -22,6 +22,7 @@
 use std::collections::BTreeMap;
 
 pub use crate::etcd_lock::Unanswered;
+pub use crate::watch::{WakeUps, Woken};
 use crate::{Grant, Outcome};
 
 /// The session's connection, as the client library last learned it.
@@ -33,18 +34,6 @@ pub enum Connection {
     Suspended,
     /// The session expired (or was closed): its ephemeral znodes are gone.
     Lost,
-}
-
-/// How a wait for a watch ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Woken {
-    /// The watched znode was gone (or the children changed) before the
-    /// watch was set: no wait.
-    Already,
-    /// The watch fired: a wake-up.
-    Watch,
-    /// The wait's deadline passed first.
-    TimedOut,
 }
 
 /// A ZooKeeper ensemble, as the lock recipe speaks to it. Paths are
@@ -122,17 +111,6 @@ pub fn sequence(name: &str) -> Option<u64> {
     (digits.len() == 10).then(|| digits.parse().ok()).flatten()
 }
 
-/// Waits counted by the recipe: how many waiters woke, for the wake-ups
-/// per release.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct WakeUps {
-    /// Watches that fired while the client waited for the lock.
-    pub woken: u64,
-    /// Of those, wake-ups after which the client still could not take the
-    /// lock (a herd's wasted ones).
-    pub wasted: u64,
-}
-
 /// One logical client's ZooKeeper locks: the znode of each lock it holds.
 #[derive(Debug, Clone)]
 pub struct ZooKeeperLock {
@@ -143,8 +121,6 @@ pub struct ZooKeeperLock {
     wait_ms: u64,
     held: BTreeMap<String, String>,
     wake_ups: WakeUps,
-    /// The wake-ups [`ZooKeeperLock::take_woken`] has handed out.
-    reported: u64,
 }
 
 impl ZooKeeperLock {
@@ -157,7 +133,6 @@ impl ZooKeeperLock {
             wait_ms,
             held: BTreeMap::new(),
             wake_ups: WakeUps::default(),
-            reported: 0,
         }
     }
 
@@ -168,9 +143,7 @@ impl ZooKeeperLock {
 
     /// The watches that woke this client since it was last asked.
     pub fn take_woken(&mut self) -> u64 {
-        let woken = self.wake_ups.woken - self.reported;
-        self.reported = self.wake_ups.woken;
-        woken
+        self.wake_ups.take_woken()
     }
 
     /// Acquires `name`: joins the line, and waits for its turn up to the
@@ -234,14 +207,11 @@ impl ZooKeeperLock {
                 }
                 Waiting::Herd => session.wait_for_children(&parent, until).await,
             };
-            woken = false;
             match wait {
-                Ok(Woken::Already) => {}
-                Ok(Woken::Watch) => {
-                    self.wake_ups.woken += 1;
-                    woken = true;
+                Ok(wait) => {
+                    woken = self.wake_ups.count(wait);
+                    timed_out = wait == Woken::TimedOut;
                 }
-                Ok(Woken::TimedOut) => timed_out = true,
                 Err(_) => return self.leave(session, &path, "unavailable").await,
             }
         }
