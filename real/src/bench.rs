@@ -4,6 +4,7 @@
 //! the same client writing plain keys or znodes): `lockcheck bench --only
 //! real`.
 
+use std::future::Future;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -11,7 +12,7 @@ use lockcheck_checker::{analyze_events, CheckOptions, Event, EventType, Function
 use lockcheck_workloads::payments::Protection;
 use lockcheck_workloads::provider::{Profile, Variant};
 use lockcheck_workloads::queue::QueueKind;
-use lockcheck_workloads::{Workload, WorkloadOptions};
+use lockcheck_workloads::{LockClient, Stall, Workload, WorkloadOptions};
 
 use crate::driver::{drive, drive_paying, DriveOptions};
 use crate::etcd::{self, EtcdClient};
@@ -132,8 +133,7 @@ pub fn throughput(seed: u64, mut row: impl FnMut(&Throughput)) -> Result<(), Str
         .block_on(async {
             Storage::prepare(&storage, &options.workload.resources).await?;
             RedisClient::prepare(&url, &options.workload.locks).await?;
-            let started = Instant::now();
-            let events = drive(&options, |logical, stall| {
+            lock_figures(&options, |logical, stall| {
                 let config = config(logical, &storage);
                 let url = url.clone();
                 async move {
@@ -143,12 +143,7 @@ pub fn throughput(seed: u64, mut row: impl FnMut(&Throughput)) -> Result<(), Str
                     Ok((client, Storage::connect(&config).await?))
                 }
             })
-            .await?;
-            Ok((
-                lock_ops(&events) as f64 / started.elapsed().as_secs_f64(),
-                verdict_of(&events),
-                WakeUps::of(&events).per_release(),
-            ))
+            .await
         })
         .map_err(failed)?;
     row(&Throughput {
@@ -215,9 +210,8 @@ pub fn throughput(seed: u64, mut row: impl FnMut(&Throughput)) -> Result<(), Str
         let (ops, verdict, wake_ups_per_release) = runtime
             .block_on(async {
                 ZooKeeperClient::prepare(&urls, &options.workload.locks).await?;
-                let started = Instant::now();
                 let ttl_ms = options.workload.ttl_ms;
-                let events = drive(&options, |logical, stall| {
+                lock_figures(&options, |logical, stall| {
                     let config = config(logical, &storage);
                     let urls = &urls;
                     async move {
@@ -227,10 +221,7 @@ pub fn throughput(seed: u64, mut row: impl FnMut(&Throughput)) -> Result<(), Str
                         Ok((client, Storage::connect(&config).await?))
                     }
                 })
-                .await?;
-                let ops = lock_ops(&events) as f64 / started.elapsed().as_secs_f64();
-                let wake_ups = WakeUps::of(&events).per_release();
-                Ok::<_, crate::RealError>((ops, verdict_of(&events), wake_ups))
+                .await
             })
             .map_err(failed)?;
         row(&Throughput {
@@ -256,23 +247,16 @@ pub fn throughput(seed: u64, mut row: impl FnMut(&Throughput)) -> Result<(), Str
         runtime.block_on(etcd::plain_writes_per_s(&endpoints, CLIENTS, seconds)).map_err(failed)?;
     for (backend, waits) in [("etcd", false), ("etcd-waiting", true)] {
         let (ops, verdict, wake_ups_per_release) = runtime
-            .block_on(async {
-                let started = Instant::now();
-                let events = drive(&options, |logical, stall| {
-                    let config = config(logical, &storage);
-                    let endpoints = &endpoints;
-                    async move {
-                        let client = EtcdClient::connect(endpoints, &config, true, waits)
-                            .await?
-                            .stalling_at(stall);
-                        Ok((client, Storage::connect(&config).await?))
-                    }
-                })
-                .await?;
-                let ops = lock_ops(&events) as f64 / started.elapsed().as_secs_f64();
-                let wake_ups = WakeUps::of(&events).per_release();
-                Ok::<_, crate::RealError>((ops, verdict_of(&events), wake_ups))
-            })
+            .block_on(lock_figures(&options, |logical, stall| {
+                let config = config(logical, &storage);
+                let endpoints = &endpoints;
+                async move {
+                    let client = EtcdClient::connect(endpoints, &config, true, waits)
+                        .await?
+                        .stalling_at(stall);
+                    Ok((client, Storage::connect(&config).await?))
+                }
+            }))
             .map_err(failed)?;
         row(&Throughput {
             backend,
@@ -310,6 +294,23 @@ pub fn throughput(seed: u64, mut row: impl FnMut(&Throughput)) -> Result<(), Str
         });
     }
     Ok(())
+}
+
+/// Drives `options` with the clients `connect` makes: the lock operations
+/// completed a second, the run's verdict, and its wake-ups per release.
+async fn lock_figures<C, F, Fut>(
+    options: &DriveOptions,
+    connect: F,
+) -> Result<(f64, String, Option<f64>), crate::RealError>
+where
+    C: LockClient,
+    F: Fn(u32, Stall) -> Fut,
+    Fut: Future<Output = Result<(C, Storage), crate::RealError>>,
+{
+    let started = Instant::now();
+    let events = drive(options, connect).await?;
+    let ops = lock_ops(&events) as f64 / started.elapsed().as_secs_f64();
+    Ok((ops, verdict_of(&events), WakeUps::of(&events).per_release()))
 }
 
 /// Orders charged and acknowledged a second by [`CLIENTS`] workers back to
