@@ -12,8 +12,8 @@ use lockcheck_workloads::payments::Protection;
 use lockcheck_workloads::provider::{Profile, Variant};
 use lockcheck_workloads::queue::QueueKind;
 use lockcheck_workloads::{
-    Backend, FaultKind, RunOptions, Services, Shape, StallPoint, StorageKind, UrlService, Workload,
-    World,
+    Backend, FaultKind, Pooler, RunOptions, Services, Shape, StallPoint, StorageKind, UrlService,
+    Workload, World,
 };
 
 const EXIT_CODES: &str = "\
@@ -460,6 +460,12 @@ pub struct CheckArgs {
     /// lock could break (a vacuous pass), as a violation would.
     #[arg(long)]
     pub require_coverage: bool,
+    /// PgBouncer between the clients and the PostgreSQL that holds their
+    /// locks (real postgres-advisory and postgres-advisory-xact):
+    /// transaction or session pooling. lockcheck starts Debian's pgbouncer
+    /// itself, in front of its own PostgreSQL (docs/guide.md#pgbouncer)
+    #[arg(long, value_name = "MODE")]
+    pub pooler: Option<String>,
     /// --backend exec: the servers lockcheck starts for your program, a
     /// comma list of redis (redis*5: five, for a Redlock), postgres, mysql,
     /// etcd, moto (an S3 server); their URLs reach it as LOCKCHECK_REDIS_URL and the like
@@ -555,6 +561,14 @@ impl CheckArgs {
     /// from a replay line: `--postgres-url 'postgres://u:***@h/db'`) taken
     /// from its environment variable instead; what is wrong if one is not
     /// there.
+    /// `--pooler`'s mode, if given.
+    fn pooler(&self) -> Result<Option<Pooler>, String> {
+        let Some(name) = &self.pooler else { return Ok(None) };
+        Pooler::parse(name)
+            .map(Some)
+            .ok_or_else(|| format!("unknown pooler {name:?}: use transaction or session"))
+    }
+
     pub fn services(&self) -> Result<Services, String> {
         let mut services = Services::default();
         for service in UrlService::ALL {
@@ -655,6 +669,10 @@ impl CheckArgs {
             ..defaults
         };
         match world {
+            World::Simulated if self.pooler.is_some() => Err(
+                "--pooler applies to real PostgreSQL backends only: the simulator has no pooler"
+                    .to_string(),
+            ),
             World::Simulated => {
                 lockcheck_sim::Simulated::check(&options)?;
                 Ok(options)
@@ -667,6 +685,7 @@ impl CheckArgs {
                     .to_string(),
             ),
             World::Real => Ok(RunOptions {
+                pooler: self.pooler()?,
                 restart_delay: self.restart_delay,
                 services: self.services()?,
                 servers: self.servers.clone(),

@@ -521,3 +521,38 @@ fn a_simulated_backend_is_sim_and_the_real_name() {
         assert!(stdout(&output).contains(name), "{alias} runs {name}: {}", stdout(&output));
     }
 }
+
+#[test]
+fn a_pooler_is_refused_with_its_reason_before_any_server_starts() {
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["check", "--backend", "sim-redis", "--pooler", "transaction"],
+            "the simulator has no pooler",
+        ),
+        (
+            &["check", "--backend", "postgres-advisory", "--pooler", "statement"],
+            "unknown pooler \"statement\": use transaction or session",
+        ),
+        (
+            &["check", "--backend", "redis", "--pooler", "session"],
+            "postgres-advisory and postgres-advisory-xact",
+        ),
+        (
+            &[
+                "check",
+                "--backend",
+                "postgres-advisory",
+                "--pooler",
+                "transaction",
+                "--nemesis",
+                "conn-kill",
+            ],
+            "belong to no one client",
+        ),
+    ];
+    for (args, reason) in cases {
+        let output = lockcheck(args);
+        assert_eq!(output.status.code(), Some(64), "{args:?}: {}", stderr(&output));
+        assert!(stderr(&output).contains(reason), "{args:?}: {}", stderr(&output));
+    }
+}

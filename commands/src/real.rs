@@ -99,6 +99,9 @@ pub fn run(args: &CheckRequest) -> anyhow::Result<ExitCode> {
             work_done(events, *wall_s),
             faults.names(),
         ));
+        if let Some(pooling) = planned.pooling() {
+            text.push_str(&format!("pooler: {pooling}\n"));
+        }
         if let Some(dir) = &dir {
             text.push_str(&format!("stored in {}\n", dir.display()));
         }

@@ -21,7 +21,7 @@ use crate::catalogue::RealBackend;
 use crate::netfault::Shape;
 use crate::plan::plan;
 use crate::run::{execute_recorded, RealFailure, RealRun};
-use lockcheck_workloads::{Cell, FaultKind, StallPoint, DEFAULT_LINEARIZABILITY_TIMEOUT};
+use lockcheck_workloads::{Cell, FaultKind, Pooler, StallPoint, DEFAULT_LINEARIZABILITY_TIMEOUT};
 
 /// `backend` under `faults` with a lease of `ttl_ms`: a cell still to be
 /// given its time, expectation and note by [`cell`].
@@ -94,6 +94,9 @@ pub fn check_args(cell: &RealCell) -> String {
     if cell.persistent {
         args.push_str(" --persistent");
     }
+    if let Some(pooler) = cell.pooler {
+        args.push_str(&format!(" --pooler {}", pooler.name()));
+    }
     args
 }
 
@@ -124,6 +127,7 @@ pub fn cell_options(
         protection: cell.protection,
         provider_variant: cell.provider_variant,
         queue: cell.queue,
+        pooler: cell.pooler,
         seed,
         ..defaults
     }
@@ -510,6 +514,27 @@ pub fn cells() -> Vec<RealCell> {
                 "the session is killed: the server frees the lock, the client still believes",
             )
         },
+        // Through PgBouncer, which lockcheck starts in front of the same
+        // server: with no fault at all, transaction pooling hands a session
+        // lock's server connection to other clients' transactions.
+        cell(
+            on(B::PostgresAdvisory, &[], 500).through(Pooler::Transaction),
+            5,
+            violated(&[MUTEX]),
+            "through PgBouncer in transaction pooling, no fault: a session lock stays with a server connection that other clients' transactions get",
+        ),
+        cell(
+            on(B::PostgresAdvisory, &[], 500).through(Pooler::Session),
+            5,
+            SAFE,
+            "through PgBouncer in session pooling: a client keeps its server connection, and its locks",
+        ),
+        cell(
+            on(B::PostgresAdvisoryXact, &[], 500).through(Pooler::Transaction),
+            5,
+            SAFE,
+            "through PgBouncer in transaction pooling: a transaction's lock stays with its transaction",
+        ),
         cell(on(B::PostgresLease, &[], 500), 5, SAFE, "no fault"),
         cell(
             on(B::PostgresLease, &[F::Pause], 500),

@@ -1,7 +1,7 @@
 //! What a real run asks for, checked before any server starts: the options
 //! of `lockcheck check` against real servers, and the faults they turn on.
 
-use lockcheck_workloads::{check_sizes, FaultKind, RunOptions, UrlService, World};
+use lockcheck_workloads::{check_sizes, FaultKind, Pooler, Recipe, RunOptions, UrlService, World};
 
 use crate::catalogue::{LockService, RealBackend};
 use crate::netfault::Shape;
@@ -20,6 +20,18 @@ impl Plan {
     /// The same test with another seed (a matrix cell's next run).
     pub fn seeded(&self, seed: u64) -> Plan {
         Plan { test: RunOptions { seed, ..self.test.clone() }, ..self.clone() }
+    }
+
+    /// What the pooler between the clients and their server does to their
+    /// locks, for the report: why a lock through it holds or does not.
+    pub fn pooling(&self) -> Option<String> {
+        let pooler = self.test.pooler?;
+        let session_lock = self.backend.backend().recipe() == Recipe::PostgresAdvisory;
+        Some(match (pooler, session_lock) {
+            (Pooler::Transaction, true) => "PgBouncer in transaction pooling: each transaction may run on another server connection, and a session advisory lock stays with the connection it was taken on, so the next client whose transaction gets that connection holds the lock too (pg_try_advisory_lock answers true to the session that holds it), and an unlock may run where the lock is not (PgBouncer's own table: session advisory locks, never). pg_try_advisory_xact_lock (postgres-advisory-xact) or session pooling keeps a lock with its holder".to_string(),
+            (Pooler::Transaction, false) => "PgBouncer in transaction pooling: a transaction keeps its server connection until it ends, and pg_try_advisory_xact_lock's lock ends with it, so the lock stays with its holder".to_string(),
+            (Pooler::Session, _) => "PgBouncer in session pooling: a client keeps its server connection for its whole session, so its locks stay its own; a session that ends is reset (DISCARD ALL) before another client gets the connection, which frees them".to_string(),
+        })
     }
 }
 
@@ -154,6 +166,9 @@ fn faults(test: &RunOptions, backend: RealBackend) -> Result<Faults, String> {
         }
         (_, true) => {}
     }
+    if let Some(pooler) = test.pooler {
+        refuses_pooler(test, backend, pooler)?;
+    }
     let given_url = match backend.service() {
         LockService::Redis { .. } => test.services.given(UrlService::Redis),
         LockService::Etcd => test.services.given(UrlService::Etcd),
@@ -221,6 +236,11 @@ pub(crate) fn exec_servers(test: &RunOptions) -> Result<Vec<(ServerKind, usize)>
             None => (word, 1),
         };
         let kind = ServerKind::parse(name).map_err(|unknown| format!("--servers: {unknown}"))?;
+        if kind.pools() {
+            return Err(format!(
+                "--servers {name}: {name} pools a PostgreSQL, so it does not run alone; --pooler puts it in front of a postgres-* backend's server"
+            ));
+        }
         if count > 1 && !kind.allows_several() {
             return Err(format!("--servers {word}: one {name} at most"));
         }
@@ -230,6 +250,32 @@ pub(crate) fn exec_servers(test: &RunOptions) -> Result<Vec<(ServerKind, usize)>
         servers.push((kind, count));
     }
     Ok(servers)
+}
+
+/// Why PgBouncer cannot go in front of `backend`'s server in `test`, if it
+/// cannot.
+fn refuses_pooler(test: &RunOptions, backend: RealBackend, pooler: Pooler) -> Result<(), String> {
+    let flag = format!("--pooler {}", pooler.name());
+    match backend.backend().recipe() {
+        Recipe::PostgresAdvisory | Recipe::PostgresAdvisoryXact => {}
+        _ => {
+            return Err(format!(
+                "{flag} puts PgBouncer in front of postgres-advisory and postgres-advisory-xact, whose locks live in a session or a transaction; {} keeps its locks elsewhere",
+                backend.name()
+            ))
+        }
+    }
+    if test.services.given(UrlService::Postgres) {
+        return Err(format!(
+            "{flag} starts PgBouncer in front of lockcheck's own PostgreSQL; for your own server, point --postgres-url at your PgBouncer instead"
+        ));
+    }
+    if test.faults.contains(&FaultKind::ConnKill) {
+        return Err(format!(
+            "{flag}: conn-kill ends the lock clients' server sessions, which behind a pooler belong to no one client"
+        ));
+    }
+    Ok(())
 }
 
 /// Whether this process runs under libfaketime: its times would be fake.
@@ -271,7 +317,7 @@ pub(crate) fn shapes(test: &RunOptions, backend: RealBackend) -> Result<Vec<Shap
 mod tests {
     use std::time::Duration;
 
-    use lockcheck_workloads::{Backend, FaultKind, RunOptions, Shape, UrlService, World};
+    use lockcheck_workloads::{Backend, FaultKind, Pooler, RunOptions, Shape, UrlService, World};
 
     use super::{plan, Faults};
     use crate::catalogue::RealBackend;
@@ -298,6 +344,36 @@ mod tests {
             Ok(faults) => panic!("{name} {:?}: accepted with {}", options.faults, faults.names()),
             Err(message) => message,
         }
+    }
+
+    #[test]
+    fn a_pooler_goes_in_front_of_the_advisory_locks_own_server_only() {
+        let pooled =
+            |nemesis: &str, pooler: Pooler| RunOptions { pooler: Some(pooler), ..options(nemesis) };
+        for name in ["postgres-advisory", "postgres-advisory-xact"] {
+            for pooler in Pooler::ALL {
+                assert!(planned(&pooled("none", pooler), name).is_ok(), "{name} {pooler:?}");
+                assert!(planned(&pooled("pause,kill", pooler), name).is_ok(), "{name}");
+            }
+        }
+        for name in ["postgres-lease", "redis", "mysql-get-lock", "etcd"] {
+            let why = refused(&pooled("none", Pooler::Transaction), name);
+            assert!(why.contains("postgres-advisory and postgres-advisory-xact"), "{name}: {why}");
+        }
+        let why = refused(&pooled("conn-kill", Pooler::Session), "postgres-advisory");
+        assert!(why.contains("belong to no one client"), "{why}");
+        let mut given = pooled("none", Pooler::Transaction);
+        given.services.set(UrlService::Postgres, vec!["postgres://db:5432/x".into()]);
+        let why = refused(&given, "postgres-advisory");
+        assert!(why.contains("point --postgres-url at your PgBouncer"), "{why}");
+        // The plan says what the pooler does to the run's locks.
+        let test = RunOptions {
+            backend: Backend::PostgresAdvisory,
+            ..pooled("none", Pooler::Transaction)
+        };
+        let note = plan(&test).unwrap().pooling().unwrap();
+        assert!(note.contains("never"), "{note}");
+        assert_eq!(plan(&options("none")).unwrap().pooling(), None);
     }
 
     #[test]

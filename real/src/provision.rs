@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use lockcheck_workloads::{FaultKind, RunOptions, Services, StorageKind, UrlService, Workload};
+use lockcheck_workloads::{
+    FaultKind, Pooler, RunOptions, Services, StorageKind, UrlService, Workload,
+};
 
 use crate::catalogue::{
     LockService, RealBackend, ETCD_MEMBERS, ETCD_RING_MEMBERS, ZOOKEEPER_MEMBERS,
@@ -78,6 +80,10 @@ pub(crate) struct Servers {
     /// The exec backend's servers, each with its kind, in `--servers`
     /// order.
     pub(crate) exec: Vec<(ServerKind, String)>,
+    /// PgBouncer's URL, when the clients reach the PostgreSQL that holds
+    /// their locks through it (`--pooler`): the lock URL, while the
+    /// storage stays on the server itself.
+    pub(crate) pooled: Option<String>,
 }
 
 /// What a private server is to the run, and so whether the nemesis
@@ -94,6 +100,26 @@ pub(crate) enum Role {
 }
 
 impl Servers {
+    /// Starts PgBouncer, pooling as `pooler` says, in front of the
+    /// PostgreSQL that holds the locks (started already): the clients'
+    /// lock URL becomes its. No fault strikes it.
+    fn start_pooler(&mut self, pooler: Pooler, options: &ServerOptions) -> Result<(), RealError> {
+        let port = self
+            .lock
+            .last()
+            .map(|server| server.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).port());
+        let Some(port) = port else {
+            return Err(RealError::Setup {
+                what: "PgBouncer",
+                reason: "no PostgreSQL of lockcheck's own to pool".to_string(),
+            });
+        };
+        let options = ServerOptions { upstream: Some((port, pooler)), ..options.clone() };
+        let urls = self.start(ServerKind::PgBouncer, 1, Role::Other, &options)?;
+        self.pooled = urls.into_iter().next();
+        Ok(())
+    }
+
     /// Starts `count` private servers of `kind`, in `role`.
     pub(crate) fn start(
         &mut self,
@@ -218,6 +244,9 @@ impl Servers {
             None => Vec::new(),
         };
         servers.urls.set(UrlService::Postgres, postgres);
+        if let (Some(pooler), true) = (test.pooler, postgres_locks) {
+            servers.start_pooler(pooler, &storage_options)?;
+        }
         if test.storage.is_s3() {
             servers.s3 = Some(servers.start_s3(test.storage, &storage_options)?);
         }
@@ -360,7 +389,10 @@ impl Servers {
             LockService::Etcd => self.urls.urls(UrlService::Etcd).to_vec(),
             LockService::ZooKeeper => self.urls.urls(UrlService::ZooKeeper).to_vec(),
             LockService::Mariadb => self.urls.urls(UrlService::Mysql).to_vec(),
-            LockService::Postgres => self.urls.urls(UrlService::Postgres).to_vec(),
+            LockService::Postgres => match &self.pooled {
+                Some(pooled) => vec![pooled.clone()],
+                None => self.urls.urls(UrlService::Postgres).to_vec(),
+            },
             LockService::Exec => self.exec.iter().map(|(_, url)| url.clone()).collect(),
         }
     }

@@ -21,6 +21,7 @@ use std::time::Duration;
 use mysql_async::prelude::Queryable;
 use tokio::task::JoinHandle;
 use tokio::time::{timeout_at, Instant};
+use tokio_postgres::types::Type;
 use tokio_postgres::{NoTls, SimpleQueryMessage, Statement};
 
 use super::{ClientConfig, RealError};
@@ -285,16 +286,6 @@ impl PgSession {
         Ok(statement)
     }
 
-    /// The single boolean that `sql` returns for `params`.
-    async fn boolean(
-        &mut self,
-        sql: &'static str,
-        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-    ) -> Result<bool, Failure> {
-        let statement = self.statement(sql).await?;
-        Ok(self.client.query_one(&statement, params).await?.try_get(0)?)
-    }
-
     async fn execute(
         &mut self,
         sql: &'static str,
@@ -304,9 +295,21 @@ impl PgSession {
         Ok(self.client.execute(&statement, params).await?)
     }
 
+    /// The single boolean that `sql` returns for `params`, as one unnamed
+    /// statement with its parameters' types: no prepared statement stays
+    /// on the server connection, so it works through a pooler in
+    /// transaction mode, where the next statement may run on another one.
+    async fn typed_boolean(
+        &mut self,
+        sql: &'static str,
+        params: &[(&(dyn tokio_postgres::types::ToSql + Sync), Type)],
+    ) -> Result<bool, Failure> {
+        Ok(self.client.query_typed_one(sql, params).await?.try_get(0)?)
+    }
+
     async fn holds(&mut self, key: &str) -> Step<()> {
         let (high, low) = key_halves(advisory_key(key));
-        if self.boolean(PG_HOLDS, &[&high, &low]).await? {
+        if self.typed_boolean(PG_HOLDS, &[(&high, Type::OID), (&low, Type::OID)]).await? {
             Ok(Outcome::Ok(()))
         } else {
             not_held()
@@ -325,10 +328,12 @@ impl PgSession {
             SqlRecipe::PostgresLease => {
                 lease_table::acquire(self, key, owner.to_string(), ttl_ms, None).await
             }
-            _ => match self.boolean(PG_TRY_LOCK, &[&advisory_key(key)]).await? {
-                true => Ok(Outcome::Ok(Grant::default())),
-                false => busy(),
-            },
+            _ => {
+                match self.typed_boolean(PG_TRY_LOCK, &[(&advisory_key(key), Type::INT8)]).await? {
+                    true => Ok(Outcome::Ok(Grant::default())),
+                    false => busy(),
+                }
+            }
         }
     }
 
@@ -374,7 +379,7 @@ impl PgSession {
                 Ok(Outcome::Ok(()))
             }
             SqlRecipe::PostgresLease => lease_table::release(self, key, grant).await,
-            _ => match self.boolean(PG_UNLOCK, &[&advisory_key(key)]).await? {
+            _ => match self.typed_boolean(PG_UNLOCK, &[(&advisory_key(key), Type::INT8)]).await? {
                 true => Ok(Outcome::Ok(())),
                 false => not_held(),
             },

@@ -12,6 +12,7 @@ use crate::fault::{FaultKind, Shape};
 use crate::payments::Protection;
 use crate::provider::Variant;
 use crate::queue::QueueKind;
+use crate::run_options::Pooler;
 use crate::stall::StallPoint;
 use crate::workload::Workload;
 
@@ -46,6 +47,8 @@ pub struct Cell<B> {
     pub provider_variant: Variant,
     /// The payments workload's real queue.
     pub queue: QueueKind,
+    /// PgBouncer between the clients and their PostgreSQL (real only).
+    pub pooler: Option<Pooler>,
 }
 
 impl<B> Cell<B> {
@@ -75,6 +78,7 @@ impl<B> Cell<B> {
             protection: Protection::Lock,
             provider_variant: Variant::Correct,
             queue: QueueKind::Postgres,
+            pooler: None,
         }
     }
 
@@ -120,6 +124,10 @@ impl<B> Cell<B> {
 
     /// The same cell with a lock server that keeps its keys across a
     /// restart.
+    pub fn through(self, pooler: Pooler) -> Cell<B> {
+        Cell { pooler: Some(pooler), ..self }
+    }
+
     pub fn with_persistence(self) -> Cell<B> {
         Cell { persistent: true, ..self }
     }

@@ -69,8 +69,8 @@ pub use drive::run_client;
 pub use fault::{FaultKind, Shape};
 pub use recorder::{HistoryFile, Recorder, SharedRecorder};
 pub use run_options::{
-    Replay, RunOptions, Services, UrlService, DEFAULT_LINEARIZABILITY_TIMEOUT, DEFAULT_REAL_FAULTS,
-    DEFAULT_SIM_FAULTS,
+    Pooler, Replay, RunOptions, Services, UrlService, DEFAULT_LINEARIZABILITY_TIMEOUT,
+    DEFAULT_REAL_FAULTS, DEFAULT_SIM_FAULTS,
 };
 pub use schedule::{schedule, Draws, Quiet, Slot, Window, CLIENT_STALL};
 pub use stall::{Freezer, Hold, Stall, StallPoint, StallPoints};

@@ -123,6 +123,34 @@ impl Services {
     }
 }
 
+/// A connection pooler between the lock clients and a real PostgreSQL
+/// that holds their locks: PgBouncer, in one of its pooling modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Pooler {
+    /// A server connection is the client's for one transaction at a time:
+    /// session state (a session advisory lock) stays on the server
+    /// connection, which the next transaction of any client may get.
+    Transaction,
+    /// A server connection is the client's for its whole session.
+    Session,
+}
+
+impl Pooler {
+    pub const ALL: [Pooler; 2] = [Pooler::Transaction, Pooler::Session];
+
+    /// Its name, as `--pooler` takes it and PgBouncer's `pool_mode` says it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pooler::Transaction => "transaction",
+            Pooler::Session => "session",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Pooler> {
+        Pooler::ALL.into_iter().find(|pooler| pooler.name() == name)
+    }
+}
+
 /// One run's options, simulated or real.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunOptions {
@@ -173,6 +201,9 @@ pub struct RunOptions {
     pub servers: Vec<String>,
     /// The exec backend's program and its arguments.
     pub exec: Vec<String>,
+    /// PgBouncer between the clients and the PostgreSQL that holds their
+    /// locks (real runs of the postgres-* backends).
+    pub pooler: Option<Pooler>,
     /// How long the linearizability search may take, per history.
     pub linearizability_timeout: Duration,
     /// The checkers whose findings fail the run (empty: all of them).
@@ -241,6 +272,7 @@ impl RunOptions {
             services: Services::default(),
             servers: Vec::new(),
             exec: Vec::new(),
+            pooler: None,
             linearizability_timeout: DEFAULT_LINEARIZABILITY_TIMEOUT,
             gate: Vec::new(),
             aim: world == World::Real,
@@ -308,6 +340,9 @@ impl RunOptions {
         }
         if self.purpose != Purpose::default() {
             add(format!("--purpose {}", self.purpose.name()));
+        }
+        if let Some(pooler) = self.pooler {
+            add(format!("--pooler {}", pooler.name()));
         }
         let mut secrets = Vec::new();
         for (service, urls) in self.services.iter() {
@@ -404,7 +439,7 @@ impl fmt::Display for Replay {
 mod tests {
     use std::time::Duration;
 
-    use super::{RunOptions, Services, UrlService};
+    use super::{Pooler, RunOptions, Services, UrlService};
     use crate::{Backend, FaultKind, Shape, StallPoint, StorageKind, World};
 
     #[test]
@@ -419,6 +454,16 @@ mod tests {
         let real = RunOptions::new(World::Real, Backend::Etcd);
         assert!(real.replay().line.starts_with("lockcheck check --backend etcd "));
         assert!(real.replay().line.contains("--nemesis pause "));
+        assert!(!real.replay().line.contains("--pooler"));
+        let pooled = RunOptions {
+            pooler: Some(Pooler::Transaction),
+            ..RunOptions::new(World::Real, Backend::PostgresAdvisory)
+        };
+        assert!(pooled.replay().line.contains(" --pooler transaction"));
+        for pooler in Pooler::ALL {
+            assert_eq!(Pooler::parse(pooler.name()), Some(pooler));
+        }
+        assert_eq!(Pooler::parse("statement"), None);
     }
 
     #[test]

@@ -38,6 +38,7 @@ impl ServerKind {
         durable: true,
         data_knows_ports: true,
         several: false,
+        pools: false,
         url: |port| format!("http://127.0.0.1:{port}"),
         prepare: |_| Ok(None),
         args,

@@ -26,6 +26,7 @@ impl ServerKind {
         durable: true,
         data_knows_ports: false,
         several: false,
+        pools: false,
         url: |port| format!("mysql://root@127.0.0.1:{port}/test"),
         prepare,
         args,

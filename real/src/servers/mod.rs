@@ -56,12 +56,15 @@ use std::sync::{mpsc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 use std::{env, fmt, thread};
 
+use lockcheck_workloads::Pooler;
+
 use super::RealError;
 
 mod etcd;
 mod leftovers;
 mod mariadb;
 mod moto;
+mod pgbouncer;
 mod postgres;
 mod redis;
 mod zookeeper;
@@ -78,6 +81,7 @@ const KINDS: &[ServerKind] = &[
     ServerKind::Etcd,
     ServerKind::Moto,
     ServerKind::ZooKeeper,
+    ServerKind::PgBouncer,
 ];
 
 /// A kind of server the tool can start: what sets it apart from the
@@ -116,6 +120,9 @@ pub struct ServerKind {
     data_knows_ports: bool,
     /// Several may serve one run (`--servers redis*5`: Redlock's five).
     several: bool,
+    /// It pools another server ([`ServerOptions::upstream`]), so it never
+    /// runs alone (`--servers` refuses it).
+    pools: bool,
     /// Where clients connect, given its client port.
     url: fn(u16) -> String,
     /// Prepares a new server's directory (its data directory, files it
@@ -210,6 +217,7 @@ impl ServerKind {
     fn choices() -> String {
         let words: Vec<String> = KINDS
             .iter()
+            .filter(|kind| !kind.pools)
             .map(|kind| {
                 let word = kind.aliases.first().unwrap_or(&kind.name);
                 match kind.several {
@@ -250,6 +258,11 @@ impl ServerKind {
     /// Whether several may serve one run (`--servers redis*5`).
     pub(crate) fn allows_several(&self) -> bool {
         self.several
+    }
+
+    /// Whether it pools another server, and so never runs alone.
+    pub(crate) fn pools(&self) -> bool {
+        self.pools
     }
 
     /// The exec backend's variables for servers of this kind at `urls`
@@ -341,11 +354,19 @@ pub struct ServerOptions {
     /// clock nemesis. Only for kinds whose
     /// [`ServerKind::clock_is_fakeable`]; kept across restarts.
     pub faketime: bool,
+    /// A pooler's server (PgBouncer's PostgreSQL): its loopback port, and
+    /// how the pooler pools.
+    pub upstream: Option<(u16, Pooler)>,
 }
 
 impl Default for ServerOptions {
     fn default() -> Self {
-        ServerOptions { persistent: false, ready_timeout: Duration::from_secs(60), faketime: false }
+        ServerOptions {
+            persistent: false,
+            ready_timeout: Duration::from_secs(60),
+            faketime: false,
+            upstream: None,
+        }
     }
 }
 
@@ -1233,7 +1254,10 @@ mod tests {
     #[test]
     fn every_kind_is_found_by_its_names_and_only_by_them() {
         let names: Vec<&str> = ServerKind::ALL.iter().map(ServerKind::name).collect();
-        assert_eq!(names, ["redis", "postgres", "mariadb", "etcd", "moto", "zookeeper"]);
+        assert_eq!(
+            names,
+            ["redis", "postgres", "mariadb", "etcd", "moto", "zookeeper", "pgbouncer"]
+        );
         assert_eq!(ServerKind::parse("zookeeper"), Ok(ServerKind::ZooKeeper));
         for kind in ServerKind::ALL {
             assert_eq!(ServerKind::parse(kind.name()), Ok(*kind));
@@ -1252,7 +1276,8 @@ mod tests {
         assert_eq!(ServerKind::Redis, ServerKind::parse("redis").unwrap());
         assert_ne!(ServerKind::Redis, ServerKind::Etcd);
         let mut kinds = vec![ServerKind::Moto, ServerKind::Etcd, ServerKind::Mariadb];
-        kinds.extend([ServerKind::ZooKeeper, ServerKind::Redis, ServerKind::Postgres]);
+        kinds.extend([ServerKind::PgBouncer, ServerKind::ZooKeeper, ServerKind::Redis]);
+        kinds.push(ServerKind::Postgres);
         kinds.sort();
         assert_eq!(kinds, ServerKind::ALL);
         assert_eq!(format!("{:?}", ServerKind::Etcd), "ServerKind(\"etcd\")");
@@ -1267,6 +1292,8 @@ mod tests {
         assert_eq!(url(ServerKind::Etcd), "http://127.0.0.1:6000");
         assert_eq!(url(ServerKind::Moto), "http://127.0.0.1:6000");
         assert_eq!(url(ServerKind::ZooKeeper), "zk://127.0.0.1:6000");
+        assert_eq!(url(ServerKind::PgBouncer), "postgres://postgres@127.0.0.1:6000/postgres");
+        assert_eq!(ServerKind::PgBouncer.package(), Package::Debian("pgbouncer"));
         assert_eq!(ServerKind::ZooKeeper.binaries(), ["java"]);
         assert_eq!(ServerKind::ZooKeeper.package(), Package::Debian("zookeeper"));
         assert_eq!(ServerKind::Postgres.binaries(), ["postgres", "initdb"]);
@@ -1274,14 +1301,16 @@ mod tests {
         assert_eq!(ServerKind::Mariadb.package(), Package::Debian("mariadb-server"));
         assert_eq!(ServerKind::Moto.package(), Package::Python("moto[server]"));
         let signals: Vec<&str> = ServerKind::ALL.iter().map(|kind| kind.stop_signal).collect();
-        assert_eq!(signals, ["TERM", "INT", "TERM", "TERM", "TERM", "TERM"]);
+        assert_eq!(signals, ["TERM", "INT", "TERM", "TERM", "TERM", "TERM", "TERM"]);
         let ports: Vec<usize> = ServerKind::ALL.iter().map(|kind| kind.ports).collect();
-        assert_eq!(ports, [1, 1, 1, 2, 1, 3]);
+        assert_eq!(ports, [1, 1, 1, 2, 1, 3, 1]);
         let fakeable: Vec<bool> =
             ServerKind::ALL.iter().map(|kind| kind.clock_is_fakeable()).collect();
-        assert_eq!(fakeable, [true, true, true, false, true, true]);
+        assert_eq!(fakeable, [true, true, true, false, true, true, true]);
         let several: Vec<bool> = ServerKind::ALL.iter().map(|kind| kind.allows_several()).collect();
-        assert_eq!(several, [true, false, false, false, false, false]);
+        assert_eq!(several, [true, false, false, false, false, false, false]);
+        let pools: Vec<bool> = ServerKind::ALL.iter().map(|kind| kind.pools()).collect();
+        assert_eq!(pools, [false, false, false, false, false, false, true]);
     }
 
     #[test]

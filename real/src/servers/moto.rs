@@ -28,6 +28,7 @@ impl ServerKind {
         durable: false,
         data_knows_ports: false,
         several: false,
+        pools: false,
         url: |port| format!("http://127.0.0.1:{port}"),
         prepare: |_| Ok(None),
         args: |site| ["-H", "127.0.0.1", "-p", &site.port().to_string()].map(Into::into).into(),

@@ -32,6 +32,7 @@ impl ServerKind {
         durable: true,
         data_knows_ports: false,
         several: false,
+        pools: false,
         url: |port| format!("postgres://postgres@127.0.0.1:{port}/postgres"),
         prepare,
         args,
@@ -63,8 +64,9 @@ fn args(site: &Site) -> Vec<OsString> {
 }
 
 /// A startup message as user `postgres`: `R` (authentication: trust says
-/// ok) once it accepts sessions, `E` while it starts up.
-fn probe(stream: &mut TcpStream, _port: u16) -> Result<(), String> {
+/// ok) once it accepts sessions, `E` while it starts up. PgBouncer speaks
+/// the same protocol.
+pub(super) fn probe(stream: &mut TcpStream, _port: u16) -> Result<(), String> {
     let mut body = 196_608u32.to_be_bytes().to_vec(); // protocol 3.0
     for part in ["user", "postgres", "database", "postgres", ""] {
         body.extend_from_slice(part.as_bytes());

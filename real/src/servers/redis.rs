@@ -25,6 +25,7 @@ impl ServerKind {
         durable: false,
         data_knows_ports: false,
         several: true,
+        pools: false,
         url: |port| format!("redis://127.0.0.1:{port}"),
         prepare,
         args,

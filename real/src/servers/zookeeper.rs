@@ -53,6 +53,7 @@ impl ServerKind {
         durable: true,
         data_knows_ports: false,
         several: false,
+        pools: false,
         url: |port| format!("zk://127.0.0.1:{port}"),
         prepare,
         args,
