@@ -10,6 +10,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use lockcheck_checker::Event;
+use lockcheck_workloads::etcd_lock::Check;
 use lockcheck_workloads::redis_lock::Variant;
 use lockcheck_workloads::{
     Backend, Catalogue, FaultKind, HistoryFile, Holders, LockClient, Recipe, Service,
@@ -244,6 +245,12 @@ impl RealBackend {
         (0, fault_hold_ms.max(own))
     }
 
+    /// Each client talks to its own member only (etcd's holders that
+    /// check their key with a read: the read is that member's).
+    pub fn pinned(self) -> bool {
+        matches!(self.0.recipe(), Recipe::Etcd { check, .. } if check != Check::Deadline)
+    }
+
     /// A semaphore's permits (none: a mutex).
     pub fn permits(self) -> Option<u32> {
         self.0.semaphore_permits()
@@ -363,7 +370,7 @@ impl RealBackend {
                 )
                 .await
             }
-            Recipe::Etcd { waits, .. } => {
+            Recipe::Etcd { waits, check, .. } => {
                 let fencing = run.fencing;
                 drive_stored(
                     options,
@@ -372,9 +379,20 @@ impl RealBackend {
                     |logical, stall| {
                         let config = config(logical);
                         let endpoints = urls(logical);
+                        // A client that checks with a read asks one member,
+                        // its own (client i, member i): the read's answer is
+                        // that member's, wherever it stands.
+                        let endpoints = match self.pinned() {
+                            false => endpoints,
+                            true => {
+                                let own = logical as usize % endpoints.len().max(1);
+                                endpoints.get(own..=own).unwrap_or(endpoints)
+                            }
+                        };
                         async move {
                             Ok(EtcdClient::connect(endpoints, &config, fencing, waits)
                                 .await?
+                                .checking(check)
                                 .stalling_at(stall))
                         }
                     },

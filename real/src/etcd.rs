@@ -42,7 +42,7 @@ use tokio::time::{timeout, timeout_at, Instant};
 
 use super::{ClientConfig, RealError};
 use lockcheck_workloads::etcd_lock::{
-    Before, Bound, EtcdLock, EtcdSession, Line, Unanswered, Waiting,
+    Before, Bound, Check, EtcdLock, EtcdSession, Line, Read, Unanswered, Waiting,
 };
 use lockcheck_workloads::watch::Woken;
 use lockcheck_workloads::{Grant, LockClient, Outcome, Stall, StallPoint};
@@ -156,6 +156,12 @@ impl EtcdClient {
             false => Waiting::TryOnce,
         };
         Ok(EtcdClient { lock: EtcdLock::waiting(fencing, waiting), channel, waits })
+    }
+
+    /// A holder whose keepalive goes unanswered checks as `check` says.
+    pub fn checking(mut self, check: Check) -> EtcdClient {
+        self.lock = self.lock.checking(check);
+        self
     }
 
     /// Stalls at `stall`'s points in flight and between commands, when a
@@ -404,6 +410,21 @@ impl EtcdSession for Channel {
     async fn lock(&mut self, name: &str, lease: u64) -> Result<Bound, Unanswered> {
         let taken = self.take(name, lease).await;
         self.checked(taken).await
+    }
+
+    async fn holds(&mut self, name: &str, lease: u64, read: Read) -> Result<bool, Unanswered> {
+        let mut client = self.client().await?;
+        let key = format!("{}/{lease:x}", lock_name(name));
+        let mut options = GetOptions::new().with_count_only();
+        if read == Read::Serializable {
+            options = options.with_serializable();
+        }
+        let answer = match timeout_at(self.until, client.get(key, Some(options))).await {
+            Ok(Ok(response)) => Ok(response.count() > 0),
+            Ok(Err(_)) => unanswered(false),
+            Err(_) => unanswered(true),
+        };
+        self.checked(answer).await
     }
 
     /// The real lock call puts the key in line either way.

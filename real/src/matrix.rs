@@ -449,6 +449,25 @@ pub fn cells() -> Vec<RealCell> {
             Expect::Keeps { valid: &[LINEAR, FENCE, RESOURCE] },
             "partitions among five members, a majority ring too: the minority side never grants",
         ),
+        // A holder pinned to its own member, that member cut off (aimed at
+        // a holder's): its keepalives go unanswered once the member stops
+        // leading, and it asks whether its key is still there. A
+        // linearizable read cannot be answered in the minority; a
+        // serializable one is answered from the past. Mutual exclusion is
+        // promised by neither: a member that led answers keepalives until
+        // it steps down, while the majority's new leader restarts the lease.
+        cell(
+            on(B::EtcdLinearizableCheck, &[F::Partition], 2000).with_shapes(&[Shape::IsolateOne]),
+            20,
+            Expect::Keeps { valid: &[LINEAR, FENCE, RESOURCE] },
+            "a holder's member cut off: its linearizable read of its key goes unanswered in the minority",
+        ),
+        cell(
+            on(B::EtcdSerializableCheck, &[F::Partition], 2000).with_shapes(&[Shape::IsolateOne]),
+            20,
+            Expect::Violated { any_of: &[LINEAR], stays_valid: &[RESOURCE] },
+            "broken: a holder's member cut off answers its serializable read from the past: the key is there, after the majority revoked its lease",
+        ),
         // etcd's Mutex.Lock: a waiter's key stays in line, watching the key
         // just before its own (one wake-up per release).
         cell(on(B::EtcdWaiting, &[], 2000), 6, SAFE, "no fault: waiters in line, each woken by the key before its own"),

@@ -56,6 +56,10 @@ pub struct Topology {
     /// Cluster members whose peer links go through the proxy (a prefix of
     /// `lock_nodes`); 0 when there is no such cluster.
     pub members: usize,
+    /// Each client talks to one member only, its own (client i, member i
+    /// modulo their number): a member cut off cuts its clients off too, so
+    /// a member partition isolates the member of a holder.
+    pub pinned: bool,
 }
 
 /// What a network fault does.
@@ -221,6 +225,21 @@ pub async fn run(
             let waited = holders.aim(Aim::LongHold, 0, fault.slack).await.waited;
             (fault.start, fault.end) = (fault.start + waited, fault.end + waited);
         }
+        if let (NetKind::Members { shape: Shape::IsolateOne, minority }, true) =
+            (&mut fault.kind, topology.pinned && topology.members > 0)
+        {
+            // The member of a holder whose work outlasts its lease by two
+            // more: its client hears only what that member has, cut off.
+            // If the member led, it answers keepalives until it steps down
+            // (up to two election timeouts), and the majority's new leader
+            // restarts every lease's TTL.
+            let aim = Aim::OutlastsLease { margin: holders.lease() * 2 };
+            let aimed = holders.aim(aim, 0, fault.slack).await;
+            (fault.start, fault.end) = (fault.start + aimed.waited, fault.end + aimed.waited);
+            if let Some(holder) = aimed.client {
+                *minority = vec![holder as usize % topology.members];
+            }
+        }
         if let NetKind::ClientCut { client } | NetKind::SlowClient { client, .. } = &mut fault.kind
         {
             // A cut-off holder's lease runs out, unrenewed, within a lease
@@ -316,6 +335,7 @@ mod tests {
 
     fn topology(members: usize) -> Topology {
         Topology {
+            pinned: false,
             clients: 4,
             lock_nodes: (0..members.max(1)).map(|at| format!("etcd-{at}")).collect(),
             storage_node: Some("storage".to_string()),

@@ -87,7 +87,11 @@ impl Faults {
     ///   TTLs (two otherwise, as in the simulator) give the cut more than
     ///   half the grants to choose from instead of a quarter.
     pub fn hold_needed_ms(self, backend: RealBackend, ttl_ms: u64) -> u64 {
-        if self.has(FaultKind::Partition) && backend.keepalive_ms(ttl_ms).is_some() {
+        if self.has(FaultKind::Partition) && backend.pinned() {
+            // A member cut off under a holder that leads: its lease lasts
+            // until it steps down, then a TTL from the new leader's election.
+            ttl_ms * 5
+        } else if self.has(FaultKind::Partition) && backend.keepalive_ms(ttl_ms).is_some() {
             ttl_ms * 3
         } else if self.has(FaultKind::Clock) {
             ttl_ms * 2 / 3
@@ -374,6 +378,18 @@ mod tests {
         let note = plan(&test).unwrap().pooling().unwrap();
         assert!(note.contains("never"), "{note}");
         assert_eq!(plan(&options("none")).unwrap().pooling(), None);
+    }
+
+    #[test]
+    fn a_holder_pinned_to_a_member_cut_off_holds_past_a_step_down_and_a_new_lease() {
+        for name in ["etcd-linearizable-check", "etcd-serializable-check"] {
+            assert!(backend(name).pinned(), "{name}");
+            let faults = planned(&options("partition"), name).unwrap();
+            assert_eq!(faults.hold_needed_ms(backend(name), 2000), 10_000, "{name}");
+        }
+        assert!(!backend("etcd").pinned());
+        let faults = planned(&options("partition"), "etcd").unwrap();
+        assert_eq!(faults.hold_needed_ms(backend("etcd"), 2000), 6000);
     }
 
     #[test]

@@ -498,6 +498,7 @@ impl Servers {
             storage_node: proxied.then_some(storage_node),
             lock_nodes,
             members: self.members,
+            pinned: backend.pinned(),
         }
     }
 

@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{oneshot, Notify};
 use turmoil::net::{TcpListener, TcpStream, UdpSocket};
 
+use lockcheck_workloads::etcd_lock::Check;
 use lockcheck_workloads::{Backend, FaultKind, Recipe, Service};
 
 use crate::etcd_client::EtcdClient;
@@ -80,7 +81,11 @@ impl SimService for EtcdCluster {
 
     fn session(&self, backend: Backend, fencing: bool) -> Option<Box<dyn SimSession>> {
         match backend.recipe() {
-            Recipe::Etcd { waits, .. } => Some(Box::new(EtcdClient::new(fencing, waits))),
+            // A holder that checks with a read needs a client pinned to one
+            // member, which the simulated clients are not: real only.
+            Recipe::Etcd { waits, check: Check::Deadline, .. } => {
+                Some(Box::new(EtcdClient::new(fencing, waits, Check::Deadline)))
+            }
             _ => None,
         }
     }
@@ -122,6 +127,11 @@ enum Command {
     Line {
         name: String,
         own: u64,
+    },
+    /// A linearizable read of whether a lease's key of a lock is there.
+    Held {
+        name: String,
+        lease: u64,
     },
 }
 
@@ -239,6 +249,7 @@ impl Store {
                 self.line(name, own)
             }
             Command::Line { name, own } => self.line(name, *own),
+            Command::Held { name, lease } => Response::Int(i64::from(self.holds(name, *lease))),
         }
     }
 
@@ -256,6 +267,11 @@ impl Store {
         let before =
             line.and_then(|line| line.range(..own).next_back()).map(|(&created, _)| created);
         Response::Line { own: Some(own), before }
+    }
+
+    /// Whether `lease` has a key in lock `name`'s line.
+    fn holds(&self, name: &str, lease: u64) -> bool {
+        self.locks.get(name).is_some_and(|line| line.values().any(|&bound| bound == lease))
     }
 
     /// Whether the lock key created at `created` is still there.
@@ -665,6 +681,7 @@ fn command(request: Request) -> Option<Command> {
         Request::TryLock { name, lease } => Command::TryLock { name, lease },
         Request::Lock { name, lease } => Command::Lock { name, lease },
         Request::LockLine { name, own } => Command::Line { name, own },
+        Request::LockHeld { name, lease, serializable: false } => Command::Held { name, lease },
         _ => return None,
     })
 }
@@ -746,6 +763,10 @@ async fn client_connection(
         async move {
             if let Request::WatchDelete { name, created, wait_ms } = request {
                 return Some(watch_delete(&member, &name, created, wait_ms).await);
+            }
+            // A serializable read: this member's own store, leader or not.
+            if let Request::LockHeld { name, lease, serializable: true } = request {
+                return Some(Response::Int(i64::from(member.borrow().store.holds(&name, lease))));
             }
             let proposed = member.borrow_mut().propose(command(request)?);
             match proposed {
@@ -898,6 +919,26 @@ mod tests {
             store.apply(&lock(2)),
             Response::Fence(3),
             "the revision rose with the revocation's delete"
+        );
+    }
+
+    #[test]
+    fn a_held_read_says_whether_a_leases_key_is_in_the_line() {
+        let mut store = Store::default();
+        assert_eq!(store.apply(&Command::Grant { ttl_ms: 100 }), Response::Int(1));
+        assert_eq!(store.apply(&Command::Grant { ttl_ms: 100 }), Response::Int(2));
+        let lock = |lease| Command::Lock { name: "l".into(), lease };
+        let held = |lease| Command::Held { name: "l".into(), lease };
+        assert_eq!(store.apply(&lock(1)), Response::Line { own: Some(1), before: None });
+        assert_eq!(store.apply(&lock(2)), Response::Line { own: Some(2), before: Some(1) });
+        // A key waiting in line is there too: the read says nothing of turns.
+        assert_eq!(store.apply(&held(1)), Response::Int(1));
+        assert_eq!(store.apply(&held(2)), Response::Int(1));
+        assert_eq!(store.apply(&Command::Revoke { lease: 1 }), Response::Int(1));
+        assert_eq!(store.apply(&held(1)), Response::Int(0));
+        assert_eq!(
+            store.apply(&Command::Line { name: "l".into(), own: 2 }),
+            Response::Line { own: Some(2), before: None }
         );
     }
 }

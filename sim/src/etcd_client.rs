@@ -6,7 +6,7 @@
 //! as a long poll.
 
 use lockcheck_workloads::etcd_lock::{
-    Before, Bound, EtcdLock, EtcdSession, Line, Unanswered, Waiting,
+    Before, Bound, Check, EtcdLock, EtcdSession, Line, Read, Unanswered, Waiting,
 };
 use lockcheck_workloads::watch::Woken;
 use lockcheck_workloads::Grant;
@@ -21,6 +21,7 @@ use crate::service::{Link, Pending, SimSession};
 pub(crate) struct EtcdClient {
     fencing: bool,
     waits: bool,
+    check: Check,
     /// Made at the first call, when the client's deadline is known (a
     /// waiter waits in line for four of its requests' deadlines, a TTL
     /// with the simulator's deadline of a quarter TTL, watching half a
@@ -29,8 +30,8 @@ pub(crate) struct EtcdClient {
 }
 
 impl EtcdClient {
-    pub(crate) fn new(fencing: bool, waits: bool) -> EtcdClient {
-        EtcdClient { fencing, waits, etcd: None }
+    pub(crate) fn new(fencing: bool, waits: bool, check: Check) -> EtcdClient {
+        EtcdClient { fencing, waits, check, etcd: None }
     }
 
     /// The lock, and the members as `link`'s connections.
@@ -40,7 +41,9 @@ impl EtcdClient {
             true => Waiting::Predecessor { wait_ms: members.deadline_ms() * 4 },
             false => Waiting::TryOnce,
         };
-        let etcd = self.etcd.get_or_insert_with(|| EtcdLock::waiting(self.fencing, waiting));
+        let (fencing, check) = (self.fencing, self.check);
+        let etcd =
+            self.etcd.get_or_insert_with(|| EtcdLock::waiting(fencing, waiting).checking(check));
         (etcd, members)
     }
 }
@@ -245,6 +248,28 @@ impl EtcdSession for Members<'_> {
 
     async fn keep_alive(&mut self, lease: u64) -> Result<bool, Unanswered> {
         self.int_one(&Request::LeaseKeepAlive { lease }).await
+    }
+
+    /// A linearizable read goes through the leader's log; a serializable
+    /// one is answered by the client's own member from what it applied.
+    async fn holds(&mut self, name: &str, lease: u64, read: Read) -> Result<bool, Unanswered> {
+        let request = Request::LockHeld {
+            name: name.into(),
+            lease,
+            serializable: read == Read::Serializable,
+        };
+        let answer = match read {
+            Read::Linearizable => self.ask_leader(&request).await,
+            Read::Serializable => {
+                let local = self.local % self.connections.len();
+                self.connections[local].call(&request).await
+            }
+        };
+        match answer {
+            Ok(Response::Int(held)) => Ok(held == 1),
+            Ok(_) => Err(Unanswered::Unknown("bad-reply")),
+            Err(failure) => Err(unanswered(failure)),
+        }
     }
 
     async fn between_commands(&mut self) {

@@ -116,6 +116,14 @@ pub enum Request {
         name: String,
         own: u64,
     },
+    /// etcd: whether `lease`'s key of lock `name` is there (`Int(1)`),
+    /// through the leader's log, or, `serializable`, from what the member
+    /// asked has applied.
+    LockHeld {
+        name: String,
+        lease: u64,
+        serializable: bool,
+    },
     /// etcd: watch the lock key created at revision `created` for its
     /// deletion, for at most `wait_ms`: `Int(2)` gone already, `Int(1)`
     /// deleted while watched, `Int(0)` still there.

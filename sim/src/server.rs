@@ -227,6 +227,7 @@ impl ServerState {
             | Request::TryLock { .. }
             | Request::Lock { .. }
             | Request::LockLine { .. }
+            | Request::LockHeld { .. }
             | Request::WatchDelete { .. }
             | Request::ObjectGet { .. }
             | Request::ObjectPut { .. } => Response::Nil,

@@ -9,6 +9,7 @@
 //! Adding a backend is one variant and one entry here (and, for a new
 //! service, its recipe and its service's file in each world it runs in).
 
+use crate::etcd_lock::Check;
 use crate::redis_lock::Variant;
 use crate::zookeeper_lock::{Suspension, Variant as ZkVariant, Waiting};
 use crate::FaultKind;
@@ -83,8 +84,9 @@ pub enum Recipe {
     /// etcd's lease and lock (`crate::etcd_lock`); (broken) a leader that
     /// commits without a majority; with `waits`, a client whose lock is
     /// taken waits in line watching its predecessor (`Mutex.Lock`) rather
-    /// than being refused at once (`Mutex.TryLock`).
-    Etcd { commits_alone: bool, waits: bool },
+    /// than being refused at once (`Mutex.TryLock`); `check`: what a holder
+    /// whose keepalive goes unanswered asks before it goes on believing.
+    Etcd { commits_alone: bool, waits: bool, check: Check },
     /// `pg_try_advisory_lock`, held by a session.
     PostgresAdvisory,
     /// `pg_try_advisory_xact_lock`, held by an open transaction.
@@ -159,6 +161,8 @@ pub enum Backend {
     Etcd5,
     EtcdNoQuorum,
     EtcdWaiting,
+    EtcdLinearizableCheck,
+    EtcdSerializableCheck,
     PostgresAdvisory,
     PostgresAdvisoryXact,
     PostgresLease,
@@ -183,7 +187,7 @@ pub const CONSUL_LOCK_DELAY_MS: u64 = 15_000;
 
 impl Backend {
     /// Every backend, in the order a listing of either world gives them.
-    pub const ALL: [Backend; 28] = [
+    pub const ALL: [Backend; 30] = [
         Backend::Redis,
         Backend::RedisFenced,
         Backend::RedisDelRelease,
@@ -201,6 +205,8 @@ impl Backend {
         Backend::Etcd5,
         Backend::EtcdNoQuorum,
         Backend::EtcdWaiting,
+        Backend::EtcdLinearizableCheck,
+        Backend::EtcdSerializableCheck,
         Backend::ZooKeeper,
         Backend::ZooKeeperHerd,
         Backend::ZooKeeperActsSuspended,
@@ -224,7 +230,7 @@ impl Backend {
             ..REDIS
         };
         const ETCD: Entry = Entry {
-            recipe: Recipe::Etcd { commits_alone: false, waits: false },
+            recipe: Recipe::Etcd { commits_alone: false, waits: false, check: Check::Deadline },
             service: Service::Etcd { members: 3 },
             ..REDIS
         };
@@ -299,10 +305,16 @@ impl Backend {
                 service: Service::Etcd { members: 5 }, real: false, ..ETCD),
             Backend::EtcdNoQuorum => entry!("etcd-no-quorum",
                 help: "broken: etcd whose leader commits without a majority: a leader cut off goes on granting",
-                recipe: Recipe::Etcd { commits_alone: true, waits: false }, real: false, ..ETCD),
+                recipe: Recipe::Etcd { commits_alone: true, waits: false, check: Check::Deadline }, real: false, ..ETCD),
             Backend::EtcdWaiting => entry!("etcd-waiting",
                 help: "etcd's Mutex.Lock: a waiter's key stays in line, watching the key just before its own (one wake-up per release)",
-                recipe: Recipe::Etcd { commits_alone: false, waits: true }, ..ETCD),
+                recipe: Recipe::Etcd { commits_alone: false, waits: true, check: Check::Deadline }, ..ETCD),
+            Backend::EtcdLinearizableCheck => entry!("etcd-linearizable-check",
+                help: "etcd whose holder, its keepalive unanswered, reads its key linearizably before it goes on (until its session's deadline)",
+                recipe: Recipe::Etcd { commits_alone: false, waits: false, check: Check::Linearizable }, simulated: false, ..ETCD),
+            Backend::EtcdSerializableCheck => entry!("etcd-serializable-check",
+                help: "broken: etcd whose holder, its keepalive unanswered, takes a serializable read of its key for proof that it holds the lock",
+                recipe: Recipe::Etcd { commits_alone: false, waits: false, check: Check::Serializable }, simulated: false, ..ETCD),
             Backend::ZooKeeper => entry!("zookeeper",
                 help: "Curator's lock: an ephemeral sequential znode, each waiter watching its predecessor, the czxid as the token",
                 ..ZOOKEEPER),
@@ -626,7 +638,7 @@ mod tests {
         assert_eq!(Backend::parse_in(World::Simulated, "redis"), None);
         assert_eq!(Backend::parse("etcd"), Some((Backend::Etcd, World::Real)));
         assert_eq!(Backend::all_in(World::Simulated).count(), 21);
-        assert_eq!(Backend::all_in(World::Real).count(), 21);
+        assert_eq!(Backend::all_in(World::Real).count(), 23);
     }
 
     #[test]

@@ -79,6 +79,9 @@ pub trait EtcdSession {
     async fn keep_alive(&mut self, lease: u64) -> Result<bool, Unanswered>;
     /// Revokes `lease`, deleting its keys: `true` if it still existed.
     async fn revoke(&mut self, lease: u64) -> Result<bool, Unanswered>;
+    /// Whether `lease`'s key of lock `name` is there, read as `read` says
+    /// from the member the client reaches.
+    async fn holds(&mut self, name: &str, lease: u64, read: Read) -> Result<bool, Unanswered>;
     /// Between two commands of the recipe: a pause asked for there
     /// ([`crate::StallPoint::BetweenCommands`]) strikes. A transport without
     /// a pause point does nothing.
@@ -123,6 +126,33 @@ pub struct Before {
     pub seen: u64,
 }
 
+/// How a read is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Read {
+    /// Through the leader's quorum (etcd's default): what the cluster has
+    /// committed when the read is served.
+    Linearizable,
+    /// By the member the client reaches, from what it has applied: fast,
+    /// and stale on a member behind or cut off from the leader.
+    Serializable,
+}
+
+/// What a holder whose keepalive went unanswered asks before it goes on
+/// believing it holds the lock.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Check {
+    /// Nothing: it believes in its session until the session's deadline,
+    /// as etcd's client library does.
+    #[default]
+    Deadline,
+    /// A linearizable read of its key: gone means not held; there, it
+    /// believes until the deadline still.
+    Linearizable,
+    /// (broken) A serializable read of its key, taken for proof that it
+    /// holds the lock.
+    Serializable,
+}
+
 /// What a client that finds the lock taken does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Waiting {
@@ -148,6 +178,7 @@ struct Held {
 pub struct EtcdLock {
     fencing: bool,
     waiting: Option<u64>,
+    check: Check,
     held: BTreeMap<String, Held>,
     /// Leases an operation gave up on (its outcome unknown): whoever ends
     /// the session may revoke them ([`EtcdLock::reset`]).
@@ -169,6 +200,11 @@ impl EtcdLock {
             Waiting::Predecessor { wait_ms } => Some(wait_ms),
         };
         EtcdLock { fencing, waiting, ..EtcdLock::default() }
+    }
+
+    /// A holder whose keepalive goes unanswered checks as `check` says.
+    pub fn checking(self, check: Check) -> EtcdLock {
+        EtcdLock { check, ..self }
     }
 
     /// The wake-ups counted so far.
@@ -351,13 +387,36 @@ impl EtcdLock {
         match session.keep_alive(held.lease).await {
             Ok(true) => {
                 held.session_deadline_ms = sent + held.granted_ttl_ms;
-                Outcome::Ok(())
+                return Outcome::Ok(());
             }
             // The lease had expired, and its lock key with it.
-            Ok(false) => Outcome::Fail("not-held".into()),
-            // The library keeps the session until its deadline.
-            Err(_) if session.now_ms() < held.session_deadline_ms => Outcome::Ok(()),
-            Err(_) => Outcome::Fail("session-expired".into()),
+            Ok(false) => return Outcome::Fail("not-held".into()),
+            Err(_) => {}
+        }
+        // Unanswered: the holder asks whether its key is still there, as
+        // its variant says, before it goes on believing: a call of its own,
+        // with a deadline of its own.
+        let (lease, deadline_ms) = (held.lease, held.session_deadline_ms);
+        if self.check != Check::Deadline {
+            session.begin();
+        }
+        let read = match self.check {
+            Check::Deadline => None,
+            Check::Linearizable => Some(session.holds(name, lease, Read::Linearizable).await),
+            Check::Serializable => Some(session.holds(name, lease, Read::Serializable).await),
+        };
+        match read {
+            // Gone: the lease expired or was revoked, taking the key.
+            Some(Ok(false)) => Outcome::Fail("not-held".into()),
+            // (broken) A member said the key is there: believed, whatever
+            // the session's deadline, though a member cut off from the
+            // leader answers from what it applied before the cut.
+            Some(Ok(true)) if self.check == Check::Serializable => Outcome::Ok(()),
+            // The library keeps the session until its deadline: a key seen
+            // by a linearizable read proves the lease lived at the read,
+            // not for how long after.
+            _ if session.now_ms() < deadline_ms => Outcome::Ok(()),
+            _ => Outcome::Fail("session-expired".into()),
         }
     }
 
@@ -399,7 +458,7 @@ impl EtcdLock {
 mod tests {
     use std::collections::BTreeMap;
 
-    use super::{Before, Bound, EtcdLock, EtcdSession, Line, Unanswered, Waiting};
+    use super::{Before, Bound, Check, EtcdLock, EtcdSession, Line, Read, Unanswered, Waiting};
     use crate::watch::Woken;
     use crate::{Grant, Outcome};
 
@@ -428,6 +487,11 @@ mod tests {
         /// A wait for a key's deletion sees the lease holding that key
         /// revoked (its holder let go) after this many ms; else it runs out.
         released_after_ms: Option<u64>,
+        /// The member a serializable read reaches is cut off: it still has
+        /// every key it had.
+        stale_member: bool,
+        /// Keepalives alone go unanswered.
+        silent_keepalive: bool,
     }
 
     impl Cluster {
@@ -539,8 +603,25 @@ mod tests {
 
         async fn keep_alive(&mut self, lease: u64) -> Result<bool, Unanswered> {
             self.asked.push("keep_alive");
+            if self.silent_keepalive {
+                return Err(Unanswered::Unknown("timeout"));
+            }
             let alive = !self.lost && self.leases.get(&lease) == Some(&true);
             self.answer(alive)
+        }
+
+        async fn holds(&mut self, name: &str, lease: u64, read: Read) -> Result<bool, Unanswered> {
+            self.asked.push(match read {
+                Read::Linearizable => "linearizable",
+                Read::Serializable => "serializable",
+            });
+            let there = self.keys.get(name).is_some_and(|line| line.values().any(|&l| l == lease));
+            match (read, self.silent) {
+                // A member answers from what it has: the key as it was.
+                (Read::Serializable, _) => Ok(there || self.stale_member),
+                (Read::Linearizable, true) => Err(Unanswered::Unknown("timeout")),
+                (Read::Linearizable, false) => Ok(there),
+            }
         }
 
         async fn revoke(&mut self, lease: u64) -> Result<bool, Unanswered> {
@@ -712,5 +793,37 @@ mod tests {
         let outcome = next.acquire(&mut cluster, "l", 2000).await;
         assert_eq!(outcome, Outcome::Info("timeout".into()));
         assert_eq!(next.reset(), vec![2]);
+    }
+
+    #[tokio::test]
+    async fn a_holder_cut_off_believes_a_serializable_read_past_its_deadline() {
+        for (check, after_deadline) in [
+            (Check::Deadline, Outcome::Fail("session-expired".into())),
+            (Check::Linearizable, Outcome::Fail("session-expired".into())),
+            (Check::Serializable, Outcome::Ok(())),
+        ] {
+            let mut cluster = Cluster::default();
+            let mut lock = EtcdLock::new(true).checking(check);
+            let Outcome::Ok(_) = lock.acquire(&mut cluster, "l", 2000).await else { panic!() };
+            // Cut off: keepalives and linearizable reads go unanswered, and
+            // the cluster revokes the lease; the member the client reaches
+            // still has the key.
+            cluster.silent = true;
+            cluster.stale_member = true;
+            cluster.leases.insert(1, false);
+            cluster.keys.clear();
+            cluster.now_ms = 1999;
+            assert_eq!(lock.renew(&mut cluster, "l").await, Outcome::Ok(()), "{check:?}");
+            cluster.now_ms = 2500;
+            assert_eq!(lock.renew(&mut cluster, "l").await, after_deadline, "{check:?}");
+        }
+        // Answered, a linearizable read of a key gone ends the belief early.
+        let mut cluster = Cluster::default();
+        let mut lock = EtcdLock::new(true).checking(Check::Linearizable);
+        let Outcome::Ok(_) = lock.acquire(&mut cluster, "l", 2000).await else { panic!() };
+        cluster.keys.clear();
+        cluster.lost = true;
+        cluster.silent_keepalive = true;
+        assert_eq!(lock.renew(&mut cluster, "l").await, Outcome::Fail("not-held".into()));
     }
 }
