@@ -66,8 +66,6 @@ pub fn ttl_seconds(ttl_ms: u64) -> i64 {
 pub struct EtcdClient {
     lock: EtcdLock,
     channel: Channel,
-    /// Whether it waits in line (and counts its wake-ups).
-    waits: bool,
 }
 
 /// One gRPC channel (one HTTP/2 connection) to the cluster: the etcd
@@ -155,7 +153,7 @@ impl EtcdClient {
             }
             false => Waiting::TryOnce,
         };
-        Ok(EtcdClient { lock: EtcdLock::waiting(fencing, waiting), channel, waits })
+        Ok(EtcdClient { lock: EtcdLock::waiting(fencing, waiting), channel })
     }
 
     /// A holder whose keepalive goes unanswered checks as `check` says.
@@ -496,7 +494,7 @@ impl LockClient for EtcdClient {
 
     /// A waiter's wake-ups; a client refused at once polls instead.
     fn take_wake_ups(&mut self) -> Option<u64> {
-        self.waits.then(|| self.lock.take_woken())
+        self.lock.take_woken()
     }
 
     /// A new session: forgets the locks held, revokes the leases whose

@@ -84,7 +84,7 @@ impl SimService for EtcdCluster {
             // A holder that checks with a read needs a client pinned to one
             // member, which the simulated clients are not: real only.
             Recipe::Etcd { waits, check: Check::Deadline, .. } => {
-                Some(Box::new(EtcdClient::new(fencing, waits, Check::Deadline)))
+                Some(Box::new(EtcdClient::new(fencing, waits)))
             }
             _ => None,
         }

@@ -6,7 +6,7 @@
 //! as a long poll.
 
 use lockcheck_workloads::etcd_lock::{
-    Before, Bound, Check, EtcdLock, EtcdSession, Line, Read, Unanswered, Waiting,
+    Before, Bound, EtcdLock, EtcdSession, Line, Read, Unanswered, Waiting,
 };
 use lockcheck_workloads::watch::Woken;
 use lockcheck_workloads::Grant;
@@ -21,7 +21,6 @@ use crate::service::{Link, Pending, SimSession};
 pub(crate) struct EtcdClient {
     fencing: bool,
     waits: bool,
-    check: Check,
     /// Made at the first call, when the client's deadline is known (a
     /// waiter waits in line for four of its requests' deadlines, a TTL
     /// with the simulator's deadline of a quarter TTL, watching half a
@@ -30,8 +29,8 @@ pub(crate) struct EtcdClient {
 }
 
 impl EtcdClient {
-    pub(crate) fn new(fencing: bool, waits: bool, check: Check) -> EtcdClient {
-        EtcdClient { fencing, waits, check, etcd: None }
+    pub(crate) fn new(fencing: bool, waits: bool) -> EtcdClient {
+        EtcdClient { fencing, waits, etcd: None }
     }
 
     /// The lock, and the members as `link`'s connections.
@@ -41,9 +40,8 @@ impl EtcdClient {
             true => Waiting::Predecessor { wait_ms: members.deadline_ms() * 4 },
             false => Waiting::TryOnce,
         };
-        let (fencing, check) = (self.fencing, self.check);
-        let etcd =
-            self.etcd.get_or_insert_with(|| EtcdLock::waiting(fencing, waiting).checking(check));
+        let fencing = self.fencing;
+        let etcd = self.etcd.get_or_insert_with(|| EtcdLock::waiting(fencing, waiting));
         (etcd, members)
     }
 }
@@ -101,9 +99,9 @@ impl SimSession for EtcdClient {
 
     /// A waiter's wake-ups; a client that is refused at once polls instead.
     fn take_wake_ups(&mut self) -> Option<u64> {
-        match self.waits {
-            true => Some(self.etcd.as_mut().map_or(0, EtcdLock::take_woken)),
-            false => None,
+        match &mut self.etcd {
+            Some(etcd) => etcd.take_woken(),
+            None => self.waits.then_some(0),
         }
     }
 }

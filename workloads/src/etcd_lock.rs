@@ -154,9 +154,10 @@ pub enum Check {
 }
 
 /// What a client that finds the lock taken does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Waiting {
     /// It is refused at once (`Mutex.TryLock`).
+    #[default]
     TryOnce,
     /// Its key waits in line, watching the key just before its own, for at
     /// most this many ms (`Mutex.Lock` under a context's deadline).
@@ -172,12 +173,19 @@ struct Held {
     session_deadline_ms: u64,
 }
 
+impl Held {
+    /// When the last answered grant or keepalive of its lease was sent.
+    fn renewed_from(&self) -> u64 {
+        self.session_deadline_ms.saturating_sub(self.granted_ttl_ms)
+    }
+}
+
 /// One logical client's etcd locks: what it holds, and the leases whose
 /// fate it does not know.
 #[derive(Debug, Clone, Default)]
 pub struct EtcdLock {
     fencing: bool,
-    waiting: Option<u64>,
+    waiting: Waiting,
     check: Check,
     held: BTreeMap<String, Held>,
     /// Leases an operation gave up on (its outcome unknown): whoever ends
@@ -195,10 +203,6 @@ impl EtcdLock {
 
     /// A client that waits as `waiting` says when the lock is taken.
     pub fn waiting(fencing: bool, waiting: Waiting) -> EtcdLock {
-        let waiting = match waiting {
-            Waiting::TryOnce => None,
-            Waiting::Predecessor { wait_ms } => Some(wait_ms),
-        };
         EtcdLock { fencing, waiting, ..EtcdLock::default() }
     }
 
@@ -212,9 +216,13 @@ impl EtcdLock {
         self.wake_ups
     }
 
-    /// The watches that woke this client since it was last asked.
-    pub fn take_woken(&mut self) -> u64 {
-        self.wake_ups.take_woken()
+    /// The watches that woke this client since it was last asked, if it
+    /// waits on watches; a client refused at once polls instead.
+    pub fn take_woken(&mut self) -> Option<u64> {
+        match self.waiting {
+            Waiting::TryOnce => None,
+            Waiting::Predecessor { .. } => Some(self.wake_ups.take_woken()),
+        }
     }
 
     /// Acquires `name` with a lease of `ttl_ms`.
@@ -227,7 +235,7 @@ impl EtcdLock {
         session.begin();
         // The lease's TTL may start as soon as the grant leaves.
         let sent = session.now_ms();
-        if self.waiting.is_none() {
+        if self.waiting == Waiting::TryOnce {
             match session.is_taken(name).await {
                 Ok(true) => return Outcome::Fail("busy".into()),
                 Ok(false) => {}
@@ -244,13 +252,13 @@ impl EtcdLock {
         // bound to it spends it.
         session.between_commands().await;
         let bound = match self.waiting {
-            None => session.lock(name, lease).await,
-            Some(_) => session.join(name, lease).await,
+            Waiting::TryOnce => session.lock(name, lease).await,
+            Waiting::Predecessor { .. } => session.join(name, lease).await,
         };
         let mut held = Held { lease, granted_ttl_ms, session_deadline_ms: sent + granted_ttl_ms };
         let revision = match (bound, self.waiting) {
             (Ok(Bound::Holds(revision)), _) => revision,
-            (Ok(Bound::Queued(own)), Some(wait_ms)) => {
+            (Ok(Bound::Queued(own)), Waiting::Predecessor { wait_ms }) => {
                 // The wait runs from when the key joined the line.
                 let until_ms = session.now_ms() + wait_ms;
                 match self.wait_in_line(session, name, own, &mut held, until_ms).await {
@@ -268,7 +276,9 @@ impl EtcdLock {
             // when the holder goes, with nobody believing it holds it, and
             // every acquire until the lease runs out is refused: the
             // acquire's outcome is unknown.
-            (Ok(Bound::Queued(_)), None) => return self.withdraw(session, lease, "busy").await,
+            (Ok(Bound::Queued(_)), Waiting::TryOnce) => {
+                return self.withdraw(session, lease, "busy").await
+            }
             (Err(Unanswered::NotSent), _) => return Outcome::Fail("unavailable".into()),
             (Err(Unanswered::Unknown(reason)), _) => return self.give_up(lease, reason),
         };
@@ -291,8 +301,7 @@ impl EtcdLock {
         session: &mut S,
         held: &mut Held,
     ) -> Result<(), Outcome<T>> {
-        let renewed_from = held.session_deadline_ms.saturating_sub(held.granted_ttl_ms);
-        if session.now_ms().saturating_sub(renewed_from) < held.granted_ttl_ms / 3 {
+        if session.now_ms().saturating_sub(held.renewed_from()) < held.granted_ttl_ms / 3 {
             return Ok(());
         }
         let renewed_from = session.now_ms();
@@ -347,8 +356,7 @@ impl EtcdLock {
                     outcome => outcome,
                 });
             }
-            let renewed_from = held.session_deadline_ms.saturating_sub(held.granted_ttl_ms);
-            let slice_ms = until_ms.min(renewed_from + held.granted_ttl_ms / 3);
+            let slice_ms = until_ms.min(held.renewed_from() + held.granted_ttl_ms / 3);
             match session.wait_for_delete(&before, slice_ms).await {
                 Ok(wait) => {
                     woken = self.wake_ups.count(wait);
@@ -738,8 +746,9 @@ mod tests {
         assert_eq!(cluster.asked, ["grant", "join", "line", "wait", "line"]);
         assert_eq!(next.wake_ups().woken, 1);
         assert_eq!(next.wake_ups().wasted, 0);
-        assert_eq!(next.take_woken(), 1);
-        assert_eq!(next.take_woken(), 0);
+        assert_eq!(next.take_woken(), Some(1));
+        assert_eq!(next.take_woken(), Some(0));
+        assert_eq!(holder.take_woken(), None, "a client refused at once polls");
         // The old holder's lease went with its release: it holds nothing.
         assert_eq!(holder.renew(&mut cluster, "l").await, Outcome::Fail("not-held".into()));
         assert_eq!(next.renew(&mut cluster, "l").await, Outcome::Ok(()));
