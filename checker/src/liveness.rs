@@ -78,6 +78,10 @@ impl Checker for Liveness {
             findings.key(history.key_name(key), attempts[key as usize].len() as u64, violations);
         }
         findings.note(format!("bound: {} without a holder", format_seconds(bound_ns)));
+        let ttl_ns = largest_ttl_ms.unwrap_or(0).saturating_mul(1_000_000);
+        for note in outage_notes(history, ttl_ns) {
+            findings.note(note);
+        }
         findings.finish()
     }
 }
@@ -286,6 +290,135 @@ fn judge(
     })
 }
 
+/// A stretch in which the lock service answered no lock operation.
+struct Outage {
+    /// From the first unanswered operation's invoke to the next answer (or
+    /// the end of the history).
+    window: Window,
+    unanswered: u64,
+}
+
+/// Whether a lock operation's completion is the service's answer: a grant,
+/// a renewal or release that took, or a refusal. A timeout, a refused
+/// connection or a crash is not.
+fn answered(op: &Op) -> bool {
+    match op.outcome {
+        Outcome::Ok => true,
+        Outcome::Fail => is_refusal(op.error.as_deref()),
+        Outcome::Info => false,
+    }
+}
+
+/// Every stretch in which the lock service answered no lock operation
+/// for longer than `longer_than_ns`, in history order.
+fn outages(history: &History, longer_than_ns: u64) -> Vec<Outage> {
+    let mut outages = Vec::new();
+    let mut open: Option<(Moment, u64)> = None;
+    let lock_op = |op: &Op| matches!(op.f, Function::Acquire | Function::Renew | Function::Release);
+    let mut close = |open: &mut Option<(Moment, u64)>, end: Moment| {
+        if let Some((start, unanswered)) = open.take() {
+            let window = Window::between(start, end);
+            if window.duration_ns() > longer_than_ns {
+                outages.push(Outage { window, unanswered });
+            }
+        }
+    };
+    for step in history.steps().filter(|step| step.is_completion) {
+        let op = history.op(step.op);
+        if !lock_op(op) {
+            continue;
+        }
+        let end = history.completion_or_end(op);
+        if answered(op) {
+            close(&mut open, end);
+        } else {
+            let (_, unanswered) = open.get_or_insert((op.invoke, 0));
+            *unanswered += 1;
+        }
+    }
+    close(&mut open, history.end());
+    outages
+}
+
+/// The faults on at some point of `window`: each as `kill (replica)`, in
+/// the order they started.
+fn faults_during(history: &History, window: &Window) -> Vec<String> {
+    let mut on: Vec<(&crate::history::NemesisEvent, bool)> = Vec::new();
+    for event in history.nemesis_events() {
+        let same = |(start, stopped): &(&crate::history::NemesisEvent, bool)| {
+            !stopped && start.fault == event.fault && start.targets == event.targets
+        };
+        match event.f {
+            Function::Start if event.at.index <= window.end_index => on.push((event, false)),
+            Function::Stop => {
+                if let Some(at) = on.iter().position(same) {
+                    // Stopped before the window began: it was not on in it.
+                    if event.at.index < window.start_index {
+                        on.remove(at);
+                    } else {
+                        on[at].1 = true;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut names: Vec<String> = on
+        .into_iter()
+        .map(|(start, _)| {
+            let fault = start.fault.as_deref().unwrap_or("a fault");
+            match start.targets.as_slice() {
+                [] => fault.to_string(),
+                targets => format!("{fault} ({})", targets.join(", ")),
+            }
+        })
+        .collect();
+    names.dedup();
+    names
+}
+
+/// What the notes say of the stretches in which the service answered
+/// nothing for longer than a TTL (`ttl_ns`): unavailability, which this
+/// check does not count. During a fault it is what the fault is expected
+/// to do (a synchronous replica that is down stops every write); with no
+/// fault on, the service went away by itself.
+fn outage_notes(history: &History, ttl_ns: u64) -> Vec<String> {
+    const SHOWN: usize = 3;
+    let outages = outages(history, ttl_ns.max(1));
+    let mut longest: Vec<&Outage> = outages.iter().collect();
+    longest.sort_by_key(|outage| std::cmp::Reverse(outage.window.duration_ns()));
+    let mut notes: Vec<String> = longest
+        .iter()
+        .take(SHOWN)
+        .map(|outage| {
+            let faults = faults_during(history, &outage.window);
+            let why = match faults.as_slice() {
+                [] => "with no fault on: the service went away by itself".to_string(),
+                faults => format!(
+                    "while {} was on: unavailability a fault is expected to cause, not counted",
+                    faults.join(", ")
+                ),
+            };
+            format!(
+                "unavailable for {} from t={} to t={}: {} lock operations got no answer and none got one, {why}",
+                format_seconds(outage.window.duration_ns()),
+                format_time(outage.window.start_ns),
+                format_time(outage.window.end_ns),
+                outage.unanswered,
+            )
+        })
+        .collect();
+    if outages.len() > SHOWN {
+        let total: u64 = outages.iter().map(|outage| outage.window.duration_ns()).sum();
+        notes.push(format!(
+            "unavailable {} times in all, for {} (longer than a TTL each)",
+            outages.len(),
+            format_seconds(total)
+        ));
+    }
+    notes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,6 +426,72 @@ mod tests {
 
     fn verdict(lines: &str) -> Option<crate::Verdict> {
         Liveness.check(&history_from(lines), &CheckOptions::default()).verdict
+    }
+
+    fn notes(lines: &str) -> Vec<String> {
+        Liveness.check(&history_from(lines), &CheckOptions::default()).notes
+    }
+
+    #[test]
+    fn a_stretch_without_an_answer_is_noted_with_the_fault_on_not_counted() {
+        // ttl 1 s; from 1 s to 3.5 s every operation times out while a
+        // replica is down (a synchronous primary waits for it).
+        let during = r#"
+            0 1 invoke acquire l {"ttl_ms":1000}
+            1 1 ok acquire l
+            2 1 invoke release l
+            3 1 ok release l
+            900000000 "nemesis" info start null {"fault":"kill","targets":["replica"]}
+            1000000000 2 invoke acquire l {"ttl_ms":1000}
+            1250000000 2 info acquire l !timeout
+            1300000000 3 invoke acquire l {"ttl_ms":1000}
+            1550000000 3 info acquire l !timeout
+            3000000000 4 invoke acquire l {"ttl_ms":1000}
+            3250000000 4 info acquire l !timeout
+            3300000000 "nemesis" info stop null {"fault":"kill","targets":["replica"]}
+            3400000000 5 invoke acquire l {"ttl_ms":1000}
+            3500000000 5 ok acquire l"#;
+        assert_eq!(verdict(during), Some(crate::Verdict::Valid));
+        let noted = notes(during);
+        assert_eq!(
+            noted[1],
+            "unavailable for 2.500 s from t=1.000 s to t=3.500 s: 3 lock operations got no answer \
+             and none got one, while kill (replica) was on: unavailability a fault is expected to \
+             cause, not counted",
+            "{noted:?}"
+        );
+        // The same stretch with no fault recorded says so.
+        let alone: String =
+            during.lines().filter(|line| !line.contains("nemesis")).collect::<Vec<_>>().join("\n");
+        let noted = notes(&alone);
+        assert!(
+            noted[1].ends_with("with no fault on: the service went away by itself"),
+            "{noted:?}"
+        );
+        // A fault that stopped before the stretch began is not named.
+        let before: String = alone
+            .lines()
+            .flat_map(|line| match line.trim().starts_with("3 1 ok release") {
+                true => vec![
+                    line.to_string(),
+                    r#"800000000 "nemesis" info start null {"fault":"kill","targets":["replica"]}"#
+                        .to_string(),
+                    r#"950000000 "nemesis" info stop null {"fault":"kill","targets":["replica"]}"#
+                        .to_string(),
+                ],
+                false => vec![line.to_string()],
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let noted = notes(&before);
+        assert!(noted[1].contains("with no fault on"), "{noted:?}");
+        // Shorter than a TTL: no note.
+        let short = r#"
+            0 2 invoke acquire l {"ttl_ms":1000}
+            250000000 2 info acquire l !timeout
+            300000000 3 invoke acquire l {"ttl_ms":1000}
+            400000000 3 ok acquire l"#;
+        assert_eq!(notes(short).len(), 1);
     }
 
     #[test]

@@ -198,7 +198,9 @@ impl RealBackend {
             Service::Postgres => LockService::Postgres,
             Service::Mariadb => LockService::Mariadb,
             Service::Exec => LockService::Exec,
-            Service::Consul => unreachable!("{} runs in the simulator only", self.0.sim_name()),
+            Service::Consul | Service::PrimaryReplica { .. } | Service::Leaderless { .. } => {
+                unreachable!("{} runs in the simulator only", self.0.sim_name())
+            }
         }
     }
 
@@ -474,7 +476,7 @@ impl RealBackend {
                 )
                 .await
             }
-            Recipe::Consul { .. } => {
+            Recipe::Consul { .. } | Recipe::PrimaryReplica { .. } | Recipe::Quorum => {
                 unreachable!("{} runs in the simulator only", self.0.sim_name())
             }
         }

@@ -18,6 +18,20 @@
 //!   lessor promotion), so no lease ends before a holder's TTL has passed.
 //! * The term, the vote, the log and the store survive a crash (etcd's WAL
 //!   and backend are on disk and fsynced).
+//! * Reads of whether a lease's key is there: a linearizable one is a log
+//!   entry like any change, answered once a majority committed it; a
+//!   serializable one is answered at once by the member asked, from what it
+//!   has applied, leader or not. An old leader cut off from the others
+//!   answers it from its own state, without confirming that it still leads,
+//!   exactly as a follower that has fallen behind does: a key the majority
+//!   has since deleted is still there.
+//!
+//! The clients of the recipes that check their key with a read
+//! (`sim-etcd-linearizable-check`, `sim-etcd-serializable-check`) each
+//! reach the cluster through one member of their own, as a client given one
+//! endpoint does: a partition among the members takes a member's clients
+//! to its side ([`Started::pinned`]), and a serializable read is answered
+//! by that member.
 //!
 //! Members talk over UDP on [`PEER_PORT`], so partitions and crashes drop
 //! their messages; clients over the JSON-lines TCP protocol on
@@ -68,6 +82,13 @@ impl SimService for EtcdCluster {
     fn start(&self, hosting: &mut Hosting<'_, '_>) -> Started {
         let hosts = self.lock_hosts(hosting.backend.service());
         let mut started = Started::on(hosts);
+        // A holder that checks with a read talks to its own member only, as
+        // a client given one endpoint does: the read is that member's, and
+        // the rest reaches the leader through it.
+        started.pinned = match hosting.backend.recipe() {
+            Recipe::Etcd { check, .. } => check != Check::Deadline,
+            _ => false,
+        };
         let quorum = hosting.backend.commits_alone().then_some(1);
         for (me, &host) in hosts.iter().enumerate() {
             let member = Member::new(me, hosts.len(), quorum, hosting.seed());
@@ -81,10 +102,8 @@ impl SimService for EtcdCluster {
 
     fn session(&self, backend: Backend, fencing: bool) -> Option<Box<dyn SimSession>> {
         match backend.recipe() {
-            // A holder that checks with a read needs a client pinned to one
-            // member, which the simulated clients are not: real only.
-            Recipe::Etcd { waits, check: Check::Deadline, .. } => {
-                Some(Box::new(EtcdClient::new(fencing, waits)))
+            Recipe::Etcd { waits, check, .. } => {
+                Some(Box::new(EtcdClient::new(fencing, waits).checking(check)))
             }
             _ => None,
         }
@@ -417,6 +436,19 @@ impl Member {
         self.log.push(Entry { term: self.term, command: Command::Noop });
         self.match_index[self.me] = self.last_index();
         self.broadcast(out);
+    }
+
+    /// A serializable read, answered from this member's own store, leader
+    /// or not, without asking the others (`None`: not such a read). An old
+    /// leader cut off from the others answers it from what it applied
+    /// before the cut, as a follower that has fallen behind does.
+    fn read_locally(&self, request: &Request) -> Option<Response> {
+        match request {
+            Request::LockHeld { name, lease, serializable: true } => {
+                Some(Response::Int(i64::from(self.store.holds(name, *lease))))
+            }
+            _ => None,
+        }
     }
 
     /// A client's request, on the leader: appended to the log; the reply
@@ -764,9 +796,8 @@ async fn client_connection(
             if let Request::WatchDelete { name, created, wait_ms } = request {
                 return Some(watch_delete(&member, &name, created, wait_ms).await);
             }
-            // A serializable read: this member's own store, leader or not.
-            if let Request::LockHeld { name, lease, serializable: true } = request {
-                return Some(Response::Int(i64::from(member.borrow().store.holds(&name, lease))));
+            if let Some(read) = member.borrow().read_locally(&request) {
+                return Some(read);
             }
             let proposed = member.borrow_mut().propose(command(request)?);
             match proposed {
@@ -893,6 +924,39 @@ mod tests {
         assert_eq!(members[0].role, Role::Follower);
         assert_eq!(members[0].log, members[1].log);
         assert_eq!(members[0].store.locks, members[1].store.locks);
+    }
+
+    #[test]
+    fn a_cut_off_old_leader_answers_a_serializable_read_stale_and_a_linearizable_one_never() {
+        let all = [0, 1, 2];
+        let mut members = cluster(None);
+        campaign(&mut members, 0, &all);
+        propose(&mut members, 0, &all, Command::Grant { ttl_ms: 1000 });
+        let lock = |lease| Command::TryLock { name: "l".into(), lease };
+        assert!(matches!(propose(&mut members, 0, &all, lock(1)), Some(Response::Fence(_))));
+        let held = |serializable| Request::LockHeld { name: "l".into(), lease: 1, serializable };
+
+        // Member 0 is cut off; the majority elects member 1, which revokes
+        // lease 1 (its timer ran out) and grants the lock to lease 2.
+        campaign(&mut members, 1, &[1, 2]);
+        assert_eq!(members[1].role, Role::Leader);
+        let revoked = propose(&mut members, 1, &[1, 2], Command::Revoke { lease: 1 });
+        assert_eq!(revoked, Some(Response::Int(1)));
+        propose(&mut members, 1, &[1, 2], Command::Grant { ttl_ms: 1000 });
+        assert!(matches!(propose(&mut members, 1, &[1, 2], lock(2)), Some(Response::Fence(_))));
+        let linearizable = command(held(false)).expect("a linearizable read is a command");
+        assert_eq!(propose(&mut members, 1, &[1, 2], linearizable.clone()), Some(Response::Int(0)));
+
+        // The old leader still believes it leads: its serializable answer
+        // is the key as it was before the cut, held...
+        assert_eq!(members[0].role, Role::Leader);
+        assert_eq!(members[0].read_locally(&held(true)), Some(Response::Int(1)), "not stale");
+        // ...while a linearizable read goes through its log, and a log
+        // that cannot reach a majority never answers.
+        assert_eq!(members[0].read_locally(&held(false)), None);
+        assert_eq!(propose(&mut members, 0, &[0], linearizable), None, "the minority answered");
+        // The majority's members answer the serializable read as it is.
+        assert_eq!(members[2].read_locally(&held(true)), Some(Response::Int(0)));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! as a long poll.
 
 use lockcheck_workloads::etcd_lock::{
-    Before, Bound, EtcdLock, EtcdSession, Line, Read, Unanswered, Waiting,
+    Before, Bound, Check, EtcdLock, EtcdSession, Line, Read, Unanswered, Waiting,
 };
 use lockcheck_workloads::watch::Woken;
 use lockcheck_workloads::Grant;
@@ -21,6 +21,8 @@ use crate::service::{Link, Pending, SimSession};
 pub(crate) struct EtcdClient {
     fencing: bool,
     waits: bool,
+    /// What a holder whose keepalive goes unanswered asks before it goes on.
+    check: Check,
     /// Made at the first call, when the client's deadline is known (a
     /// waiter waits in line for four of its requests' deadlines, a TTL
     /// with the simulator's deadline of a quarter TTL, watching half a
@@ -30,7 +32,13 @@ pub(crate) struct EtcdClient {
 
 impl EtcdClient {
     pub(crate) fn new(fencing: bool, waits: bool) -> EtcdClient {
-        EtcdClient { fencing, waits, etcd: None }
+        EtcdClient { fencing, waits, check: Check::Deadline, etcd: None }
+    }
+
+    /// A client whose holder checks as `check` says when its keepalive
+    /// goes unanswered.
+    pub(crate) fn checking(self, check: Check) -> EtcdClient {
+        EtcdClient { check, ..self }
     }
 
     /// The lock, and the members as `link`'s connections.
@@ -40,8 +48,9 @@ impl EtcdClient {
             true => Waiting::Predecessor { wait_ms: members.deadline_ms() * 4 },
             false => Waiting::TryOnce,
         };
-        let fencing = self.fencing;
-        let etcd = self.etcd.get_or_insert_with(|| EtcdLock::waiting(fencing, waiting));
+        let (fencing, check) = (self.fencing, self.check);
+        let etcd =
+            self.etcd.get_or_insert_with(|| EtcdLock::waiting(fencing, waiting).checking(check));
         (etcd, members)
     }
 }

@@ -191,6 +191,33 @@ pub fn cells() -> Vec<Cell> {
             runs: Some(ETCD_WAITING_SAFE_SEEDS),
             ..cell(B::EtcdWaiting, &[F::Partition], SAFE, "partition among members: the minority side never grants, a waiter there times out")
         },
+        // A holder whose keepalive goes unanswered reads its key from its
+        // own member, the one it talks to: a partition among members takes
+        // the member's clients with it. A linearizable read cannot be
+        // answered in the minority; a serializable one is answered there
+        // from the past. Mutual exclusion is promised by neither: a holder
+        // cut off from the leader works on until its session's deadline,
+        // and past it until its next renewal, as a holder cut off from the
+        // whole cluster does (the `client` cell above).
+        Cell {
+            shapes: &[Shape::IsolateOne, Shape::Halves],
+            runs: Some(ETCD_CHECK_SAFE_SEEDS),
+            ..cell(
+                B::EtcdLinearizableCheck,
+                &[F::Partition],
+                Expect::Keeps { valid: &[LINEAR, FENCE, RESOURCE] },
+                "a holder's member cut off: its linearizable read of its key goes unanswered in the minority; a renewal never outlives the lease",
+            )
+        },
+        Cell {
+            shapes: &[Shape::IsolateOne, Shape::Halves],
+            ..cell(
+                B::EtcdSerializableCheck,
+                &[F::Partition],
+                Expect::Violated { any_of: &[LINEAR], stays_valid: &[RESOURCE] },
+                "a holder's member cut off answers its serializable read from the past: a renewal succeeds after the majority revoked the lease and granted the lock again; the revision fences",
+            )
+        },
         // ZooKeeper: Curator's lock on a simulated ensemble, the session
         // timeout the TTL, the czxid the token. A run costs several times a
         // Redis run, so a safe cell stays clean over fewer seeds.
@@ -255,6 +282,50 @@ pub fn cells() -> Vec<Cell> {
             )
             .with_ttl_ms(10_000)
         },
+        // The replication table: how the copies of a lock service's state
+        // disagree, each mode beside a safe counterpart (consensus is sim-etcd).
+        replication(cell(
+            B::PrimaryReads,
+            &[],
+            SAFE,
+            "the primary decides every acquire: its async replica's lag is harmless",
+        )),
+        replication(cell(
+            B::PrimaryReads,
+            &[F::Kill],
+            SAFE,
+            "a crashed primary keeps its table and its replica decides nothing: safe",
+        )),
+        cell(
+            B::ReplicaReads,
+            &[],
+            Expect::Violated { any_of: &[MUTEX], stays_valid: &[RESOURCE] },
+            "no fault: the replica decides from a copy a lag behind, a grant it has not seen looks free: two holders; the primary's token fences",
+        ),
+        replication(cell(
+            B::SyncReplica,
+            &[],
+            SAFE,
+            "the primary answers a write once its replica has it: safe",
+        )),
+        replication(cell(
+            B::SyncReplica,
+            &[F::Kill],
+            SAFE,
+            "a replica down stops every write, so no grant until it is back (liveness notes the unavailability as expected); never two holders",
+        )),
+        cell(
+            B::LeaderlessQuorum,
+            &[],
+            violated(&[FENCE]),
+            "no fault: two clients read the same version on overlapping quorums and both write the next: a repeated token",
+        ),
+        cell(
+            B::LeaderlessQuorum,
+            &[],
+            violated(&[LINEAR]),
+            "no fault: W + R > N without an order of writes is not linearizable: two grants of one lock at once",
+        ),
         // The pause at one point of a client's life at a time: a recipe
         // that breaks in that window, and a correct one keeping its promise
         // there.
@@ -534,6 +605,20 @@ const ZOOKEEPER_SAFE_SEEDS: u64 = 20;
 /// The seeds a safe cell of etcd's waiting recipe stays clean over: its
 /// waiters' watches and line reads make a run cost twice a TryLock run's.
 const ETCD_WAITING_SAFE_SEEDS: u64 = 50;
+
+/// The seeds the kept cell of etcd's holders that check with a linearizable
+/// read stays clean over (as many as the waiting recipe's).
+const ETCD_CHECK_SAFE_SEEDS: u64 = 50;
+
+/// How many seeds a safe cell of the replication table stays clean over:
+/// the pair's faults are few (none, or a crash of one host), and their
+/// runs many lock operations each.
+const REPLICATION_SAFE_SEEDS: u64 = 50;
+
+/// A safe `cell` of the replication table: [`REPLICATION_SAFE_SEEDS`].
+const fn replication(cell: Cell) -> Cell {
+    Cell { runs: Some(REPLICATION_SAFE_SEEDS), ..cell }
+}
 
 /// `cell` of the simulated ZooKeeper: [`ZOOKEEPER_SAFE_SEEDS`] when safe.
 fn zookeeper(cell: Cell) -> Cell {

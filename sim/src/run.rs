@@ -1,6 +1,7 @@
 //! One simulated test: the hosts, the clients, the nemesis, and the history.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -89,6 +90,28 @@ impl ClientHosts {
     fn mates(self, logical: u32) -> impl Iterator<Item = u32> {
         let host = self.of(logical);
         (0..self.clients).filter(move |&other| self.of(other) == host)
+    }
+
+    /// For clients pinned to their own of `locks` lock hosts (client `i`
+    /// to host `i` modulo `locks`, [`crate::service::Started::pinned`]):
+    /// the machines and lock hosts that `cuts` among the lock hosts part,
+    /// each machine cut off from every host its clients' own is cut off
+    /// from. (Past [`CLIENT_MACHINES`] clients, a machine whose clients are
+    /// pinned to several hosts is cut off from the far side of each.)
+    fn pinned_cuts(self, locks: usize, cuts: &[(u32, u32)]) -> BTreeSet<(usize, usize)> {
+        let mut parted = BTreeSet::new();
+        for logical in 0..self.clients {
+            let own = logical as usize % locks.max(1);
+            for &(a, b) in cuts {
+                let far = match (a as usize, b as usize) {
+                    (a, b) if a == own => b,
+                    (a, b) if b == own => a,
+                    _ => continue,
+                };
+                parted.insert((self.of(logical), far));
+            }
+        }
+        parted
     }
 }
 
@@ -242,6 +265,8 @@ pub enum SimError {
 struct FaultWorld<'a> {
     stalls: &'a [Stall],
     persistent: bool,
+    /// Each client reaches the lock service through its own host.
+    pinned: bool,
 }
 
 /// The hosts faults strike: the lock servers, then the resources' hosts
@@ -340,7 +365,17 @@ fn fault_value(
                 .iter()
                 .map(|&(a, b)| [lock_hosts[a as usize], lock_hosts[b as usize]])
                 .collect();
-            json!({ "fault": "partition", "shape": shape.name(), "targets": cut_off, "cuts": pairs })
+            let mut value = json!({ "fault": "partition", "shape": shape.name(), "targets": cut_off, "cuts": pairs });
+            if world.pinned && !minority.is_empty() {
+                // The clients pinned to a host of the minority side, cut
+                // off with it.
+                let with: Vec<String> = (0..client_hosts.clients)
+                    .filter(|&client| minority.contains(&(client % lock_hosts.len() as u32)))
+                    .map(|client| format!("client-{client}"))
+                    .collect();
+                value["clients"] = json!(with);
+            }
+            value
         }
     }
 }
@@ -399,11 +434,18 @@ struct Nemesis {
     client_hosts: ClientHosts,
     /// Whether a crashed lock server keeps its keys.
     persistent: bool,
+    /// Each client reaches the lock service through its own host: a split
+    /// among the hosts takes it to its host's side.
+    pinned: bool,
 }
 
 impl Nemesis {
+    fn world(&self) -> FaultWorld<'_> {
+        FaultWorld { stalls: &self.stalls, persistent: self.persistent, pinned: self.pinned }
+    }
+
     fn record(&self, fault: &Fault, f: Function) {
-        let world = FaultWorld { stalls: &self.stalls, persistent: self.persistent };
+        let world = self.world();
         let value = fault_value(fault, &self.hosts, self.host(fault), self.client_hosts, &world);
         self.recorder.lock().expect("the recorder is never poisoned").record_nemesis(f, value);
     }
@@ -472,6 +514,11 @@ impl Nemesis {
                 for &(a, b) in cuts {
                     sim.partition(locks[a as usize], locks[b as usize]);
                 }
+                if self.pinned {
+                    for (machine, far) in self.client_hosts.pinned_cuts(locks.len(), cuts) {
+                        sim.partition(self.client_hosts.name(machine).as_str(), locks[far]);
+                    }
+                }
             }
         }
         self.record(fault, Function::Start);
@@ -516,12 +563,17 @@ impl Nemesis {
                 for &(a, b) in cuts {
                     sim.repair(locks[a as usize], locks[b as usize]);
                 }
+                if self.pinned {
+                    for (machine, far) in self.client_hosts.pinned_cuts(locks.len(), cuts) {
+                        sim.repair(self.client_hosts.name(machine).as_str(), locks[far]);
+                    }
+                }
             }
             Action::ClockJump { .. } | Action::ClockDrift { .. } => {}
         }
         match struck {
             Some(struck) => {
-                let world = FaultWorld { stalls: &self.stalls, persistent: self.persistent };
+                let world = self.world();
                 let mut value =
                     fault_value(fault, &self.hosts, self.host(fault), self.client_hosts, &world);
                 value["struck"] = json!(struck);
@@ -619,7 +671,7 @@ where
         // (A consensus member's restart keeps its disk: any length will do.)
         min_down_ms: match options.backend {
             backend if backend.delays_restart() => backend.min_down_ms(options.ttl_ms()),
-            backend if backend.is_consensus() => 1,
+            backend if backend.is_consensus() || backend.replicates() => 1,
             _ => 0,
         },
         cluster: options.backend.is_consensus(),
@@ -812,6 +864,7 @@ where
         drift_ms: 0.0,
         client_hosts: hosts,
         persistent,
+        pinned: started.pinned,
     };
     let mut pending = faults.iter().enumerate().peekable();
     // Due, and waiting for its aim (with `aim` on).

@@ -86,12 +86,17 @@ pub(crate) struct Started {
     /// For a replica set, which host is the primary: the clients follow
     /// it, and every server fault strikes the primary of its start.
     pub primary: Option<Primary>,
+    /// Each client reaches the service through one host of its own (client
+    /// `i` through host `i` modulo their number), which passes its requests
+    /// on: a split among the hosts cuts the client off from every host its
+    /// own is cut off from.
+    pub pinned: bool,
 }
 
 impl Started {
     /// No host started yet of `hosts`.
     pub fn on(hosts: &'static [&'static str]) -> Started {
-        Started { hosts, knobs: Vec::with_capacity(hosts.len()), primary: None }
+        Started { hosts, knobs: Vec::with_capacity(hosts.len()), primary: None, pinned: false }
     }
 }
 

@@ -9,7 +9,7 @@ use crate::service::SimService;
 
 /// Every simulated service, one line each. Exactly one keeps the locks of
 /// each simulated backend in a run, whatever its faults (a test holds it).
-const SERVICES: [&dyn SimService; 7] = [
+const SERVICES: [&dyn SimService; 10] = [
     &crate::redis_lock::OneRedis,
     &crate::replicated::ReplicatedRedis,
     &crate::redlock::FiveRedis,
@@ -17,6 +17,9 @@ const SERVICES: [&dyn SimService; 7] = [
     &crate::etcd::EtcdCluster,
     &crate::consul::ConsulServer,
     &crate::zookeeper::ZooKeeperEnsemble,
+    &crate::primary_replica::Pair(crate::primary_replica::Shipping::Async),
+    &crate::primary_replica::Pair(crate::primary_replica::Shipping::Sync),
+    &crate::leaderless::Leaderless,
 ];
 
 /// The service that keeps `service`'s locks in a run with `faults`, if the

@@ -56,8 +56,28 @@ fn every_service_module_is_listed_once_in_the_table() {
         for implementing in code.split("impl SimService for ").skip(1) {
             let service = implementing.split_whitespace().next().unwrap_or_default();
             let module = name_of(&path).trim_end_matches(".rs").to_string();
-            let line = format!("&crate::{module}::{service},");
-            assert_eq!(table.matches(&line).count(), 1, "{line} in services.rs' table");
+            // Once, or once per value of a service that takes one
+            // (`&crate::primary_replica::Pair(Shipping::Async),`).
+            let unit = format!("&crate::{module}::{service},");
+            let valued = format!("&crate::{module}::{service}(");
+            let values: Vec<&str> = table
+                .split(&valued)
+                .skip(1)
+                .map(|rest| rest.split("),").next().unwrap_or_default())
+                .collect();
+            let mut distinct = values.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            let listed = table.matches(&unit).count() + values.len();
+            assert!(listed >= 1, "{unit} in services.rs' table");
+            assert!(
+                table.matches(&unit).count() <= 1 && distinct.len() == values.len(),
+                "{unit} listed more than once: {values:?}"
+            );
+            assert!(
+                values.is_empty() || !table.contains(&unit),
+                "{unit} listed bare and with values"
+            );
         }
     }
 }

@@ -53,6 +53,13 @@ pub enum Service {
     /// Consul's sessions and KV store (simulated only: no Consul binary is
     /// packaged for this machine).
     Consul,
+    /// A lock table on a primary that ships each write to one replica
+    /// (simulated only): asynchronously, or synchronously (the primary
+    /// answers a write once the replica has it).
+    PrimaryReplica { sync: bool },
+    /// A leaderless store of this many nodes, reading and writing a
+    /// majority of them (W + R > N; simulated only).
+    Leaderless { nodes: u32 },
     /// The servers `--servers` names, for the user's lock program.
     Exec,
 }
@@ -98,6 +105,12 @@ pub enum Recipe {
     ZooKeeper(crate::zookeeper_lock::Variant),
     /// Consul's session and `?acquire=`, with a lock-delay in ms.
     Consul { lock_delay_ms: u64 },
+    /// A primary's lock table: each acquire decided by the primary, or
+    /// (broken) by the replica from what it has been shipped so far.
+    PrimaryReplica { replica_decides: bool },
+    /// Read a majority, take the newest, write a majority: the version
+    /// read plus one is the token.
+    Quorum,
     /// The user's program, speaking the exec protocol.
     Exec,
 }
@@ -174,6 +187,10 @@ pub enum Backend {
     ZooKeeper,
     ZooKeeperHerd,
     ZooKeeperActsSuspended,
+    ReplicaReads,
+    PrimaryReads,
+    SyncReplica,
+    LeaderlessQuorum,
 }
 
 /// Redlock's instances.
@@ -187,7 +204,7 @@ pub const CONSUL_LOCK_DELAY_MS: u64 = 15_000;
 
 impl Backend {
     /// Every backend, in the order a listing of either world gives them.
-    pub const ALL: [Backend; 30] = [
+    pub const ALL: [Backend; 34] = [
         Backend::Redis,
         Backend::RedisFenced,
         Backend::RedisDelRelease,
@@ -212,6 +229,10 @@ impl Backend {
         Backend::ZooKeeperActsSuspended,
         Backend::Consul,
         Backend::ConsulNoDelay,
+        Backend::PrimaryReads,
+        Backend::ReplicaReads,
+        Backend::SyncReplica,
+        Backend::LeaderlessQuorum,
         Backend::PostgresAdvisory,
         Backend::PostgresAdvisoryXact,
         Backend::PostgresLease,
@@ -250,6 +271,12 @@ impl Backend {
         const CONSUL: Entry = Entry {
             recipe: Recipe::Consul { lock_delay_ms: CONSUL_LOCK_DELAY_MS },
             service: Service::Consul,
+            real: false,
+            ..REDIS
+        };
+        const REPLICATED: Entry = Entry {
+            recipe: Recipe::PrimaryReplica { replica_decides: false },
+            service: Service::PrimaryReplica { sync: false },
             real: false,
             ..REDIS
         };
@@ -311,10 +338,10 @@ impl Backend {
                 recipe: Recipe::Etcd { commits_alone: false, waits: true, check: Check::Deadline }, ..ETCD),
             Backend::EtcdLinearizableCheck => entry!("etcd-linearizable-check",
                 help: "etcd whose holder, its keepalive unanswered, reads its key linearizably before it goes on (until its session's deadline)",
-                recipe: Recipe::Etcd { commits_alone: false, waits: false, check: Check::Linearizable }, simulated: false, ..ETCD),
+                recipe: Recipe::Etcd { commits_alone: false, waits: false, check: Check::Linearizable }, ..ETCD),
             Backend::EtcdSerializableCheck => entry!("etcd-serializable-check",
                 help: "broken: etcd whose holder, its keepalive unanswered, takes a serializable read of its key for proof that it holds the lock",
-                recipe: Recipe::Etcd { commits_alone: false, waits: false, check: Check::Serializable }, simulated: false, ..ETCD),
+                recipe: Recipe::Etcd { commits_alone: false, waits: false, check: Check::Serializable }, ..ETCD),
             Backend::ZooKeeper => entry!("zookeeper",
                 help: "Curator's lock: an ephemeral sequential znode, each waiter watching its predecessor, the czxid as the token",
                 ..ZOOKEEPER),
@@ -350,6 +377,18 @@ impl Backend {
             Backend::ConsulNoDelay => entry!("consul-no-delay",
                 help: "Consul with lock-delay 0: a stalled holder's lock is taken at once",
                 recipe: Recipe::Consul { lock_delay_ms: 0 }, ..CONSUL),
+            Backend::PrimaryReads => entry!("primary-reads",
+                help: "a lock table on a primary with an async replica: the primary decides every acquire",
+                ..REPLICATED),
+            Backend::ReplicaReads => entry!("replica-reads",
+                help: "broken: the same pair, each acquire decided by the replica from what it has been shipped: a grant it has not seen looks free",
+                recipe: Recipe::PrimaryReplica { replica_decides: true }, ..REPLICATED),
+            Backend::SyncReplica => entry!("sync-replica",
+                help: "a primary that answers a write once its replica has it: safe, and no write (no grant) while the replica is down",
+                service: Service::PrimaryReplica { sync: true }, ..REPLICATED),
+            Backend::LeaderlessQuorum => entry!("leaderless-quorum",
+                help: "broken: three leaderless nodes, read two, write two (W + R > N): two clients can get the same token",
+                recipe: Recipe::Quorum, service: Service::Leaderless { nodes: 3 }, ..REPLICATED),
         }
     }
 
@@ -486,6 +525,13 @@ impl Backend {
         matches!(self.service(), Service::Etcd { .. })
     }
 
+    /// Its lock hosts keep copies of one table (a primary and its replica,
+    /// leaderless nodes): a crash takes out one or some of them for a while,
+    /// not every instance at once for a moment (Redlock's restart).
+    pub const fn replicates(self) -> bool {
+        matches!(self.service(), Service::PrimaryReplica { .. } | Service::Leaderless { .. })
+    }
+
     /// Independent instances, each holding its copy of the lock (Redlock).
     pub const fn is_independent(self) -> bool {
         matches!(self.service(), Service::Redis { instances } if instances > 1)
@@ -501,9 +547,10 @@ impl Backend {
         matches!(self.recipe(), Recipe::Etcd { commits_alone: true, .. })
     }
 
-    /// The lock service keeps its state across a restart, as a database does.
+    /// The lock service keeps its state across a restart, as a database
+    /// (or a replicated store's log) does.
     pub const fn is_durable(self) -> bool {
-        self.service().is_sql()
+        self.service().is_sql() || self.replicates()
     }
 
     /// One Redis, which the failover fault gives an async replica.
@@ -637,7 +684,7 @@ mod tests {
         assert_eq!(Backend::parse_in(World::Real, "sim-redis"), None);
         assert_eq!(Backend::parse_in(World::Simulated, "redis"), None);
         assert_eq!(Backend::parse("etcd"), Some((Backend::Etcd, World::Real)));
-        assert_eq!(Backend::all_in(World::Simulated).count(), 21);
+        assert_eq!(Backend::all_in(World::Simulated).count(), 27);
         assert_eq!(Backend::all_in(World::Real).count(), 23);
     }
 
