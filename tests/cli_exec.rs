@@ -4,7 +4,10 @@
 //! Redis lockcheck starts itself: the correct lock passes the gate under
 //! stalls, the one that releases by DEL fails it; a program that crashes is
 //! reported and replaced. The Rust example (examples/redis_lock.rs) passes
-//! and fails the same gate.
+//! and fails the same gate. A pause between two round trips of a program's
+//! operation holds its second command until the stall is over (Redis's own
+//! clock shows the gap), finds the lock that renews blindly, and leaves the
+//! correct lock valid.
 
 use std::process::{Command, Output};
 
@@ -40,25 +43,18 @@ fn rust_example() -> String {
 /// A gated exec run of `command` with `nemesis`.
 fn gate_command(command: &[&str], nemesis: &str, seed: u64) -> Output {
     let seed = seed.to_string();
-    let mut args = vec![
-        "check",
-        "--backend",
-        "exec",
-        "--servers",
-        "redis",
-        "--nemesis",
-        nemesis,
-        "--gate",
-        "resource-safety,linearizability,fence-monotonicity",
-        "--ttl",
-        "500ms",
-        "--time-limit",
-        "8s",
-        "--seed",
-        &seed,
-        "--no-store",
-        "--",
-    ];
+    let options = ["--nemesis", nemesis, "--ttl", "500ms", "--time-limit", "8s", "--seed", &seed];
+    exec_run(&[&options[..], &GATE, &["--no-store"]].concat(), command)
+}
+
+/// What the gate asks: the lock's own promises and the storage's.
+const GATE: [&str; 2] = ["--gate", "resource-safety,linearizability,fence-monotonicity"];
+
+/// `lockcheck check --backend exec --servers redis OPTIONS -- COMMAND`.
+fn exec_run(options: &[&str], command: &[&str]) -> Output {
+    let mut args = vec!["check", "--backend", "exec", "--servers", "redis"];
+    args.extend_from_slice(options);
+    args.push("--");
     args.extend_from_slice(command);
     lockcheck(&args)
 }
@@ -112,12 +108,7 @@ fn the_rust_example_passes_the_gate_and_fails_it_releasing_by_del() {
 #[test]
 fn killed_programs_are_crashed_clients_and_the_correct_lock_survives_them() {
     let python = python();
-    let output = lockcheck(&[
-        "check",
-        "--backend",
-        "exec",
-        "--servers",
-        "redis",
+    let options = [
         "--nemesis",
         "client-kill",
         "--ttl",
@@ -129,10 +120,8 @@ fn killed_programs_are_crashed_clients_and_the_correct_lock_survives_them() {
         "--no-store",
         "--format",
         "json",
-        "--",
-        &python,
-        "examples/python/redis_lock.py",
-    ]);
+    ];
+    let output = exec_run(&options, &[&python, "examples/python/redis_lock.py"]);
     assert_eq!(output.status.code(), Some(0), "{}", both(&output));
     let json: serde_json::Value =
         serde_json::from_slice(&output.stdout).unwrap_or_else(|_| panic!("{}", both(&output)));
@@ -184,4 +173,107 @@ fn a_crashing_program_is_reported_and_replaced_and_bad_usage_is_exit_64() {
         let output = lockcheck(args);
         assert_eq!(output.status.code(), Some(64), "{args:?}: {}", both(&output));
     }
+}
+
+/// A folder of this test's own, empty.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("lockcheck-exec-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a scratch folder");
+    dir
+}
+
+/// The nemesis events of the one history stored under `store`.
+fn nemesis_stops(store: &std::path::Path) -> Vec<serde_json::Value> {
+    let history = common::files_under(store)
+        .into_iter()
+        .find(|file| file.ends_with("history.jsonl"))
+        .expect("the run's history is stored");
+    std::fs::read_to_string(history)
+        .expect("the history reads")
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("a JSON line"))
+        .filter(|event| event["process"] == "nemesis" && event["f"] == "stop")
+        .collect()
+}
+
+#[test]
+fn a_pause_between_commands_holds_a_programs_next_command_for_the_stall() {
+    let dir = scratch("round-trips");
+    let (log, store) = (dir.join("gaps.log"), dir.join("store"));
+    let (log_arg, store_arg) = (log.display().to_string(), store.display().to_string());
+    let python = python();
+    let options = [
+        "--nemesis",
+        "pause",
+        "--pause-at",
+        "between-commands",
+        "--ttl",
+        "500ms",
+        "--time-limit",
+        "6s",
+        "--seed",
+        "1",
+        "--store",
+        &store_arg,
+    ];
+    let output = exec_run(&options, &[&python, "examples/python/two_round_trips.py", &log_arg]);
+    // No real lock behind it: the checkers say so (exit 1), and the run
+    // itself went through.
+    assert_eq!(output.status.code(), Some(1), "{}", both(&output));
+    let struck: Vec<u64> = nemesis_stops(&store)
+        .iter()
+        .filter(|stop| stop["value"]["struck"] == "between-commands")
+        .filter_map(|stop| stop["value"]["stall_ms"].as_u64())
+        .collect();
+    assert!(!struck.is_empty(), "no stall struck between commands: {}", both(&output));
+    // Each operation's two commands, as far apart as Redis saw them: the
+    // ones a stall struck waited it out.
+    let gaps: Vec<f64> = std::fs::read_to_string(&log)
+        .expect("the program wrote its gaps")
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(1)?.parse().ok())
+        .collect();
+    let shortest = *struck.iter().min().expect("a stall") as f64;
+    let held = gaps.iter().filter(|&&gap| gap >= shortest).count();
+    assert!(held >= 1, "no operation's second command waited {shortest} ms: {} gaps", gaps.len());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn between_round_trips_the_gate_finds_the_blind_renewal_and_passes_the_correct_lock() {
+    let dir = scratch("between");
+    let store = dir.join("store");
+    let store_arg = store.display().to_string();
+    let python = python();
+    let options = ["--nemesis", "pause", "--pause-at", "between-commands", "--time-limit", "10s"];
+    let stored = ["--seed", "1", "--store", &store_arg];
+    let correct = exec_run(
+        &[&options[..], &GATE, &stored].concat(),
+        &[&python, "examples/python/redis_lock.py"],
+    );
+    assert_eq!(correct.status.code(), Some(0), "{}", both(&correct));
+    let struck = nemesis_stops(&store)
+        .iter()
+        .filter(|stop| stop["value"]["struck"] == "between-commands")
+        .count();
+    assert!(struck > 0, "no stall struck between commands: {}", both(&correct));
+    let _ = std::fs::remove_dir_all(&dir);
+    // The lock that renews by a plain PEXPIRE (and takes its token after
+    // its grant, a round trip later), with the default pause points: every
+    // other stall strikes between two round trips of an operation.
+    let mut outputs = Vec::new();
+    for seed in 1..=3 {
+        let seed = seed.to_string();
+        let options = ["--nemesis", "pause", "--time-limit", "20s", "--seed", &seed, "--no-store"];
+        let broken = exec_run(
+            &[&options[..], &GATE].concat(),
+            &[&python, "examples/python/redis_lock_blind_renew.py"],
+        );
+        if broken.status.code() == Some(1) {
+            return;
+        }
+        outputs.push(both(&broken));
+    }
+    panic!("the blind renewal passed the gate on 3 seeds:\n{}", outputs.join("\n---\n"));
 }

@@ -23,6 +23,7 @@ use crate::etcd::EtcdClient;
 use crate::exec::{ExecClient, ExecProgram, PidSlot};
 use crate::failover::RedisPair;
 use crate::payments::{PaymentsServices, RealPayments};
+use crate::proxy::LinkFreezer;
 use crate::proxy::Proxy;
 use crate::redis::{RedisClient, RedisRecipe};
 use crate::redlock::RedlockClient;
@@ -30,7 +31,7 @@ use crate::s3::Resources;
 use crate::semaphore::RedisSemaphoreClient;
 use crate::servers::ServerKind;
 use crate::sql::{SqlClient, SqlRecipe};
-use crate::zookeeper::{LinkFreezer, ZooKeeperClient};
+use crate::zookeeper::ZooKeeperClient;
 use crate::{ClientConfig, RealError};
 
 /// A backend that runs against real servers: a backend of the one
@@ -436,6 +437,7 @@ impl RealBackend {
                         reason: "no program after --".to_string(),
                     })?;
                 let (program, clients) = (&program, options.clients);
+                let (proxy, nodes) = (run.proxy, run.lock_nodes);
                 drive_stored(
                     options,
                     history,
@@ -443,12 +445,17 @@ impl RealBackend {
                     |logical, stall| {
                         let config = config(logical);
                         let env = (run.exec_env)(logical);
+                        let links = proxy.map(|proxy| LinkFreezer {
+                            proxy: proxy.clone(),
+                            from: config.name.clone(),
+                            to: nodes.to_vec(),
+                        });
                         async move {
                             let client =
                                 ExecClient::connect(program, logical, clients, &env, &config)
                                     .await?;
                             let slot = run.slots[logical as usize].clone();
-                            Ok(client.share_pid(slot).freeze_on_stall(stall))
+                            Ok(client.share_pid(slot).holding_links(links).freeze_on_stall(stall))
                         }
                     },
                     nemesis,

@@ -32,6 +32,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::task::JoinHandle;
 use tokio::time::{timeout, timeout_at, Instant};
 
+use super::proxy::LinkFreezer;
 use super::servers::{signal_group, SETPRIV_PACKAGE};
 use super::{ClientConfig, RealError};
 use lockcheck_workloads::{Grant, LockClient, Outcome};
@@ -48,6 +49,11 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// After a failed restart, the next attempt waits at least this long, so a
 /// program that cannot start is not restarted in a tight loop.
 const RESPAWN_INTERVAL: Duration = Duration::from_millis(100);
+
+/// How long a program stopped between two round trips stays stopped after
+/// its links pass again: long enough for a command it sent before it
+/// stopped to be answered on loopback.
+const RESUME_AFTER_LIFT: Duration = Duration::from_millis(20);
 
 /// How many of the program's last standard error lines are kept.
 const STDERR_LINES: usize = 40;
@@ -423,6 +429,10 @@ pub struct ExecClient {
     stall: Option<Stall>,
     /// Where the client-kill fault finds the running program.
     pid_slot: Option<PidSlot>,
+    /// The program's links to its servers through the proxy: a pause
+    /// between commands holds them from the first reply of an operation
+    /// ([`ExecClient::holding_links`]).
+    links: Option<LinkFreezer>,
 }
 
 /// A client's running program's process id, 0 when none runs: shared
@@ -504,6 +514,7 @@ impl ExecClient {
             restart_reported: false,
             stall: None,
             pid_slot: None,
+            links: None,
         })
     }
 
@@ -513,6 +524,17 @@ impl ExecClient {
     /// heartbeat) stop as a whole application's do in a GC pause, then
     /// continues (SIGCONT). A stall in flight stops it while a request is
     /// outstanding ([`ExecClient::request`]).
+    /// Stalls the program between two round trips of one operation at the
+    /// pause's `between-commands` point: its links to its servers are held
+    /// from the moment the first reply of the operation reaches it, for the
+    /// stall's length, so that its next command reaches the server that
+    /// late, as if the process had stopped after reading that reply.
+    /// lockcheck cannot see inside the program; the proxy sees its traffic.
+    pub fn holding_links(mut self, links: Option<LinkFreezer>) -> ExecClient {
+        self.links = links;
+        self
+    }
+
     pub fn freeze_on_stall(mut self, stall: Stall) -> ExecClient {
         let slot = self.pid_slot.get_or_insert_with(PidSlot::default).clone();
         self.publish_pid();
@@ -554,7 +576,21 @@ impl ExecClient {
         // so the reply's deadline moves on by as much: the call just takes
         // longer, as a paused application's call does.
         let stall_ms = self.stall.as_ref().map_or(0, |stall| stall.take_at(StallPoint::InFlight));
-        let until = Instant::now() + self.launch.deadline + Duration::from_millis(stall_ms);
+        // A pause between commands: the program's links are held from the
+        // operation's first reply on, and the stall is taken only then (an
+        // operation of one round trip leaves it waiting for the next). The
+        // stall is the program's own too.
+        let between_ms = match (&self.links, &self.stall) {
+            (Some(_), Some(stall)) if stall_ms == 0 => {
+                stall.reaches(StallPoint::BetweenCommands);
+                stall.pending_at(StallPoint::BetweenCommands)
+            }
+            _ => 0,
+        };
+        let held =
+            self.links.as_ref().filter(|_| between_ms > 0).map(LinkFreezer::hold_after_reply);
+        let until =
+            Instant::now() + self.launch.deadline + Duration::from_millis(stall_ms + between_ms);
         let pid = process.child.id();
         let freeze = async {
             if stall_ms == 0 {
@@ -567,7 +603,42 @@ impl ExecClient {
             tokio::time::sleep(Duration::from_millis(stall_ms)).await;
             let _ = signal_group(pid, "CONT");
         };
-        let (answer, ()) = tokio::join!(process.request(op, fields, until), freeze);
+        let answer = match (held, &self.links, &self.stall) {
+            (Some(held), Some(links), Some(stall)) => {
+                let request = process.request(op, fields, until);
+                tokio::pin!(request);
+                tokio::select! {
+                    biased;
+                    // Answered before a second round trip: the operation
+                    // had one command. No stall between commands took
+                    // place: the links pass again, and the stall waits for
+                    // the next operation.
+                    answer = &mut request => {
+                        links.disarm();
+                        answer
+                    }
+                    // The first reply reached the program: it stops where
+                    // it is, its links held, for the stall. Its links pass
+                    // again a moment before it resumes, so that a command
+                    // it sent before it stopped is answered by then, and
+                    // its own socket timeouts do not count the stall.
+                    () = held.strikes() => {
+                        stall.take_at(StallPoint::BetweenCommands);
+                        let stopped = pid.is_some_and(|pid| signal_group(pid, "STOP"));
+                        tokio::time::sleep(Duration::from_millis(between_ms)).await;
+                        links.disarm();
+                        if stopped {
+                            tokio::time::sleep(RESUME_AFTER_LIFT).await;
+                            if let Some(pid) = pid {
+                                let _ = signal_group(pid, "CONT");
+                            }
+                        }
+                        request.await
+                    }
+                }
+            }
+            _ => tokio::join!(process.request(op, fields, until), freeze).0,
+        };
         let (outcome, trouble) = match answer {
             Answer::Reply(Reply::Ok(grant)) => return Outcome::Ok(grant),
             Answer::Reply(Reply::Fail(error)) => return Outcome::Fail(error),

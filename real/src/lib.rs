@@ -76,7 +76,7 @@ pub use ledger::{LedgerSession, LedgerTable};
 pub use payments::{Connected, RealPayments};
 pub use plan::{plan, Faults, Plan};
 pub use provider::{ProviderClient, ProviderConfig, ProviderServer, DEFAULT_TABLE_PREFIX};
-pub use proxy::{LinkState, LinkStats, Proxy};
+pub use proxy::{LinkFreezer, LinkState, LinkStats, Proxy, ReplyHold};
 pub use queues::{QueueConfig, QueueSession, RealQueue, MAX_NAME as MAX_QUEUE_NAME};
 pub use redis::{RedisClient, RedisRecipe};
 pub use redlock::RedlockClient;
@@ -87,7 +87,7 @@ pub use servers::{stop_all, ManagedServer, Package, ServerKind, ServerOptions, U
 pub use sql::{advisory_key, mysql_lock_name, SqlClient, SqlRecipe};
 pub use storage::Storage;
 pub use user::RealRedis;
-pub use zookeeper::{LinkFreezer, ZooKeeperClient};
+pub use zookeeper::ZooKeeperClient;
 
 pub mod bench;
 pub mod failover;

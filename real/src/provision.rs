@@ -207,6 +207,8 @@ impl Servers {
             || faults.has(FaultKind::SlowClient)
             || faults.has(FaultKind::Failover)
             || (faults.has(FaultKind::Pause) && backend.beats_by_itself())
+            // A program paused between two round trips is held on the proxy.
+            || (faults.has(FaultKind::Pause) && backend.backend().is_program())
         {
             servers.proxy = Some(Proxy::start()?);
         }

@@ -36,7 +36,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::pending;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread;
 use std::time::Duration;
@@ -187,6 +187,38 @@ impl Proxy {
         self.set(b, a, state);
     }
 
+    /// Holds the links from `from` to each of `to`, both ways, from the
+    /// moment the next reply reaches `from` on any connection of them,
+    /// until [`Proxy::disarm`]: a process that stalls between two round
+    /// trips of one operation, after the first reply and before its next
+    /// command.
+    pub fn hold_after_reply(&self, from: &str, to: &[String]) -> Arc<ReplyHold> {
+        let state = Arc::new(ReplyHold::default());
+        let trap = Trap { to: to.to_vec(), state: Arc::clone(&state) };
+        let links = &self.running.links;
+        let mut traps = lock(&links.traps);
+        traps.insert(from.to_string(), trap);
+        links.armed.store(true, Ordering::SeqCst);
+        state
+    }
+
+    /// Drops the hold waiting for a reply to `from`, and lifts the links
+    /// from `from` to each of `to` if it struck.
+    pub fn disarm(&self, from: &str, to: &[String]) {
+        let links = &self.running.links;
+        let waiting = {
+            let mut traps = lock(&links.traps);
+            let waiting = traps.remove(from);
+            links.armed.store(!traps.is_empty(), Ordering::SeqCst);
+            waiting
+        };
+        if waiting.is_none() {
+            for to in to {
+                self.set_both(from, to, LinkState::Pass);
+            }
+        }
+    }
+
     /// Every link back to [`LinkState::Pass`].
     pub fn heal(&self) {
         self.running.links.heal();
@@ -225,14 +257,84 @@ fn setup_error(reason: String) -> RealError {
     RealError::Setup { what: "the fault-injecting proxy", reason }
 }
 
+/// A client's links to its servers through the proxy, held while the
+/// client stalls: a process in a GC pause neither sends nor reads.
+#[derive(Debug, Clone)]
+pub struct LinkFreezer {
+    pub proxy: Proxy,
+    pub from: String,
+    pub to: Vec<String>,
+}
+
+impl LinkFreezer {
+    /// Holds the links from the next reply on ([`Proxy::hold_after_reply`]).
+    pub fn hold_after_reply(&self) -> Arc<ReplyHold> {
+        self.proxy.hold_after_reply(&self.from, &self.to)
+    }
+
+    /// Drops a hold after a reply, or lifts it if it struck.
+    pub fn disarm(&self) {
+        self.proxy.disarm(&self.from, &self.to);
+    }
+}
+
+impl lockcheck_workloads::Freezer for LinkFreezer {
+    fn freeze(&self) {
+        for to in &self.to {
+            self.proxy.set_both(&self.from, to, LinkState::Hold);
+        }
+    }
+
+    fn thaw(&self) {
+        for to in &self.to {
+            self.proxy.set_both(&self.from, to, LinkState::Pass);
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Links: their states, the aliases of peer sources, the counters
+
+/// A hold waiting for the next reply to reach its node
+/// ([`Proxy::hold_after_reply`]).
+#[derive(Debug)]
+struct Trap {
+    to: Vec<String>,
+    state: Arc<ReplyHold>,
+}
+
+/// A hold after a reply: whether the reply came, and the hold struck.
+#[derive(Debug, Default)]
+pub struct ReplyHold {
+    struck: AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl ReplyHold {
+    /// The reply came, and the hold struck.
+    pub fn struck(&self) -> bool {
+        self.struck.load(Ordering::SeqCst)
+    }
+
+    /// Waits until it strikes (on any runtime).
+    pub async fn strikes(&self) {
+        let notified = self.notify.notified();
+        if !self.struck() {
+            notified.await;
+        }
+    }
+}
 
 /// The links' states, by `(from, to)` after aliases; a link's channel is
 /// made on first use and kept, so a connection looks its state up once and
 /// then only reads its channel.
 struct Links {
     states: Mutex<HashMap<(String, String), watch::Sender<LinkState>>>,
+    /// Holds waiting for a reply, by the node the reply goes to.
+    traps: Mutex<HashMap<String, Trap>>,
+    /// Whether any hold waits: every chunk of a reply asks, so the common
+    /// case, none, takes no lock.
+    armed: AtomicBool,
     aliases: Mutex<HashMap<String, String>>,
     /// Bumped on every new alias: connections from a peer look their link
     /// up again.
@@ -266,6 +368,8 @@ impl Links {
     fn new() -> Links {
         Links {
             states: Mutex::new(HashMap::new()),
+            traps: Mutex::new(HashMap::new()),
+            armed: AtomicBool::new(false),
             aliases: Mutex::new(HashMap::new()),
             alias_changes: watch::channel(0).0,
             counters: Mutex::new(BTreeMap::new()),
@@ -295,6 +399,29 @@ impl Links {
         for link in lock(&self.states).values() {
             replace(link, LinkState::Pass);
         }
+    }
+
+    /// A reply reached `source` (before aliases): the hold waiting for it,
+    /// if any, strikes now.
+    fn spring(&self, source: &str) {
+        if !self.armed.load(Ordering::SeqCst) {
+            return;
+        }
+        let from = self.resolve(source);
+        let trap = {
+            let mut traps = lock(&self.traps);
+            let trap = traps.remove(&from);
+            self.armed.store(!traps.is_empty(), Ordering::SeqCst);
+            trap
+        };
+        let Some(trap) = trap else { return };
+        let from = from.as_str();
+        for to in &trap.to {
+            self.set(from, to, LinkState::Hold);
+            self.set(to, from, LinkState::Hold);
+        }
+        trap.state.struck.store(true, Ordering::SeqCst);
+        trap.state.notify.notify_waiters();
     }
 
     fn alias(&self, id: &str, name: &str) {
@@ -385,6 +512,8 @@ async fn serve(mut downstream: TcpStream, links: Arc<Links>, route: Arc<Route>) 
     counters.connections.fetch_add(1, Ordering::Relaxed);
     let initial = *links.subscribe(&links.resolve(&source), &route.to).borrow();
     let (effective, state) = watch::channel(initial);
+    // A reply reached the source: a hold waiting for it strikes.
+    let replied = || links.spring(&source);
     // Biased: a link change is copied into `effective` before the pumps
     // look at it. Polled in random order, a chunk that arrived together with
     // the change (a proxy thread starved on a loaded machine) could be
@@ -392,7 +521,7 @@ async fn serve(mut downstream: TcpStream, links: Arc<Links>, route: Arc<Route>) 
     tokio::select! {
         biased;
         () = follow_link(&links, &source, &route.to, &effective) => {}
-        () = connect_and_forward(downstream, head, route.target, state, &counters) => {}
+        () = connect_and_forward(downstream, head, route.target, state, &counters, &replied) => {}
     }
 }
 
@@ -430,6 +559,7 @@ async fn connect_and_forward(
     target: SocketAddr,
     mut state: watch::Receiver<LinkState>,
     counters: &Counters,
+    replied: &(dyn Fn() + Sync),
 ) {
     let now = state.wait_for(|state| *state != LinkState::Hold).await.map(|state| *state);
     if now.unwrap_or(LinkState::Cut) == LinkState::Cut {
@@ -443,7 +573,7 @@ async fn connect_and_forward(
     match upstream {
         Ok(upstream) => {
             let _ = upstream.set_nodelay(true);
-            forward(downstream, upstream, head, state, counters).await;
+            forward(downstream, upstream, head, state, counters, replied).await;
         }
         Err(_) => reset(&downstream),
     }
@@ -457,12 +587,14 @@ async fn forward(
     head: Vec<u8>,
     state: watch::Receiver<LinkState>,
     counters: &Counters,
+    replied: &(dyn Fn() + Sync),
 ) {
     let clean = {
         let (down_read, down_write) = downstream.split();
         let (up_read, up_write) = upstream.split();
-        let sent = pump(down_read, up_write, head, state.clone(), &counters.bytes_sent);
-        let back = pump(up_read, down_write, Vec::new(), state.clone(), &counters.bytes_received);
+        let sent = pump(down_read, up_write, head, state.clone(), &counters.bytes_sent, &|| {});
+        let back =
+            pump(up_read, down_write, Vec::new(), state.clone(), &counters.bytes_received, replied);
         tokio::select! {
             both = async { tokio::try_join!(sent, back) } => both.is_ok(),
             () = until_cut(state) => false,
@@ -497,13 +629,15 @@ struct Chunk {
 /// already read of it) into a bounded queue and writes the queue to `sink`
 /// as the link allows, then passes the end of the stream on (a half-close).
 /// Reading and writing are apart, so a delayed chunk does not stop the
-/// next one being read at its own time.
+/// next one being read at its own time. `written` is called after each
+/// chunk is written.
 async fn pump<R, W>(
     source: R,
     mut sink: W,
     head: Vec<u8>,
     state: watch::Receiver<LinkState>,
     forwarded: &AtomicU64,
+    written: &(dyn Fn() + Sync),
 ) -> io::Result<()>
 where
     R: AsyncRead + Unpin,
@@ -522,6 +656,7 @@ where
             }
             write_chunk(&mut sink, &chunk, &mut state).await?;
             forwarded.fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed);
+            written();
         }
         Ok(())
     };

@@ -53,6 +53,11 @@ pub struct FaultTargets {
     pub stall_gap_ms: (u64, u64),
     /// Where a client's stall may strike (drawn per stall when several).
     pub pause_at: Vec<StallPoint>,
+    /// A point every other stall strikes at, when `pause_at` has it and
+    /// more: between two round trips of a program's operation, the one
+    /// window inside an operation that lockcheck reaches only through the
+    /// proxy, since it cannot see inside the program.
+    pub every_other: Option<StallPoint>,
 }
 
 impl FaultTargets {
@@ -71,6 +76,7 @@ impl FaultTargets {
             shapes: Vec::new(),
             stall_gap_ms: (500, 3000),
             pause_at: StallPoint::ALL.to_vec(),
+            every_other: None,
         }
     }
 
@@ -155,7 +161,8 @@ pub fn schedule(
         start: Duration::from_secs(1).min(time_limit / 10),
         end: Duration::from_millis(targets.ttl_ms.saturating_mul(3)).min(time_limit / 5),
     };
-    let draws = RealDraws { targets, shapes: targets.shapes_that_apply() };
+    let draws =
+        RealDraws { targets, shapes: targets.shapes_that_apply(), stalls: Default::default() };
     let mut rng = SmallRng::seed_from_u64(seed ^ FAULT_SEED);
     let mut faults = lockcheck_workloads::schedule(&kinds, quiet, time_limit, &draws, &mut rng);
     // How long each may wait for its aim: at most two TTLs, and half the
@@ -227,6 +234,8 @@ struct RealDraws<'a> {
     targets: &'a FaultTargets,
     /// The partition shapes that apply.
     shapes: Vec<Shape>,
+    /// Stalls drawn so far.
+    stalls: std::cell::Cell<u64>,
 }
 
 impl Draws for RealDraws<'_> {
@@ -241,11 +250,23 @@ impl Draws for RealDraws<'_> {
             // client took the lock.
             FaultKind::Pause => {
                 let stall_ms = rng.gen_range(ttl * 3 / 2..=ttl * 3);
+                let drawn = self.stalls.replace(self.stalls.get() + 1);
+                let points = self.targets.pause_at.as_slice();
+                let every_other = self
+                    .targets
+                    .every_other
+                    .filter(|point| points.contains(point) && points.len() > 1);
                 // Drawn only where there is a choice.
-                let at = match self.targets.pause_at.as_slice() {
-                    [] => StallPoint::AfterGrant,
-                    [one] => *one,
-                    points => points[rng.gen_range(0..points.len())],
+                let at = match (points, every_other) {
+                    (_, Some(point)) if drawn.is_multiple_of(2) => point,
+                    (points, Some(point)) => {
+                        let others: Vec<StallPoint> =
+                            points.iter().copied().filter(|&other| other != point).collect();
+                        others[rng.gen_range(0..others.len())]
+                    }
+                    ([], None) => StallPoint::AfterGrant,
+                    ([one], None) => *one,
+                    (points, None) => points[rng.gen_range(0..points.len())],
                 };
                 (Action::Stall { stall_ms, at }, ms(stall_ms))
             }
@@ -440,6 +461,35 @@ mod tests {
 
     fn server_faults(kinds: &[FaultKind], targets: &FaultTargets, seed: u64) -> Vec<ServerFault> {
         split(schedule(kinds, targets, LIMIT, seed)).server
+    }
+
+    #[test]
+    fn a_programs_every_other_stall_strikes_between_commands_and_the_rest_as_before() {
+        let points = |targets: &FaultTargets, seed| -> Vec<StallPoint> {
+            let stalls = split(schedule(&[FaultKind::Pause], targets, LIMIT, seed)).stalls;
+            stalls.iter().map(|stall| stall.at).collect()
+        };
+        let program = FaultTargets {
+            every_other: Some(StallPoint::BetweenCommands),
+            ..FaultTargets::clients(4, 500)
+        };
+        for seed in 0..20 {
+            let drawn = points(&program, seed);
+            assert!(drawn.len() >= 4, "seed {seed}: {drawn:?}");
+            for (at, point) in drawn.iter().enumerate() {
+                let between = *point == StallPoint::BetweenCommands;
+                assert_eq!(between, at % 2 == 0, "seed {seed}: {drawn:?}");
+            }
+            // Asked for one point, or for points without it: as drawn before.
+            let one = FaultTargets { pause_at: vec![StallPoint::AfterGrant], ..program.clone() };
+            assert!(points(&one, seed).iter().all(|&point| point == StallPoint::AfterGrant));
+            let without = FaultTargets {
+                pause_at: vec![StallPoint::AfterGrant, StallPoint::InFlight],
+                ..program.clone()
+            };
+            let plain = FaultTargets { every_other: None, ..without.clone() };
+            assert_eq!(points(&without, seed), points(&plain, seed), "seed {seed}");
+        }
     }
 
     #[test]

@@ -17,11 +17,11 @@ use tokio::time::{timeout, timeout_at, Instant};
 use zookeeper_client::{Acls, Client, CreateMode, Error, SessionState};
 
 use super::{ClientConfig, RealError};
-use crate::proxy::{LinkState, Proxy};
+use crate::proxy::LinkFreezer;
 use lockcheck_workloads::zookeeper_lock::{
     parent_path, Connection, Unanswered, Variant, Woken, ZooKeeperLock, ZooKeeperSession,
 };
-use lockcheck_workloads::{Freezer, Grant, LockClient, Outcome, Stall, StallPoint};
+use lockcheck_workloads::{Grant, LockClient, Outcome, Stall, StallPoint};
 
 /// How long setting up a session and the locks' parents may take.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -172,29 +172,6 @@ impl ZooKeeperClient {
         }
         self.session.stall = stall;
         self
-    }
-}
-
-/// A client's links to its servers through the proxy, held while the
-/// client stalls: a process in a GC pause neither sends nor reads.
-#[derive(Debug, Clone)]
-pub struct LinkFreezer {
-    pub proxy: Proxy,
-    pub from: String,
-    pub to: Vec<String>,
-}
-
-impl Freezer for LinkFreezer {
-    fn freeze(&self) {
-        for to in &self.to {
-            self.proxy.set_both(&self.from, to, LinkState::Hold);
-        }
-    }
-
-    fn thaw(&self) {
-        for to in &self.to {
-            self.proxy.set_both(&self.from, to, LinkState::Pass);
-        }
     }
 }
 

@@ -174,6 +174,39 @@ async fn hold_delivers_nothing_until_heal_then_everything_in_order() {
     assert_eq!(read_exactly(&mut new, 3).await, b"xyz");
 }
 
+#[tokio::test]
+async fn a_hold_after_the_next_reply_lets_that_reply_through_and_holds_the_next_command() {
+    let (echo, echoed) = echo_server().await;
+    let proxy = start_proxy();
+    let address = route(&proxy, "client-0", "echo", echo);
+    let echo_node = ["echo".to_string()];
+    let mut stream = connect(address).await;
+    stream.write_all(b"a").await.unwrap();
+    assert_eq!(read_exactly(&mut stream, 1).await, b"a");
+    // Armed between operations: nothing moves until a reply comes back.
+    let held = proxy.hold_after_reply("client-0", &echo_node);
+    assert!(!held.struck());
+    stream.write_all(b"b").await.unwrap();
+    // The first reply of the operation reaches the client...
+    assert_eq!(read_exactly(&mut stream, 1).await, b"b");
+    timeout(PATIENCE, held.strikes()).await.expect("it strikes once the reply came");
+    assert!(held.struck());
+    // ...and its next command waits until the hold is lifted.
+    stream.write_all(b"c").await.unwrap();
+    assert!(stays_silent(&mut stream).await, "the second command went through the hold");
+    assert_eq!(echoed.bytes.load(Ordering::SeqCst), 2);
+    proxy.disarm("client-0", &echo_node);
+    assert_eq!(read_exactly(&mut stream, 1).await, b"c");
+    // A hold disarmed before any reply never strikes.
+    let disarmed = proxy.hold_after_reply("client-0", &echo_node);
+    proxy.disarm("client-0", &echo_node);
+    stream.write_all(b"d").await.unwrap();
+    assert_eq!(read_exactly(&mut stream, 1).await, b"d");
+    stream.write_all(b"e").await.unwrap();
+    assert_eq!(read_exactly(&mut stream, 1).await, b"e");
+    assert!(!disarmed.struck());
+}
+
 /// The byte at offset `at` of the long stream.
 fn pattern(at: u64) -> u8 {
     (at % 251) as u8

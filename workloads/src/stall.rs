@@ -252,7 +252,24 @@ impl Stall {
 
     /// Whether a stall waits at `point`.
     pub fn is_pending_at(&self, point: StallPoint) -> bool {
-        matches!(self.state().pending, Some((_, at)) if at == point)
+        self.pending_at(point) > 0
+    }
+
+    /// The length of the stall waiting at `point`, in ms (0: none), left
+    /// waiting there.
+    pub fn pending_at(&self, point: StallPoint) -> u64 {
+        match self.state().pending {
+            Some((ms, at)) if at == point => ms,
+            _ => 0,
+        }
+    }
+
+    /// The client can be struck at `point` in every operation (a program
+    /// whose operations may each take two round trips): it counts as passed
+    /// for the run, and never as behind a hold, so an aimed stall may wait
+    /// for it there. Nothing is taken.
+    pub fn reaches(&self, point: StallPoint) {
+        self.state().passed.insert(point);
     }
 
     /// The client passes `point`: takes the stall waiting there, if any:
