@@ -188,13 +188,14 @@ impl Proxy {
     }
 
     /// Holds the links from `from` to each of `to`, both ways, from the
-    /// moment the next reply reaches `from` on any connection of them,
-    /// until [`Proxy::disarm`]: a process that stalls between two round
-    /// trips of one operation, after the first reply and before its next
-    /// command.
+    /// moment a reply reaches `from` on any connection of them after `from`
+    /// sent something (so not the rest of an earlier reply, passed on just
+    /// as this is called), until [`Proxy::disarm`]: a process that stalls
+    /// between two round trips of one operation, after the first reply and
+    /// before its next command.
     pub fn hold_after_reply(&self, from: &str, to: &[String]) -> Arc<ReplyHold> {
         let state = Arc::new(ReplyHold::default());
-        let trap = Trap { to: to.to_vec(), state: Arc::clone(&state) };
+        let trap = Trap { to: to.to_vec(), state: Arc::clone(&state), asked: false };
         let links = &self.running.links;
         let mut traps = lock(&links.traps);
         traps.insert(from.to_string(), trap);
@@ -301,6 +302,10 @@ impl lockcheck_workloads::Freezer for LinkFreezer {
 struct Trap {
     to: Vec<String>,
     state: Arc<ReplyHold>,
+    /// Bytes went from the node to its servers since it was armed: only a
+    /// reply after them strikes (not the last bytes of an earlier reply,
+    /// passed on just before it was armed).
+    asked: bool,
 }
 
 /// A hold after a reply: whether the reply came, and the hold struck.
@@ -401,6 +406,18 @@ impl Links {
         }
     }
 
+    /// Bytes went from `source` (before aliases) to a server: a hold waiting
+    /// for its next reply may strike from now on.
+    fn asked(&self, source: &str) {
+        if !self.armed.load(Ordering::SeqCst) {
+            return;
+        }
+        let from = self.resolve(source);
+        if let Some(trap) = lock(&self.traps).get_mut(&from) {
+            trap.asked = true;
+        }
+    }
+
     /// A reply reached `source` (before aliases): the hold waiting for it,
     /// if any, strikes now.
     fn spring(&self, source: &str) {
@@ -410,6 +427,9 @@ impl Links {
         let from = self.resolve(source);
         let trap = {
             let mut traps = lock(&self.traps);
+            if !traps.get(&from).is_some_and(|trap| trap.asked) {
+                return;
+            }
             let trap = traps.remove(&from);
             self.armed.store(!traps.is_empty(), Ordering::SeqCst);
             trap
@@ -514,6 +534,7 @@ async fn serve(mut downstream: TcpStream, links: Arc<Links>, route: Arc<Route>) 
     let (effective, state) = watch::channel(initial);
     // A reply reached the source: a hold waiting for it strikes.
     let replied = || links.spring(&source);
+    let asked = || links.asked(&source);
     // Biased: a link change is copied into `effective` before the pumps
     // look at it. Polled in random order, a chunk that arrived together with
     // the change (a proxy thread starved on a loaded machine) could be
@@ -521,7 +542,7 @@ async fn serve(mut downstream: TcpStream, links: Arc<Links>, route: Arc<Route>) 
     tokio::select! {
         biased;
         () = follow_link(&links, &source, &route.to, &effective) => {}
-        () = connect_and_forward(downstream, head, route.target, state, &counters, &replied) => {}
+        () = connect_and_forward(downstream, head, route.target, state, &counters, &asked, &replied) => {}
     }
 }
 
@@ -559,6 +580,7 @@ async fn connect_and_forward(
     target: SocketAddr,
     mut state: watch::Receiver<LinkState>,
     counters: &Counters,
+    asked: &(dyn Fn() + Sync),
     replied: &(dyn Fn() + Sync),
 ) {
     let now = state.wait_for(|state| *state != LinkState::Hold).await.map(|state| *state);
@@ -573,7 +595,7 @@ async fn connect_and_forward(
     match upstream {
         Ok(upstream) => {
             let _ = upstream.set_nodelay(true);
-            forward(downstream, upstream, head, state, counters, replied).await;
+            forward(downstream, upstream, head, state, counters, asked, replied).await;
         }
         Err(_) => reset(&downstream),
     }
@@ -587,12 +609,13 @@ async fn forward(
     head: Vec<u8>,
     state: watch::Receiver<LinkState>,
     counters: &Counters,
+    asked: &(dyn Fn() + Sync),
     replied: &(dyn Fn() + Sync),
 ) {
     let clean = {
         let (down_read, down_write) = downstream.split();
         let (up_read, up_write) = upstream.split();
-        let sent = pump(down_read, up_write, head, state.clone(), &counters.bytes_sent, &|| {});
+        let sent = pump(down_read, up_write, head, state.clone(), &counters.bytes_sent, asked);
         let back =
             pump(up_read, down_write, Vec::new(), state.clone(), &counters.bytes_received, replied);
         tokio::select! {
@@ -779,6 +802,24 @@ mod tests {
         assert_eq!(server_from(b"GET / HTTP/1.1\r\nX-Server-From: 1f\r\n"), None);
         assert_eq!(server_from(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n"), None);
         assert_eq!(server_from(b"GET / HTTP/1.1\r\nX-Server-From:\r\n\r\n"), None);
+    }
+
+    #[test]
+    fn a_hold_after_a_reply_strikes_only_on_a_reply_to_bytes_sent_after_it_was_armed() {
+        let proxy = Proxy::start().expect("the proxy starts");
+        let links = &proxy.running.links;
+        let held = proxy.hold_after_reply("client-0", &["echo".to_string()]);
+        // The end of an earlier reply, passed on as the hold was armed.
+        links.spring("client-0");
+        assert!(!held.struck());
+        assert_eq!(*links.subscribe("client-0", "echo").borrow(), LinkState::Pass);
+        // A request, then its reply: the hold strikes.
+        links.asked("client-0");
+        links.spring("client-0");
+        assert!(held.struck());
+        assert_eq!(*links.subscribe("client-0", "echo").borrow(), LinkState::Hold);
+        proxy.disarm("client-0", &["echo".to_string()]);
+        assert_eq!(*links.subscribe("client-0", "echo").borrow(), LinkState::Pass);
     }
 
     #[test]
