@@ -524,22 +524,23 @@ impl ExecClient {
     /// heartbeat) stop as a whole application's do in a GC pause, then
     /// continues (SIGCONT). A stall in flight stops it while a request is
     /// outstanding ([`ExecClient::request`]).
-    /// Stalls the program between two round trips of one operation at the
-    /// pause's `between-commands` point: its links to its servers are held
-    /// from the moment the first reply of the operation reaches it, for the
-    /// stall's length, so that its next command reaches the server that
-    /// late, as if the process had stopped after reading that reply.
-    /// lockcheck cannot see inside the program; the proxy sees its traffic.
-    pub fn holding_links(mut self, links: Option<LinkFreezer>) -> ExecClient {
-        self.links = links;
-        self
-    }
-
     pub fn freeze_on_stall(mut self, stall: Stall) -> ExecClient {
         let slot = self.pid_slot.get_or_insert_with(PidSlot::default).clone();
         self.publish_pid();
         stall.freezing(Arc::new(GroupFreezer(slot)));
         self.stall = Some(stall);
+        self
+    }
+
+    /// Stalls the program between two round trips of one operation at the
+    /// pause's `between-commands` point: from the moment the first reply of
+    /// the operation reaches it, its links to its servers are held and the
+    /// program is stopped, for the stall's length, so that its next command
+    /// reaches the server that late, as if the process had stopped after
+    /// reading that reply.
+    /// lockcheck cannot see inside the program; the proxy sees its traffic.
+    pub fn holding_links(mut self, links: Option<LinkFreezer>) -> ExecClient {
+        self.links = links;
         self
     }
 
