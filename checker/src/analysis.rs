@@ -3,6 +3,8 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::deadlock::Deadlock;
+use crate::election::ReElection;
 use crate::fence::FenceMonotonicity;
 use std::collections::BTreeSet;
 
@@ -78,6 +80,8 @@ pub fn default_checkers() -> Vec<Box<dyn Checker>> {
         Box::new(FenceMonotonicity),
         Box::new(ResourceSafety),
         Box::new(Liveness),
+        Box::new(Deadlock),
+        Box::new(ReElection),
         Box::new(Linearizability),
         Box::new(ExactlyOnce),
         Box::new(Idempotency),

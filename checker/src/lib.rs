@@ -12,6 +12,8 @@ mod analysis;
 mod beliefs;
 mod capped;
 mod coverage;
+mod deadlock;
+mod election;
 mod event;
 mod expect;
 mod fastline;
@@ -44,6 +46,8 @@ pub use capped::{LineTooLong, DEFAULT_MAX_LINE_BYTES};
 pub use coverage::{coverage, coverage_with, Coverage, FaultCoverage, KindCoverage};
 pub use event::{Event, EventType, Function, NemesisDetails, PaymentFields, Process, ValueFields};
 pub use expect::{CellOutcome, Expect, Judgement};
+pub use deadlock::Deadlock;
+pub use election::ReElection;
 pub use fence::FenceMonotonicity;
 pub use findings::{Cause, Finding};
 pub use history::{

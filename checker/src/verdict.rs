@@ -292,6 +292,8 @@ pub mod names {
     pub const FENCE_MONOTONICITY: &str = "fence-monotonicity";
     pub const RESOURCE_SAFETY: &str = "resource-safety";
     pub const LIVENESS: &str = "liveness";
+    pub const DEADLOCK: &str = "deadlock";
+    pub const RE_ELECTION: &str = "re-election";
     pub const LINEARIZABILITY: &str = "linearizability";
     pub const EXACTLY_ONCE: &str = "exactly-once";
     pub const IDEMPOTENCY: &str = "idempotency";

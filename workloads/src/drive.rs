@@ -6,6 +6,8 @@ use rand::rngs::SmallRng;
 
 use crate::client::LockClient;
 use crate::cron::run_cron;
+use crate::election::run_election;
+use crate::lock_order::run_lock_order;
 use crate::payments::{run_payments, Payments};
 use crate::recorder::SharedRecorder;
 use crate::stall::Stall;
@@ -37,5 +39,9 @@ pub async fn run_client<C: LockClient, S: ResourceStore, P: Payments>(
         Workload::Payments => {
             run_payments(client, payments, plan, options, rng, recorder, stall).await
         }
+        Workload::LockOrder | Workload::LockOrderOpposite => {
+            run_lock_order(client, plan, options, rng, recorder, stall).await
+        }
+        Workload::Election => run_election(client, store, plan, options, rng, recorder, stall).await,
     }
 }

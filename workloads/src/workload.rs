@@ -35,16 +35,30 @@ pub enum Workload {
     /// Workers take orders from a queue that redelivers and charge each
     /// one, protected as `--protection` says (crate::payments).
     Payments,
+    /// Every client takes two locks, always in the same order, and holds
+    /// both a while (crate::lock_order): no deadlock can form.
+    LockOrder,
+    /// Broken: as `LockOrder`, but every other client takes the two locks
+    /// in the opposite order, so two of them can each hold what the other
+    /// waits for: a deadlock.
+    LockOrderOpposite,
+    /// Every client is a candidate in a leader election (crate::election):
+    /// it campaigns for the lock; the leader renews, and does its work
+    /// stamped with its term as the token, until it steps down or dies.
+    Election,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 6] = [
+    pub const ALL: [Workload; 9] = [
         Workload::Mutex,
         Workload::FencedWrite,
         Workload::Cron,
         Workload::CronRelease,
         Workload::UnlockedWrite,
         Workload::Payments,
+        Workload::LockOrder,
+        Workload::LockOrderOpposite,
+        Workload::Election,
     ];
 
     pub fn parse(name: &str) -> Option<Workload> {
@@ -59,6 +73,9 @@ impl Workload {
             Workload::CronRelease => "cron-release",
             Workload::UnlockedWrite => "unlocked-write",
             Workload::Payments => "payments",
+            Workload::LockOrder => "lock-order",
+            Workload::LockOrderOpposite => "lock-order-opposite",
+            Workload::Election => "election",
         }
     }
 }
@@ -122,7 +139,13 @@ impl WorkloadOptions {
             Workload::Cron | Workload::CronRelease => {
                 &self.resources[..self.resources.len().min(1)]
             }
-            Workload::Mutex | Workload::FencedWrite | Workload::UnlockedWrite => &self.resources,
+            Workload::Mutex
+            | Workload::FencedWrite
+            | Workload::UnlockedWrite
+            | Workload::LockOrder
+            | Workload::LockOrderOpposite => &self.resources,
+            // The leader's work lands in the first lock's resource.
+            Workload::Election => &self.resources[..self.resources.len().min(1)],
             // The orders' effects land in the payments services, not here.
             Workload::Payments => &[],
         }
@@ -424,7 +447,10 @@ pub(crate) async fn run_locking<C: LockClient, S: ResourceStore>(
             | Workload::Cron
             | Workload::CronRelease
             | Workload::UnlockedWrite
-            | Workload::Payments => {
+            | Workload::Payments
+            | Workload::LockOrder
+            | Workload::LockOrderOpposite
+            | Workload::Election => {
                 if options.keepalive_ms.is_none() {
                     work(&mut rng, options.hold_ms, stall).await
                 }
