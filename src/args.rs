@@ -270,8 +270,12 @@ pub struct CheckArgs {
     /// under a lock per day: exactly once a day), cron-release (broken: the
     /// day's lock is released after the run) or unlocked-write (no lock at
     /// all: clients write as they like, and only the storage keeps them
-    /// safe) or payments (workers take orders from a queue that redelivers
-    /// and charge each: the double charge; see --protection).
+    /// safe), payments (workers take orders from a queue that redelivers
+    /// and charge each: the double charge; see --protection), lock-order
+    /// (each client takes two locks, always in one order: no deadlock),
+    /// lock-order-opposite (broken: every other client takes them in the
+    /// opposite order, and two deadlock) or election (candidates campaign
+    /// for one lock; the leader renews and stamps its work with its term).
     #[arg(long, default_value = "fenced-write")]
     pub workload: String,
     /// What the payments workload relies on to charge each order once:
@@ -589,10 +593,8 @@ impl CheckArgs {
 
     pub fn workload(&self) -> Result<Workload, String> {
         Workload::parse(&self.workload).ok_or_else(|| {
-            format!(
-                "unknown workload {:?}: use mutex, fenced-write, cron, cron-release, unlocked-write or payments",
-                self.workload
-            )
+            let names: Vec<&str> = Workload::ALL.into_iter().map(Workload::name).collect();
+            format!("unknown workload {:?}: use one of {}", self.workload, names.join(", "))
         })
     }
 

@@ -184,6 +184,9 @@ pub struct ValueFields {
     /// acquire: how long the service keeps a lock whose holder's session
     /// ended from being taken again (Consul's lock-delay).
     pub lock_delay_ms: Option<u64>,
+    /// acquire in a leader election: the bound within which a new leader
+    /// must be elected after the leader's end.
+    pub elect_within_ms: Option<u64>,
     pub data: Option<String>,
     /// write: the version of the resource the write made (on `ok`).
     pub version: Option<u64>,
@@ -539,6 +542,7 @@ impl<'de> Visitor<'de> for ValueFieldsVisitor {
                 "ttl_ms" => fields.ttl_ms = map.next_value().map_err(error)?,
                 "permits" => fields.permits = map.next_value().map_err(error)?,
                 "lock_delay_ms" => fields.lock_delay_ms = map.next_value().map_err(error)?,
+                "elect_within_ms" => fields.elect_within_ms = map.next_value().map_err(error)?,
                 "data" => fields.data = map.next_value().map_err(error)?,
                 "version" => fields.version = map.next_value().map_err(error)?,
                 "fault" => fields.fault = map.next_value().map_err(error)?,

@@ -146,6 +146,9 @@ impl<'a> Cursor<'a> {
                 "lock_delay_ms" if fields.lock_delay_ms.is_none() => {
                     fields.lock_delay_ms = Some(self.unsigned()?)
                 }
+                "elect_within_ms" if fields.elect_within_ms.is_none() => {
+                    fields.elect_within_ms = Some(self.unsigned()?)
+                }
                 "version" if fields.version.is_none() => fields.version = Some(self.unsigned()?),
                 "permits" if fields.permits.is_none() => {
                     fields.permits = Some(u32::try_from(self.unsigned()?).ok()?)

@@ -36,6 +36,9 @@ pub enum Cause {
     StaleHolder,
     /// A lock's fencing tokens started over below those already handed out.
     TokenReset,
+    /// Clients each held a lock and waited for one another's: locks taken
+    /// in opposite orders, or a longer cycle of waits.
+    Deadlock,
     /// A violation of its own kind, not traced to a stale holder or a reset.
     Other(ViolationKind),
 }
@@ -46,6 +49,7 @@ impl Cause {
         match self {
             Cause::StaleHolder => "stale holder",
             Cause::TokenReset => "token reset",
+            Cause::Deadlock => "deadlock",
             Cause::Other(kind) => match kind {
                 ViolationKind::Overlap => "overlap",
                 ViolationKind::DuplicateToken => "duplicate token",
@@ -56,6 +60,7 @@ impl Cause {
                 ViolationKind::StaleRead => "stale read",
                 ViolationKind::LostUpdate => "lost update",
                 ViolationKind::Stuck => "stuck lock",
+                ViolationKind::Deadlock => "deadlock",
                 ViolationKind::NotLinearizable => "not linearizable",
                 ViolationKind::RanTwice => "ran twice",
                 ViolationKind::NeverRan => "never ran",
@@ -64,6 +69,7 @@ impl Cause {
                 ViolationKind::KeyReused => "idempotency key reused",
                 ViolationKind::ReplayDiffers => "replay differs",
                 ViolationKind::InFlightNotRefused => "in flight not refused",
+                ViolationKind::NoLeader => "no leader",
             },
         }
     }
@@ -349,6 +355,7 @@ pub fn group(history: &History, beliefs: &Beliefs, results: &mut [CheckResult]) 
     let context = Context {
         history,
         beliefs,
+        waits: deadlock_waits(history, results),
         faults: intervals(history),
         end: history.end().time_ns,
         writes: writes_by_process(history),
@@ -376,6 +383,91 @@ struct Context<'h> {
     /// Per key: each fenced grant (by op id) and the highest token granted
     /// up to it.
     highest: HashMap<crate::history::KeyId, Vec<(OpId, u64)>>,
+    /// The acquires the kept deadlocks name, by their invoke's index.
+    waits: HashMap<u64, OpId>,
+}
+
+/// The acquires whose invoke a kept deadlock names among its events (its
+/// members' waits), by that index; empty (and no scan) without deadlocks.
+fn deadlock_waits(history: &History, results: &[CheckResult]) -> HashMap<u64, OpId> {
+    let named: HashSet<u64> = results
+        .iter()
+        .flat_map(|result| &result.violations)
+        .filter(|violation| violation.kind == ViolationKind::Deadlock)
+        .flat_map(|violation| violation.events.iter().copied())
+        .collect();
+    if named.is_empty() {
+        return HashMap::default();
+    }
+    history
+        .ops()
+        .iter()
+        .enumerate()
+        .filter(|(_, op)| op.f == Function::Acquire && named.contains(&op.invoke.index))
+        .map(|(id, op)| (op.invoke.index, id as OpId))
+        .collect()
+}
+
+/// A deadlock's root cause in a sentence: `locks taken in opposite
+/// orders: …`, or `a cycle of 3 clients each waiting for a lock another
+/// holds: …`. A deadlock the server reported with no cycle shown is told
+/// as the checker told it.
+fn deadlock(context: &Context<'_>, violation: &crate::verdict::Violation) -> String {
+    let history = context.history;
+    // Each member's wait: the acquire of that process among the events.
+    let waited: Option<Vec<&str>> = violation
+        .processes
+        .iter()
+        .map(|&process| {
+            violation.events.iter().find_map(|index| {
+                let op = history.op(*context.waits.get(index)?);
+                (op.process == process).then(|| history.key_name(op.key))
+            })
+        })
+        .collect();
+    let (Some(waited), true) = (waited, violation.processes.len() > 1) else {
+        return violation.explanation.clone();
+    };
+    let during = violation
+        .window
+        .map(|window| {
+            format!(
+                " from t={} for {}",
+                format_time(window.start_ns),
+                format_seconds(window.duration_ns())
+            )
+        })
+        .unwrap_or_default();
+    let processes = &violation.processes;
+    match waited.as_slice() {
+        &[first, second] if first != second => format!(
+            "locks taken in opposite orders: process {a} took {second:?} then {first:?}, \
+             process {b} {first:?} then {second:?}; each held its first and waited for the \
+             other's{during}.",
+            a = processes[0],
+            b = processes[1],
+        ),
+        keys => {
+            let names: Vec<String> = processes.iter().map(i64::to_string).collect();
+            let keys: Vec<String> = keys.iter().map(|key| format!("{key:?}")).collect();
+            format!(
+                "a cycle of {n} clients each waiting for a lock another holds: processes {names} \
+                 waited for {keys} in turn{during}.",
+                n = processes.len(),
+                names = and_list(&names),
+                keys = and_list(&keys),
+            )
+        }
+    }
+}
+
+/// `1, 2 and 3`.
+fn and_list(items: &[String]) -> String {
+    match items.split_last() {
+        None => String::new(),
+        Some((only, [])) => only.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
 }
 
 fn writes_by_process(history: &History) -> HashMap<i64, Vec<OpId>> {
@@ -445,6 +537,14 @@ fn describe(
             let (summary, fault) = stale_holder(context, grant, group, results);
             let op = history.op(grant);
             (Cause::StaleHolder, history.key_name(op.key), Some(op.process), summary, fault)
+        }
+        None if first.is_some_and(|violation| violation.kind == ViolationKind::Deadlock) => {
+            // A deadlock is the clients' own lock order: no fault is behind
+            // it, whatever faults were on while it lasted.
+            let violation = first.expect("checked");
+            let summary = deadlock(context, violation);
+            let process = violation.processes.last().copied();
+            (Cause::Deadlock, violation.key.as_str(), process, summary, None)
         }
         None => {
             let violation = first.expect("a group without a root grant has a kept violation");

@@ -128,6 +128,9 @@ pub struct History {
     warnings: Vec<String>,
     /// The longest lock-delay an acquire asked for (0: none).
     lock_delay_ms: u64,
+    /// The largest bound on a leader election an acquire stated (none: no
+    /// acquire is a candidate's).
+    elect_within_ms: Option<u64>,
     /// The payments operations' fields, by op id, ascending: kept beside
     /// the operations, so that the other workloads' stay small.
     payments: Vec<(OpId, PaymentFields)>,
@@ -166,6 +169,13 @@ impl History {
     /// keeps a lock whose holder's session ended from being taken (0: none).
     pub fn lock_delay_ms(&self) -> u64 {
         self.lock_delay_ms
+    }
+
+    /// The largest bound within which an election's acquires said a new
+    /// leader must be elected after the leader's end (`elect_within_ms`);
+    /// none when no acquire said one.
+    pub fn elect_within_ms(&self) -> Option<u64> {
+        self.elect_within_ms
     }
 
     pub fn nemesis_events(&self) -> &[NemesisEvent] {
@@ -409,6 +419,10 @@ impl HistoryBuilder {
         let id = id as OpId;
         if let Some(lock_delay_ms) = fields.lock_delay_ms {
             self.history.lock_delay_ms = self.history.lock_delay_ms.max(lock_delay_ms);
+        }
+        if let (Function::Acquire, Some(bound)) = (&event.f, fields.elect_within_ms) {
+            self.history.elect_within_ms =
+                Some(self.history.elect_within_ms.map_or(bound, |seen| seen.max(bound)));
         }
         let (fence, data) = match event.f {
             Function::Release | Function::Write | Function::Run | Function::Charge => {

@@ -44,10 +44,10 @@ pub use analysis::{
 pub use beliefs::{Belief, BeliefEnd, Beliefs};
 pub use capped::{LineTooLong, DEFAULT_MAX_LINE_BYTES};
 pub use coverage::{coverage, coverage_with, Coverage, FaultCoverage, KindCoverage};
-pub use event::{Event, EventType, Function, NemesisDetails, PaymentFields, Process, ValueFields};
-pub use expect::{CellOutcome, Expect, Judgement};
 pub use deadlock::Deadlock;
 pub use election::ReElection;
+pub use event::{Event, EventType, Function, NemesisDetails, PaymentFields, Process, ValueFields};
+pub use expect::{CellOutcome, Expect, Judgement};
 pub use fence::FenceMonotonicity;
 pub use findings::{Cause, Finding};
 pub use history::{

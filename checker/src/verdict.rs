@@ -58,6 +58,9 @@ pub enum ViolationKind {
     LostUpdate,
     /// A lock stayed unobtainable long after every holder was gone.
     Stuck,
+    /// Clients each held a lock and waited for one another's: a cycle of
+    /// waits (or a deadlock the server reported).
+    Deadlock,
     /// No order of the operations is legal for the model.
     NotLinearizable,
     /// A unit of work that must run once ran twice or more.
@@ -77,6 +80,9 @@ pub enum ViolationKind {
     /// Two requests with one idempotency key, in flight at once, both took
     /// effect: one should have been refused (409) or replayed.
     InFlightNotRefused,
+    /// A leader's lease ran out (or it resigned) while candidates
+    /// campaigned, and no new leader was elected within the stated bound.
+    NoLeader,
 }
 
 /// A span of the history, as event indices and test times.

@@ -2,7 +2,7 @@
 //! reference lock is valid for every checker, and each defect injected into it
 //! is found by the checker it concerns, and by no other.
 
-use lockcheck_checker::names::{EXACTLY_ONCE, IDEMPOTENCY};
+use lockcheck_checker::names::{DEADLOCK, EXACTLY_ONCE, IDEMPOTENCY, RE_ELECTION};
 use lockcheck_checker::synth::{self, Injection, SynthOptions};
 use lockcheck_checker::{
     analyze, default_checkers, read_history, Analysis, CheckOptions, Event, History, Verdict,
@@ -250,9 +250,10 @@ fn default_options_give_a_concurrent_valid_history() {
     let analysis = analyze(&history, &default_checkers(), &CheckOptions::default());
     assert_eq!(analysis.verdict, Verdict::Valid, "{:#?}", analysis.results);
     // Every lock checker applies and finds it valid (exactly-once and
-    // idempotency have no runs or charges to judge here).
+    // idempotency have no runs or charges to judge here, deadlock no client
+    // taking a second lock, re-election no election).
     for result in &analysis.results {
-        let work = [EXACTLY_ONCE, IDEMPOTENCY].contains(&result.checker);
+        let work = [EXACTLY_ONCE, IDEMPOTENCY, DEADLOCK, RE_ELECTION].contains(&result.checker);
         let expected = if work { None } else { Some(Verdict::Valid) };
         assert_eq!(result.verdict, expected, "{}", result.checker);
     }

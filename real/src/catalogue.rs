@@ -403,6 +403,26 @@ impl RealBackend {
                 )
                 .await
             }
+            Recipe::EtcdElection => {
+                let fencing = run.fencing;
+                drive_stored(
+                    options,
+                    history,
+                    sides,
+                    |logical, stall| {
+                        let config = config(logical);
+                        let endpoints = urls(logical);
+                        async move {
+                            Ok(EtcdClient::connect(endpoints, &config, fencing, false)
+                                .await?
+                                .campaigning(&config, fencing)
+                                .stalling_at(stall))
+                        }
+                    },
+                    nemesis,
+                )
+                .await
+            }
             Recipe::ZooKeeper(variant) => {
                 ZooKeeperClient::prepare(lock_urls, locks).await?;
                 let (fencing, ttl_ms) = (run.fencing, options.workload.ttl_ms);

@@ -35,8 +35,8 @@
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, PutOptions, SortOrder,
-    SortTarget, Txn, TxnOp, TxnOpResponse, WatchOptions,
+    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, LeaderKey, PutOptions,
+    ResignOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
 use tokio::time::{timeout, timeout_at, Instant};
 
@@ -54,6 +54,12 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// the Lock API's are.
 fn lock_name(key: &str) -> String {
     format!("lockcheck/{key}")
+}
+
+/// The election's name for lock `key` (its candidates' keys are
+/// `<name>/<lease in hex>`, as etcd's election service puts them).
+fn election_name(key: &str) -> String {
+    format!("lockcheck-election/{key}")
 }
 
 /// The whole seconds of a TTL, rounded up, at least 1.
@@ -154,6 +160,16 @@ impl EtcdClient {
             false => Waiting::TryOnce,
         };
         Ok(EtcdClient { lock: EtcdLock::waiting(fencing, waiting), channel })
+    }
+
+    /// A candidate in etcd's election instead: an acquire is a `Campaign`
+    /// that waits in line for at most half the client's deadline (the
+    /// server takes the key back when the call is given up, and the recipe
+    /// revokes its lease), a release a `Resign`.
+    pub fn campaigning(mut self, config: &ClientConfig, fencing: bool) -> EtcdClient {
+        let wait_ms = (config.deadline.as_millis() as u64 / 2).max(1);
+        self.lock = EtcdLock::campaigning(fencing, wait_ms);
+        self
     }
 
     /// A holder whose keepalive goes unanswered checks as `check` says.
@@ -443,6 +459,59 @@ impl EtcdSession for Channel {
         let until = self.started + Duration::from_millis(until_ms);
         let woken = self.watch_delete(before, until).await;
         self.checked(woken).await
+    }
+
+    /// One `Campaign` call, given up when the wait runs out (etcd's server
+    /// then resigns the key it put, and the recipe revokes the lease).
+    async fn campaign(
+        &mut self,
+        name: &str,
+        lease: u64,
+        until_ms: u64,
+    ) -> Result<Bound, Unanswered> {
+        let client = self.client().await?;
+        let mut election = client.election_client();
+        let lease = i64::try_from(lease).map_err(|_| Unanswered::NotSent)?;
+        let wait_until = self.started + Duration::from_millis(until_ms);
+        let call = election.campaign(election_name(name), "", lease);
+        let campaigned = match timeout_at(wait_until.min(self.until), call).await {
+            Ok(Ok(response)) => match response.leader() {
+                Some(leader) => u64::try_from(leader.rev())
+                    .map(Bound::Holds)
+                    .map_err(|_| Unanswered::Unknown("bad-reply")),
+                None => Err(Unanswered::Unknown("bad-reply")),
+            },
+            Ok(Err(error)) if lease_not_found(&error) => Ok(Bound::Refused),
+            Ok(Err(_)) => unanswered(false),
+            // The wait's own end: still in line, as far as we know.
+            Err(_) if wait_until <= self.until => Ok(Bound::Queued(0)),
+            Err(_) => unanswered(true),
+        };
+        self.checked(campaigned).await
+    }
+
+    async fn resign(&mut self, name: &str, lease: u64, own: u64) -> Result<bool, Unanswered> {
+        let client = self.client().await?;
+        let mut election = client.election_client();
+        let name = election_name(name);
+        let leader = LeaderKey::new()
+            .with_key(format!("{name}/{lease:x}"))
+            .with_name(name)
+            .with_rev(i64::try_from(own).map_err(|_| Unanswered::NotSent)?)
+            .with_lease(i64::try_from(lease).map_err(|_| Unanswered::NotSent)?);
+        let options = ResignOptions::new().with_leader(leader);
+        let resigned = match timeout_at(self.until, election.resign(Some(options))).await {
+            Ok(Ok(_)) => Ok(true),
+            // The key was gone (etcd's `election: not leader`).
+            Ok(Err(etcd_client::Error::GRpcStatus(status)))
+                if status.message().contains("not leader") =>
+            {
+                Ok(false)
+            }
+            Ok(Err(_)) => unanswered(false),
+            Err(_) => unanswered(true),
+        };
+        self.checked(resigned).await
     }
 
     async fn keep_alive(&mut self, lease: u64) -> Result<bool, Unanswered> {

@@ -5,12 +5,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use lockcheck_checker::names::DEADLOCK;
 use lockcheck_checker::names::EXACTLY_ONCE as ONCE;
 use lockcheck_checker::names::FENCE_MONOTONICITY as FENCE;
 use lockcheck_checker::names::IDEMPOTENCY;
 use lockcheck_checker::names::LINEARIZABILITY as LINEAR;
 use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
 use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
+use lockcheck_checker::names::RE_ELECTION;
 use lockcheck_checker::{Event, Expect, Function, Judgement, Process};
 use lockcheck_workloads::payments::Protection;
 use lockcheck_workloads::provider::Variant;
@@ -627,6 +629,55 @@ pub fn cells() -> Vec<RealCell> {
             runs: Some(6),
             ..paying(Protection::IdempotencyKey, violated(&[ONCE, IDEMPOTENCY]), "a provider that checks, then inserts: two requests at once both charge")
                 .with_provider(Variant::CheckThenInsert)
+        },
+        // Two locks per client (docs/guide.md#lock-ordering). A TTL of 6 s
+        // makes each wait 2 s, past PostgreSQL's deadlock_timeout (1 s),
+        // after which its detector ends one wait of a cycle; MariaDB's
+        // finds it as the cycle closes.
+        RealCell {
+            workload: Workload::LockOrder,
+            ..cell(on(B::PostgresAdvisory, &[], 6000), 10, SAFE, "lock ordering, one fixed order: no deadlock")
+        },
+        RealCell {
+            workload: Workload::LockOrderOpposite,
+            ..cell(on(B::PostgresAdvisory, &[], 6000), 10, violated(&[DEADLOCK]), "lock ordering, opposite orders: a cycle of waits, which PostgreSQL's detector ends (40P01)")
+        },
+        RealCell {
+            workload: Workload::LockOrder,
+            ..cell(on(B::MysqlGetLock, &[], 6000), 10, SAFE, "lock ordering, one fixed order: no deadlock")
+        },
+        RealCell {
+            workload: Workload::LockOrderOpposite,
+            ..cell(on(B::MysqlGetLock, &[], 6000), 10, violated(&[DEADLOCK]), "lock ordering, opposite orders: a cycle of waits, which MariaDB refuses as it closes (1213)")
+        },
+        // Leader election with renewals: every client a candidate, the
+        // leader working under its term, stalled mid-tenure by the pause.
+        RealCell {
+            workload: Workload::Election,
+            ..cell(
+                on(B::EtcdElection, &[F::Pause], 2000),
+                24,
+                Expect::Keeps { valid: &[FENCE, RESOURCE, RE_ELECTION] },
+                "election on etcd's Campaign, a leader stalled past its lease: the next is elected within the bound; the leader key's revision fences the stalled one's work",
+            )
+        },
+        RealCell {
+            workload: Workload::Election,
+            ..cell(
+                on(B::Redis, &[F::Pause], 500),
+                8,
+                Expect::Violated { any_of: &[MUTEX], stays_valid: &[RESOURCE, RE_ELECTION] },
+                "election, a leader stalled past its lease still believes it leads; fenced storage rejects its work; re-elected within the bound",
+            )
+        },
+        RealCell {
+            workload: Workload::Election,
+            ..cell(
+                on(B::PostgresLease, &[F::Pause], 500),
+                8,
+                Expect::Violated { any_of: &[MUTEX], stays_valid: &[RESOURCE, RE_ELECTION] },
+                "election on a PostgreSQL lease table, a leader stalled past its lease: two believe they lead; the fence column's term rejects the stale work",
+            )
         },
         RealCell {
             workload: Workload::Cron,

@@ -133,7 +133,7 @@ fn faults(test: &RunOptions, backend: RealBackend) -> Result<Faults, String> {
     if let Some(why) = test.storage.refuses(test.workload) {
         return Err(why);
     }
-    if let Some(why) = test.refuses_payments_options() {
+    if let Some(why) = test.refuses_workload_options() {
         return Err(why);
     }
     let mut faults = Faults::default();

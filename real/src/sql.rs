@@ -337,6 +337,39 @@ impl PgSession {
         }
     }
 
+    /// `pg_advisory_lock(k)` waiting at most `wait_ms` (the session's
+    /// `lock_timeout`), in one round trip: granted, or `timeout` (55P03),
+    /// or `deadlock` with the server's words when its deadlock detector
+    /// (after `deadlock_timeout`, a second by default) chose this wait to
+    /// end (40P01). Other recipes ask again until the wait is over.
+    async fn acquire_waiting(&mut self, key: &str, wait_ms: u64) -> Step<Grant> {
+        let sql = format!(
+            "SET lock_timeout = {}; SELECT pg_advisory_lock({})",
+            wait_ms.max(1),
+            advisory_key(key)
+        );
+        match self.client.simple_query(&sql).await {
+            Ok(_) => Ok(Outcome::Ok(Grant::default())),
+            Err(error) => match error.as_db_error() {
+                Some(db) if *db.code() == tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE => {
+                    Ok(Outcome::Fail("timeout".into()))
+                }
+                Some(db)
+                    if *db.code() == tokio_postgres::error::SqlState::T_R_DEADLOCK_DETECTED =>
+                {
+                    let detail = db.detail().map(|detail| format!(" {detail}")).unwrap_or_default();
+                    Ok(Outcome::Fail(format!(
+                        "deadlock: ERROR {}: {}.{}",
+                        db.code().code(),
+                        db.message(),
+                        detail.replace('\n', " ")
+                    )))
+                }
+                _ => Err(error.into()),
+            },
+        }
+    }
+
     /// Opens the transaction and tries the lock in one round trip; the
     /// transaction stays open while the lock is held, and is rolled back at
     /// once if the lock is busy.
@@ -448,6 +481,10 @@ impl LeaseStore for PgSession {
 }
 
 const MY_GET_LOCK: &str = "SELECT GET_LOCK(?, 0)";
+const MY_GET_LOCK_WAITING: &str = "SELECT GET_LOCK(?, ?)";
+/// The server found a deadlock among lock waits: MariaDB's `ER_LOCK_DEADLOCK`
+/// for `GET_LOCK`, MySQL's `ER_USER_LOCK_DEADLOCK`.
+const MY_DEADLOCK_CODES: [u16; 2] = [1213, 3058];
 const MY_RELEASE_LOCK: &str = "SELECT RELEASE_LOCK(?)";
 const MY_HOLDS: &str = "SELECT IS_USED_LOCK(?) = CONNECTION_ID()";
 const MY_LEASE_INSERT: &str = "INSERT IGNORE INTO lockcheck_leases (name) VALUES (?)";
@@ -500,6 +537,29 @@ impl MySession {
             };
         }
         lease_table::acquire(self, key, owner.to_string(), ttl_ms, None).await
+    }
+
+    /// `GET_LOCK(name, wait)`, waiting at most `wait_ms`: 1 granted, 0
+    /// `timeout`; a deadlock the server found among the waits refuses it
+    /// at once (`deadlock`, with the server's words).
+    async fn acquire_waiting(&mut self, key: &str, wait_ms: u64) -> Step<Grant> {
+        let wait_s = wait_ms.max(1) as f64 / 1000.0;
+        let row: Result<Option<Option<i64>>, mysql_async::Error> =
+            self.conn.exec_first(MY_GET_LOCK_WAITING, (mysql_lock_name(key), wait_s)).await;
+        match row {
+            Ok(row) => match row.flatten() {
+                Some(1) => Ok(Outcome::Ok(Grant::default())),
+                Some(_) => Ok(Outcome::Fail("timeout".into())),
+                None => Err(Failure::Refused("get-lock-null".into())),
+            },
+            Err(mysql_async::Error::Server(error)) if MY_DEADLOCK_CODES.contains(&error.code) => {
+                Ok(Outcome::Fail(format!(
+                    "deadlock: ERROR {} ({}): {}",
+                    error.code, error.state, error.message
+                )))
+            }
+            Err(error) => Err(error.into()),
+        }
     }
 
     async fn release(&mut self, recipe: SqlRecipe, key: &str, grant: &Grant) -> Step<()> {
@@ -796,6 +856,25 @@ impl LockClient for SqlClient {
             }
             Some(Session::Mysql(session)) => {
                 timeout_at(until, session.acquire(recipe, key, ttl_ms, &owner)).await
+            }
+        };
+        self.settle(result).await
+    }
+
+    /// A session lock waits on its server, which sees a deadlock among
+    /// the waits; the other recipes ask again until the wait is over.
+    async fn acquire_waiting(&mut self, key: &str, ttl_ms: u64, wait_ms: u64) -> Outcome<Grant> {
+        if !matches!(self.recipe, SqlRecipe::PostgresAdvisory | SqlRecipe::MysqlGetLock) {
+            return lockcheck_workloads::poll_until_granted(self, key, ttl_ms, wait_ms).await;
+        }
+        let until = Instant::now() + std::time::Duration::from_millis(wait_ms) + self.deadline;
+        let result = match self.session(until).await {
+            None => return Outcome::Fail("unavailable".into()),
+            Some(Session::Postgres(session)) => {
+                timeout_at(until, session.acquire_waiting(key, wait_ms)).await
+            }
+            Some(Session::Mysql(session)) => {
+                timeout_at(until, session.acquire_waiting(key, wait_ms)).await
             }
         };
         self.settle(result).await

@@ -28,6 +28,7 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use serde_json::json;
 
+use lockcheck_checker::names::DEADLOCK;
 use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
 use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
 
@@ -429,4 +430,52 @@ async fn a_pause_in_flight_strikes_every_recipe_and_the_call_just_takes_longer()
         assert!(stall.has_passed(StallPoint::InFlight));
         assert_eq!(client.release(&key, &grant).await, Outcome::Ok(()), "{}", recipe.name());
     }
+}
+
+/// Clients that each take two session locks, in one fixed order or (every
+/// other client) in the opposite one, waiting for the second on the server
+/// for a third of a 6 s TTL: past PostgreSQL's `deadlock_timeout` (1 s).
+fn two_locks(recipe: SqlRecipe, tag: &'static str, workload: Workload) -> Scenario {
+    Scenario {
+        workload,
+        clients: 4,
+        ttl_ms: 6000,
+        hold_ms: (0, 50),
+        run_for: Duration::from_secs(6),
+        ..Scenario::clean(recipe, tag)
+    }
+}
+
+/// In one fixed order no cycle of waits forms; in opposite orders one
+/// does, the server itself refuses a wait in it with its own error (the
+/// report quotes it: `server_words`), and the deadlock checker finds it.
+async fn assert_lock_ordering(
+    recipe: SqlRecipe,
+    [tag, tag_opposite]: [&'static str; 2],
+    server_words: &str,
+) {
+    let fixed = run(&two_locks(recipe, tag, Workload::LockOrder), no_faults).await;
+    assert_eq!(fixed.verdict, Verdict::Valid, "{}: {}", recipe.name(), describe(&fixed));
+    assert_eq!(verdict_of(&fixed, DEADLOCK), Some(Verdict::Valid), "{}", describe(&fixed));
+    let opposite =
+        run(&two_locks(recipe, tag_opposite, Workload::LockOrderOpposite), no_faults).await;
+    assert_eq!(verdict_of(&opposite, DEADLOCK), Some(Verdict::Invalid), "{}", describe(&opposite));
+    assert_eq!(verdict_of(&opposite, MUTEX), Some(Verdict::Valid), "{}", describe(&opposite));
+    let result = opposite.result_of(DEADLOCK).expect("the deadlock checker ran");
+    assert!(
+        result.violations.iter().any(|violation| violation.explanation.contains(server_words)),
+        "a deadlock the server refused, in its words ({server_words}): {}",
+        describe(&opposite)
+    );
+}
+
+#[tokio::test]
+async fn postgres_advisory_locks_in_opposite_orders_deadlock_and_the_server_says_so() {
+    assert_lock_ordering(SqlRecipe::PostgresAdvisory, ["pg-order", "pg-order-opposite"], "40P01")
+        .await;
+}
+
+#[tokio::test]
+async fn mysql_get_lock_in_opposite_orders_deadlocks_and_the_server_says_so() {
+    assert_lock_ordering(SqlRecipe::MysqlGetLock, ["my-order", "my-order-opposite"], "1213").await;
 }

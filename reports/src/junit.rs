@@ -215,10 +215,12 @@ fn paragraph(violation: &Violation, findings: &[Finding]) -> String {
             finding.cause.describe(),
             crate::text::plural(finding.violations, "violation", "violations")
         );
-        let fault = finding
-            .fault
-            .as_ref()
-            .map_or("none: the lock broke by itself", |fault| fault.description.as_str());
+        // A deadlock is the clients' own lock order, never a fault's doing.
+        let none = match finding.cause {
+            lockcheck_checker::Cause::Deadlock => "none: the clients' lock order",
+            _ => "none: the lock broke by itself",
+        };
+        let fault = finding.fault.as_ref().map_or(none, |fault| fault.description.as_str());
         let _ = write!(text, "\nfault: {fault}");
     }
     text

@@ -11,7 +11,7 @@
 use std::fmt::Write;
 
 use lockcheck_checker::quote::{clip_quoted, text};
-use lockcheck_checker::{Analysis, CheckResult, Verdict, Violation};
+use lockcheck_checker::{Analysis, Cause, CheckResult, Verdict, Violation};
 
 use crate::text::{plural, shout, summary_line, who_and_when};
 use crate::Analyzed;
@@ -83,10 +83,12 @@ fn findings(out: &mut String, analysis: &Analysis) {
         plural(explained, "violation", "violations")
     );
     for finding in analysis.findings.iter().take(FINDINGS_SHOWN_MAX) {
-        let fault = finding
-            .fault
-            .as_ref()
-            .map_or("no fault behind it: the lock broke by itself", |fault| &fault.description);
+        // A deadlock is the clients' own lock order, never a fault's doing.
+        let none = match finding.cause {
+            Cause::Deadlock => "no fault behind it: the clients' lock order",
+            _ => "no fault behind it: the lock broke by itself",
+        };
+        let fault = finding.fault.as_ref().map_or(none, |fault| &fault.description);
         let _ = writeln!(
             out,
             "- **finding {}**: {} on {}, {}; fault: {}  \n  {}",

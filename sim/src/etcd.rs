@@ -105,6 +105,7 @@ impl SimService for EtcdCluster {
             Recipe::Etcd { waits, check, .. } => {
                 Some(Box::new(EtcdClient::new(fencing, waits).checking(check)))
             }
+            Recipe::EtcdElection => Some(Box::new(EtcdClient::campaigning(fencing))),
             _ => None,
         }
     }
@@ -151,6 +152,13 @@ enum Command {
     Held {
         name: String,
         lease: u64,
+    },
+    /// An election's leader steps down: its key (created at `own`, bound
+    /// to `lease`) is deleted, if it is still there.
+    Resign {
+        name: String,
+        lease: u64,
+        own: u64,
     },
 }
 
@@ -269,6 +277,18 @@ impl Store {
             }
             Command::Line { name, own } => self.line(name, *own),
             Command::Held { name, lease } => Response::Int(i64::from(self.holds(name, *lease))),
+            Command::Resign { name, lease, own } => {
+                let Some(line) = self.locks.get_mut(name) else { return Response::Int(0) };
+                if line.get(own) != Some(lease) {
+                    return Response::Int(0);
+                }
+                line.remove(own);
+                if line.is_empty() {
+                    self.locks.remove(name);
+                }
+                self.revision += 1;
+                Response::Int(1)
+            }
         }
     }
 
@@ -714,6 +734,9 @@ fn command(request: Request) -> Option<Command> {
         Request::Lock { name, lease } => Command::Lock { name, lease },
         Request::LockLine { name, own } => Command::Line { name, own },
         Request::LockHeld { name, lease, serializable: false } => Command::Held { name, lease },
+        Request::Resign { name, lease, own } => {
+            Command::Resign { name: election_line(&name), lease, own }
+        }
         _ => return None,
     })
 }
@@ -796,6 +819,9 @@ async fn client_connection(
             if let Request::WatchDelete { name, created, wait_ms } = request {
                 return Some(watch_delete(&member, &name, created, wait_ms).await);
             }
+            if let Request::Campaign { name, lease, wait_ms } = request {
+                return campaign(&member, &wake, &name, lease, wait_ms).await;
+            }
             if let Some(read) = member.borrow().read_locally(&request) {
                 return Some(read);
             }
@@ -812,6 +838,57 @@ async fn client_connection(
         }
     })
     .await
+}
+
+/// The line of keys of election `name`: its candidates' keys, apart from
+/// the locks' (etcd's election keys live under the election's own prefix).
+fn election_line(name: &str) -> String {
+    format!("election/{name}")
+}
+
+/// etcd's `Campaign`, served by the leader: the candidate's key is put in
+/// the election's line, bound to `lease` (the same key again if it is
+/// there: a campaign asked again), as `Mutex.Lock` puts a lock's; the
+/// answer comes once no key created before it remains (a
+/// [`Response::Line`] without one before: elected, its create revision the
+/// term), or after `wait_ms` with the key still in line behind another (or
+/// once the member stopped leading: the client asks again). No key (the
+/// lease is gone): `Line` without `own`.
+async fn campaign(
+    member: &Rc<RefCell<Member>>,
+    wake: &Rc<Notify>,
+    name: &str,
+    lease: u64,
+    wait_ms: u64,
+) -> Option<Response> {
+    let until = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
+    let line = election_line(name);
+    let proposed = member.borrow_mut().propose(Command::Lock { name: line.clone(), lease });
+    let put = match proposed {
+        Ok(answer) => {
+            wake.notify_one();
+            // Leadership lost before it applied: unknown, the client times out.
+            answer.await.ok()?
+        }
+        Err(not_leader) => return Some(not_leader),
+    };
+    let Response::Line { own: Some(own), before: Some(_) } = put else { return Some(put) };
+    loop {
+        let (applied_some, now) = {
+            let member = member.borrow();
+            if member.role != Role::Leader {
+                return Some(Response::Line { own: Some(own), before: Some(0) });
+            }
+            (member.applied_some.clone(), member.store.line(&line, own))
+        };
+        match now {
+            Response::Line { own: Some(_), before: Some(_) } => {}
+            elected_or_gone => return Some(elected_or_gone),
+        }
+        if tokio::time::timeout_at(until, applied_some.notified()).await.is_err() {
+            return Some(Response::Line { own: Some(own), before: Some(0) });
+        }
+    }
 }
 
 /// A watch of the lock key created at `created`, served by the leader from

@@ -23,6 +23,8 @@ pub(crate) struct EtcdClient {
     waits: bool,
     /// What a holder whose keepalive goes unanswered asks before it goes on.
     check: Check,
+    /// A candidate in etcd's election (`Campaign`, `Resign`).
+    campaigns: bool,
     /// Made at the first call, when the client's deadline is known (a
     /// waiter waits in line for four of its requests' deadlines, a TTL
     /// with the simulator's deadline of a quarter TTL, watching half a
@@ -32,7 +34,14 @@ pub(crate) struct EtcdClient {
 
 impl EtcdClient {
     pub(crate) fn new(fencing: bool, waits: bool) -> EtcdClient {
-        EtcdClient { fencing, waits, check: Check::Deadline, etcd: None }
+        EtcdClient { fencing, waits, check: Check::Deadline, campaigns: false, etcd: None }
+    }
+
+    /// A candidate in etcd's election: it campaigns, waiting in line as a
+    /// waiter for the lock does (four of its requests' deadlines, asked
+    /// half a deadline at a time).
+    pub(crate) fn campaigning(fencing: bool) -> EtcdClient {
+        EtcdClient { campaigns: true, ..EtcdClient::new(fencing, true) }
     }
 
     /// A client whose holder checks as `check` says when its keepalive
@@ -48,9 +57,11 @@ impl EtcdClient {
             true => Waiting::Predecessor { wait_ms: members.deadline_ms() * 4 },
             false => Waiting::TryOnce,
         };
-        let (fencing, check) = (self.fencing, self.check);
-        let etcd =
-            self.etcd.get_or_insert_with(|| EtcdLock::waiting(fencing, waiting).checking(check));
+        let (fencing, check, campaigns) = (self.fencing, self.check, self.campaigns);
+        let etcd = self.etcd.get_or_insert_with(|| match (campaigns, waiting) {
+            (true, Waiting::Predecessor { wait_ms }) => EtcdLock::campaigning(fencing, wait_ms),
+            _ => EtcdLock::waiting(fencing, waiting).checking(check),
+        });
         (etcd, members)
     }
 }
@@ -251,6 +262,29 @@ impl EtcdSession for Members<'_> {
             Ok(_) => Err(Unanswered::Unknown("bad-reply")),
             Err(failure) => Err(unanswered(failure)),
         }
+    }
+
+    /// One campaign request waits at most half the request's deadline; the
+    /// recipe asks again while its wait lasts.
+    async fn campaign(
+        &mut self,
+        name: &str,
+        lease: u64,
+        until_ms: u64,
+    ) -> Result<Bound, Unanswered> {
+        let wait_ms = until_ms.saturating_sub(self.now_ms()).min(self.deadline_ms() / 2);
+        let request = Request::Campaign { name: name.into(), lease, wait_ms };
+        match self.ask_leader(&request).await {
+            Ok(Response::Line { own: Some(own), before: None }) => Ok(Bound::Holds(own)),
+            Ok(Response::Line { own: Some(own), before: Some(_) }) => Ok(Bound::Queued(own)),
+            Ok(Response::Line { own: None, .. }) => Ok(Bound::Refused),
+            Ok(_) => Err(Unanswered::Unknown("bad-reply")),
+            Err(failure) => Err(unanswered(failure)),
+        }
+    }
+
+    async fn resign(&mut self, name: &str, lease: u64, own: u64) -> Result<bool, Unanswered> {
+        self.int_one(&Request::Resign { name: name.into(), lease, own }).await
     }
 
     async fn keep_alive(&mut self, lease: u64) -> Result<bool, Unanswered> {

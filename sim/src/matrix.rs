@@ -20,6 +20,7 @@ use lockcheck_workloads::RunOptions;
 /// One cell of the simulated table.
 pub type Cell = lockcheck_workloads::Cell<Backend>;
 
+use lockcheck_checker::names::DEADLOCK;
 use lockcheck_checker::names::EXACTLY_ONCE as ONCE;
 use lockcheck_checker::names::FENCE_MONOTONICITY as FENCE;
 use lockcheck_checker::names::IDEMPOTENCY;
@@ -27,6 +28,7 @@ use lockcheck_checker::names::LINEARIZABILITY as LINEAR;
 use lockcheck_checker::names::LIVENESS;
 use lockcheck_checker::names::MUTUAL_EXCLUSION as MUTEX;
 use lockcheck_checker::names::RESOURCE_SAFETY as RESOURCE;
+use lockcheck_checker::names::RE_ELECTION;
 
 const fn cell(
     backend: Backend,
@@ -393,6 +395,43 @@ pub fn cells() -> Vec<Cell> {
             "before a renewal by plain PEXPIRE: the late watchdog extends the next holder's lock",
         )
         .with_pause_at(&[P::BeforeRenew]),
+        // Leader election with renewals (crate::election of the workloads):
+        // every client a candidate, the leader working under its term.
+        election(cell(B::EtcdElection, &[], SAFE, "election on etcd's Campaign: one leader at a time, terms increase, a new leader within the bound")),
+        election(cell(
+            B::EtcdElection,
+            &[F::Pause],
+            Expect::Keeps { valid: &[FENCE, RESOURCE, RE_ELECTION] },
+            "election on etcd's Campaign, a leader stalled past its lease: the next is elected within the bound while the stalled one still believes it leads (no lease promises otherwise); the term fences its work",
+        )),
+        Cell {
+            workload: Workload::Election,
+            ..cell(
+                B::Redis,
+                &[F::Pause],
+                Expect::Violated { any_of: &[MUTEX], stays_valid: &[RESOURCE, RE_ELECTION] },
+                "election, a leader stalled past its lease still believes it leads; fenced storage rejects its work; re-elected within the bound",
+            )
+        },
+        Cell {
+            workload: Workload::Election,
+            ..cell(
+                B::LeaseTable,
+                &[F::Pause],
+                Expect::Violated { any_of: &[MUTEX], stays_valid: &[RESOURCE, RE_ELECTION] },
+                "election on the lease table, a leader stalled past its lease: two leaders believe; the fence column's term rejects the stale work",
+            )
+        },
+        Cell {
+            workload: Workload::Election,
+            ..cell(
+                B::LeaseTable,
+                &[F::Pause],
+                violated(&[RESOURCE]),
+                "election without fencing: a deposed leader's work lands",
+            )
+            .without_fencing()
+        },
         Cell { workload: Workload::Cron, ..cell(B::Redis, &[], SAFE, "cron, a lock per day never released: once a day") },
         Cell {
             workload: Workload::CronRelease,
@@ -411,6 +450,17 @@ pub fn cells() -> Vec<Cell> {
             workload: Workload::Cron,
             protection: Protection::Unique,
             ..cell(B::Redis, &[], SAFE, "cron with no lock and UNIQUE (job, day): one replica's insert wins, the others find it taken")
+        },
+        // Two locks per client (docs/guide.md#lock-ordering).
+        Cell { workload: Workload::LockOrder, ..cell(B::Redis, &[], SAFE, "lock ordering, one fixed order: no cycle of waits can form") },
+        Cell {
+            workload: Workload::LockOrderOpposite,
+            ..cell(B::Redis, &[], violated(&[DEADLOCK]), "lock ordering, opposite orders: two clients each hold the lock the other waits for")
+        },
+        Cell { workload: Workload::LockOrder, ..cell(B::Etcd, &[], SAFE, "lock ordering on consensus, one fixed order: no deadlock") },
+        Cell {
+            workload: Workload::LockOrderOpposite,
+            ..cell(B::Etcd, &[], violated(&[DEADLOCK]), "lock ordering on consensus, opposite orders: a deadlock, whatever the lock service")
         },
         // The double charge: workers take orders from a queue that
         // redelivers a job not acknowledged within its visibility timeout
@@ -618,6 +668,14 @@ const REPLICATION_SAFE_SEEDS: u64 = 50;
 /// A safe `cell` of the replication table: [`REPLICATION_SAFE_SEEDS`].
 const fn replication(cell: Cell) -> Cell {
     Cell { runs: Some(REPLICATION_SAFE_SEEDS), ..cell }
+}
+
+/// The seeds a kept or safe cell of the election workload stays clean over.
+const ELECTION_SAFE_SEEDS: u64 = 50;
+
+/// `cell` as an election ([`ELECTION_SAFE_SEEDS`] when safe or kept).
+const fn election(cell: Cell) -> Cell {
+    Cell { workload: Workload::Election, runs: Some(ELECTION_SAFE_SEEDS), ..cell }
 }
 
 /// `cell` of the simulated ZooKeeper: [`ZOOKEEPER_SAFE_SEEDS`] when safe.

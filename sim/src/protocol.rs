@@ -132,6 +132,21 @@ pub enum Request {
         created: u64,
         wait_ms: u64,
     },
+    /// etcd's `Campaign`: put the candidate's key, bound to the lease, in
+    /// election `name`'s line, and answer once it is first (elected) or
+    /// after `wait_ms`, as a [`Response::Line`] (no key: the lease is gone).
+    Campaign {
+        name: String,
+        lease: u64,
+        wait_ms: u64,
+    },
+    /// etcd's `Resign`: delete the leader's key of election `name`, created
+    /// at `own` and bound to `lease`, if it is still there (`Int(1)`).
+    Resign {
+        name: String,
+        lease: u64,
+        own: u64,
+    },
     /// A write to the protected resource, with the token when there is one.
     Write {
         key: String,

@@ -175,7 +175,7 @@ impl Simulated for RunOptions {
         if let Some(why) = self.storage.refuses(self.workload) {
             return Err(why);
         }
-        if let Some(why) = self.refuses_payments_options() {
+        if let Some(why) = self.refuses_workload_options() {
             return Err(why);
         }
         let servers = Simulator::lock_hosts(backend).len() as u32;

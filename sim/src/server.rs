@@ -229,6 +229,8 @@ impl ServerState {
             | Request::LockLine { .. }
             | Request::LockHeld { .. }
             | Request::WatchDelete { .. }
+            | Request::Campaign { .. }
+            | Request::Resign { .. }
             | Request::ObjectGet { .. }
             | Request::ObjectPut { .. } => Response::Nil,
             Request::Read { key } => {

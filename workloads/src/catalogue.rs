@@ -94,6 +94,10 @@ pub enum Recipe {
     /// than being refused at once (`Mutex.TryLock`); `check`: what a holder
     /// whose keepalive goes unanswered asks before it goes on believing.
     Etcd { commits_alone: bool, waits: bool, check: Check },
+    /// etcd's election (`crate::etcd_lock`): a candidate campaigns with a
+    /// lease of its own (`Campaign`), waiting in line; the leader key's
+    /// create revision is the term; `Resign` steps down.
+    EtcdElection,
     /// `pg_try_advisory_lock`, held by a session.
     PostgresAdvisory,
     /// `pg_try_advisory_xact_lock`, held by an open transaction.
@@ -176,6 +180,7 @@ pub enum Backend {
     EtcdWaiting,
     EtcdLinearizableCheck,
     EtcdSerializableCheck,
+    EtcdElection,
     PostgresAdvisory,
     PostgresAdvisoryXact,
     PostgresLease,
@@ -204,7 +209,7 @@ pub const CONSUL_LOCK_DELAY_MS: u64 = 15_000;
 
 impl Backend {
     /// Every backend, in the order a listing of either world gives them.
-    pub const ALL: [Backend; 34] = [
+    pub const ALL: [Backend; 35] = [
         Backend::Redis,
         Backend::RedisFenced,
         Backend::RedisDelRelease,
@@ -224,6 +229,7 @@ impl Backend {
         Backend::EtcdWaiting,
         Backend::EtcdLinearizableCheck,
         Backend::EtcdSerializableCheck,
+        Backend::EtcdElection,
         Backend::ZooKeeper,
         Backend::ZooKeeperHerd,
         Backend::ZooKeeperActsSuspended,
@@ -342,6 +348,9 @@ impl Backend {
             Backend::EtcdSerializableCheck => entry!("etcd-serializable-check",
                 help: "broken: etcd whose holder, its keepalive unanswered, takes a serializable read of its key for proof that it holds the lock",
                 recipe: Recipe::Etcd { commits_alone: false, waits: false, check: Check::Serializable }, ..ETCD),
+            Backend::EtcdElection => entry!("etcd-election",
+                help: "etcd's election API: candidates Campaign with a lease each, waiting in line; the leader key's create revision is the term, Resign steps down",
+                recipe: Recipe::EtcdElection, ..ETCD),
             Backend::ZooKeeper => entry!("zookeeper",
                 help: "Curator's lock: an ephemeral sequential znode, each waiter watching its predecessor, the czxid as the token",
                 ..ZOOKEEPER),
@@ -684,8 +693,8 @@ mod tests {
         assert_eq!(Backend::parse_in(World::Real, "sim-redis"), None);
         assert_eq!(Backend::parse_in(World::Simulated, "redis"), None);
         assert_eq!(Backend::parse("etcd"), Some((Backend::Etcd, World::Real)));
-        assert_eq!(Backend::all_in(World::Simulated).count(), 27);
-        assert_eq!(Backend::all_in(World::Real).count(), 23);
+        assert_eq!(Backend::all_in(World::Simulated).count(), 28);
+        assert_eq!(Backend::all_in(World::Real).count(), 24);
     }
 
     #[test]

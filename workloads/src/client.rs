@@ -34,6 +34,16 @@ pub trait LockClient {
     /// Starts a new session after an `Info` (the old one may hold locks the
     /// backend will free by itself).
     async fn reset(&mut self);
+    /// Acquires `key`, waiting up to `wait_ms` while it is taken, as a
+    /// client blocked on a lock does: `Fail("timeout")` once the wait is
+    /// over, and `Fail("deadlock: <the server's words>")` when the server
+    /// found this wait in a deadlock and refused it. The default asks
+    /// [`LockClient::acquire`] again until then ([`poll_until_granted`]);
+    /// a recipe whose server can wait (an advisory lock, `GET_LOCK` with a
+    /// timeout) waits there, and its server can then see a deadlock.
+    async fn acquire_waiting(&mut self, key: &str, ttl_ms: u64, wait_ms: u64) -> Outcome<Grant> {
+        poll_until_granted(self, key, ttl_ms, wait_ms).await
+    }
     /// How many times a watch woke this client while it waited in line
     /// since it was last asked, for a recipe whose waiters wait on a watch
     /// (ZooKeeper's); `None` for one that polls or does not wait. The
@@ -41,6 +51,29 @@ pub trait LockClient {
     /// completion (`"woken"`), whence the wake-ups per release.
     fn take_wake_ups(&mut self) -> Option<u64> {
         None
+    }
+}
+
+/// Asks for `key` until it is granted or `wait_ms` have passed since the
+/// first ask: a refusal (`busy`) waits a twentieth of the wait, at least a
+/// millisecond, and asks again; any other outcome ends the wait with it.
+pub async fn poll_until_granted<C: LockClient + ?Sized>(
+    client: &mut C,
+    key: &str,
+    ttl_ms: u64,
+    wait_ms: u64,
+) -> Outcome<Grant> {
+    let until = tokio::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
+    let retry = std::time::Duration::from_millis((wait_ms / 20).max(1));
+    loop {
+        match client.acquire(key, ttl_ms).await {
+            Outcome::Fail(error) if error == "busy" => {}
+            outcome => return outcome,
+        }
+        if tokio::time::Instant::now() + retry >= until {
+            return Outcome::Fail("timeout".into());
+        }
+        tokio::time::sleep(retry).await;
     }
 }
 

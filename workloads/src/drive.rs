@@ -42,6 +42,8 @@ pub async fn run_client<C: LockClient, S: ResourceStore, P: Payments>(
         Workload::LockOrder | Workload::LockOrderOpposite => {
             run_lock_order(client, plan, options, rng, recorder, stall).await
         }
-        Workload::Election => run_election(client, store, plan, options, rng, recorder, stall).await,
+        Workload::Election => {
+            run_election(client, store, plan, options, rng, recorder, stall).await
+        }
     }
 }

@@ -75,6 +75,22 @@ pub trait EtcdSession {
         before: &Before,
         until_ms: u64,
     ) -> Result<Woken, Unanswered>;
+    /// etcd's `Campaign` in election `name` with `lease`: puts the lease's
+    /// key in the election's line (finding it again if it is there), and
+    /// waits until no key created before it remains (elected,
+    /// [`Bound::Holds`] with its create revision, the term) or until the
+    /// client's clock reads `until_ms` ([`Bound::Queued`]: still in line, as
+    /// far as the answer knows). [`Bound::Refused`]: the lease is gone, and
+    /// no key was put.
+    async fn campaign(
+        &mut self,
+        name: &str,
+        lease: u64,
+        until_ms: u64,
+    ) -> Result<Bound, Unanswered>;
+    /// etcd's `Resign`: deletes the leader key of election `name` that
+    /// `lease` created at revision `own`: `true` if it was still there.
+    async fn resign(&mut self, name: &str, lease: u64, own: u64) -> Result<bool, Unanswered>;
     /// One keepalive of `lease`: `true` if it was still alive.
     async fn keep_alive(&mut self, lease: u64) -> Result<bool, Unanswered>;
     /// Revokes `lease`, deleting its keys: `true` if it still existed.
@@ -168,6 +184,8 @@ pub enum Waiting {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Held {
     lease: u64,
+    /// Its key's create revision (an election's leader resigns by it).
+    created: u64,
     granted_ttl_ms: u64,
     /// When the client library ends the session by itself.
     session_deadline_ms: u64,
@@ -188,6 +206,9 @@ pub struct EtcdLock {
     waiting: Waiting,
     check: Check,
     held: BTreeMap<String, Held>,
+    /// A candidate in etcd's election (`Campaign`, `Resign`), waiting in
+    /// line for at most this many ms, rather than a lock's holder.
+    campaigns: Option<u64>,
     /// Leases an operation gave up on (its outcome unknown): whoever ends
     /// the session may revoke them ([`EtcdLock::reset`]).
     abandoned: Vec<u64>,
@@ -204,6 +225,13 @@ impl EtcdLock {
     /// A client that waits as `waiting` says when the lock is taken.
     pub fn waiting(fencing: bool, waiting: Waiting) -> EtcdLock {
         EtcdLock { fencing, waiting, ..EtcdLock::default() }
+    }
+
+    /// A candidate in etcd's election: an acquire campaigns (`Campaign`),
+    /// waiting in line for at most `wait_ms`, a release resigns
+    /// (`Resign`), a renewal is a keepalive of the campaign's lease.
+    pub fn campaigning(fencing: bool, wait_ms: u64) -> EtcdLock {
+        EtcdLock { fencing, campaigns: Some(wait_ms), ..EtcdLock::default() }
     }
 
     /// A holder whose keepalive goes unanswered checks as `check` says.
@@ -232,6 +260,9 @@ impl EtcdLock {
         name: &str,
         ttl_ms: u64,
     ) -> Outcome<Grant> {
+        if let Some(wait_ms) = self.campaigns {
+            return self.campaign(session, name, ttl_ms, wait_ms).await;
+        }
         session.begin();
         // The lease's TTL may start as soon as the grant leaves.
         let sent = session.now_ms();
@@ -255,7 +286,8 @@ impl EtcdLock {
             Waiting::TryOnce => session.lock(name, lease).await,
             Waiting::Predecessor { .. } => session.join(name, lease).await,
         };
-        let mut held = Held { lease, granted_ttl_ms, session_deadline_ms: sent + granted_ttl_ms };
+        let mut held =
+            Held { lease, created: 0, granted_ttl_ms, session_deadline_ms: sent + granted_ttl_ms };
         let revision = match (bound, self.waiting) {
             (Ok(Bound::Holds(revision)), _) => revision,
             (Ok(Bound::Queued(own)), Waiting::Predecessor { wait_ms }) => {
@@ -289,8 +321,67 @@ impl EtcdLock {
         if let Err(outcome) = self.keep_up(session, &mut held).await {
             return outcome;
         }
+        held.created = revision;
         self.held.insert(name.to_string(), held);
         let fence = self.fencing.then_some(revision);
+        Outcome::Ok(Grant { fence, lease: Some(lease.to_string()) })
+    }
+
+    /// Campaigns in election `name` with a fresh lease of `ttl_ms`: elected
+    /// within `wait_ms`, the leader key's create revision is the term; else
+    /// the lease is revoked, taking its key out of line (refused, `busy`).
+    /// The wait is asked a slice at a time, the lease kept alive between
+    /// (a campaign asked again finds its key where it stood).
+    async fn campaign<S: EtcdSession>(
+        &mut self,
+        session: &mut S,
+        name: &str,
+        ttl_ms: u64,
+        wait_ms: u64,
+    ) -> Outcome<Grant> {
+        session.begin();
+        let sent = session.now_ms();
+        let Ok((lease, granted_ttl_ms)) = session.grant(ttl_ms).await else {
+            return Outcome::Fail("unavailable".into());
+        };
+        session.between_commands().await;
+        let mut held =
+            Held { lease, created: 0, granted_ttl_ms, session_deadline_ms: sent + granted_ttl_ms };
+        let until_ms = session.now_ms() + wait_ms;
+        let mut waited = false;
+        let term = loop {
+            match session.campaign(name, lease, until_ms).await {
+                Ok(Bound::Holds(term)) => break term,
+                Ok(Bound::Queued(_)) if session.now_ms() < until_ms => {}
+                // Still in line when the wait ran out: out of it.
+                Ok(Bound::Queued(_)) => return self.withdraw(session, lease, "busy").await,
+                // The lease went before its key was put: nothing is in line.
+                Ok(Bound::Refused) if !waited => return Outcome::Fail("expired".into()),
+                // Gone while its key waited: it may have led for nobody.
+                Ok(Bound::Refused) => return Outcome::Info("expired".into()),
+                Err(_) => return self.withdraw(session, lease, "unavailable").await,
+            }
+            waited = true;
+            if let Err(outcome) = self.keep_up(session, &mut held).await {
+                return match outcome {
+                    // The lease expired with its key in line: unknown.
+                    Outcome::Fail(_) => Outcome::Info("expired".into()),
+                    outcome => outcome,
+                };
+            }
+        };
+        // A campaign that waited spent part of the lease: the keepalive due
+        // every third of the TTL renews it before the leader acts; a lease
+        // gone with its key, which may have led for nobody, is unknown.
+        if let Err(outcome) = self.keep_up(session, &mut held).await {
+            return match outcome {
+                Outcome::Fail(_) if waited => Outcome::Info("expired".into()),
+                outcome => outcome,
+            };
+        }
+        held.created = term;
+        self.held.insert(name.to_string(), held);
+        let fence = self.fencing.then_some(term);
         Outcome::Ok(Grant { fence, lease: Some(lease.to_string()) })
     }
 
@@ -435,6 +526,9 @@ impl EtcdLock {
         let Some(held) = self.held.remove(name) else {
             return Outcome::Fail("not-held".into());
         };
+        if self.campaigns.is_some() {
+            return self.resign(session, name, held).await;
+        }
         match session.revoke(held.lease).await {
             Ok(true) => Outcome::Ok(()),
             Ok(false) => Outcome::Fail("not-held".into()),
@@ -444,6 +538,29 @@ impl EtcdLock {
             }
             Err(Unanswered::Unknown(reason)) => self.give_up(held.lease, reason),
         }
+    }
+
+    /// An election's leader resigns (`Resign`, its key deleted), then gives
+    /// its lease back (what becomes of that changes nothing: the lease
+    /// holds no key).
+    async fn resign<S: EtcdSession>(
+        &mut self,
+        session: &mut S,
+        name: &str,
+        held: Held,
+    ) -> Outcome<()> {
+        let resigned = match session.resign(name, held.lease, held.created).await {
+            Ok(true) => Outcome::Ok(()),
+            // Its key was gone: its lease had expired, or was revoked.
+            Ok(false) => Outcome::Fail("not-held".into()),
+            Err(Unanswered::NotSent) => {
+                self.abandoned.push(held.lease);
+                return Outcome::Fail("unavailable".into());
+            }
+            Err(Unanswered::Unknown(reason)) => return self.give_up(held.lease, reason),
+        };
+        let _ = session.revoke(held.lease).await;
+        resigned
     }
 
     /// A new session: the locks held are forgotten. The leases whose fate
@@ -607,6 +724,42 @@ mod tests {
                     self.answer(Woken::TimedOut)
                 }
             }
+        }
+
+        async fn campaign(
+            &mut self,
+            name: &str,
+            lease: u64,
+            until_ms: u64,
+        ) -> Result<Bound, Unanswered> {
+            self.asked.push("campaign");
+            if self.leases.get(&lease) != Some(&true) {
+                return self.answer(Bound::Refused);
+            }
+            let line = format!("election/{name}");
+            let own = self
+                .keys
+                .get(&line)
+                .and_then(|keys| keys.iter().find(|&(_, &l)| l == lease).map(|(&own, _)| own));
+            let bound = match own {
+                Some(own) if self.keys[&line].keys().next() == Some(&own) => Bound::Holds(own),
+                Some(own) => Bound::Queued(own),
+                None => self.put(&line, lease),
+            };
+            if let Bound::Queued(_) = bound {
+                self.now_ms = self.now_ms.max(until_ms);
+            }
+            self.answer(bound)
+        }
+
+        async fn resign(&mut self, name: &str, lease: u64, own: u64) -> Result<bool, Unanswered> {
+            self.asked.push("resign");
+            let line = self.keys.entry(format!("election/{name}")).or_default();
+            let there = line.get(&own) == Some(&lease);
+            if there {
+                line.remove(&own);
+            }
+            self.answer(there)
         }
 
         async fn keep_alive(&mut self, lease: u64) -> Result<bool, Unanswered> {
@@ -834,5 +987,24 @@ mod tests {
         cluster.lost = true;
         cluster.silent_keepalive = true;
         assert_eq!(lock.renew(&mut cluster, "l").await, Outcome::Fail("not-held".into()));
+    }
+
+    #[tokio::test]
+    async fn a_candidate_campaigns_leads_with_its_key_revision_and_resigns() {
+        let mut cluster = Cluster::default();
+        let (mut a, mut b) = (EtcdLock::campaigning(true, 500), EtcdLock::campaigning(true, 500));
+        let Outcome::Ok(first) = a.acquire(&mut cluster, "e", 2000).await else { panic!() };
+        assert_eq!(first.fence, Some(1));
+        // b waits in line for its wait, then takes its key out of line.
+        assert_eq!(b.acquire(&mut cluster, "e", 2000).await, Outcome::Fail("busy".into()));
+        assert_eq!(cluster.keys["election/e"].len(), 1, "b's key left the line");
+        assert_eq!(a.renew(&mut cluster, "e").await, Outcome::Ok(()));
+        assert_eq!(a.release(&mut cluster, "e").await, Outcome::Ok(()));
+        assert!(cluster.asked.ends_with(&["resign", "revoke"]), "{:?}", cluster.asked);
+        let Outcome::Ok(second) = b.acquire(&mut cluster, "e", 2000).await else { panic!() };
+        assert!(second.fence > first.fence, "{first:?} then {second:?}");
+        // A leader whose key is gone resigns nothing.
+        cluster.keys.clear();
+        assert_eq!(b.release(&mut cluster, "e").await, Outcome::Fail("not-held".into()));
     }
 }

@@ -39,9 +39,9 @@ mod drive;
 mod election;
 pub mod etcd_lock;
 mod fault;
-mod lock_order;
 pub mod interrupt;
 pub mod lease_table;
+mod lock_order;
 pub mod memory;
 pub mod payments;
 mod protection;
@@ -66,7 +66,7 @@ pub use catalogue::{
     Backend, Catalogue, Entry, Recipe, Service, World, PERMITS, REDLOCK_INSTANCES,
 };
 pub use cell::Cell;
-pub use client::{Grant, LockClient, Outcome};
+pub use client::{poll_until_granted, Grant, LockClient, Outcome};
 pub use drive::run_client;
 pub use fault::{FaultKind, Shape};
 pub use recorder::{HistoryFile, Recorder, SharedRecorder};

@@ -223,10 +223,26 @@ impl Default for RunOptions {
 }
 
 impl RunOptions {
-    /// Why the payments options given do not apply, if they do not: the
-    /// protection's own refusal, or a queue or provider named for a
-    /// workload that has none.
-    pub fn refuses_payments_options(&self) -> Option<String> {
+    /// Why the workload's options given do not apply, if they do not: a
+    /// lock-ordering workload with fewer than two locks, or on a backend
+    /// whose client holds one lock at a time; the protection's own
+    /// refusal; a queue or provider named for a workload that has none.
+    pub fn refuses_workload_options(&self) -> Option<String> {
+        if matches!(self.workload, Workload::LockOrder | Workload::LockOrderOpposite) {
+            if self.locks < 2 {
+                return Some(format!(
+                    "--workload {} takes two locks at a time: give --locks 2 or more",
+                    self.workload.name()
+                ));
+            }
+            if self.backend.recipe() == crate::Recipe::PostgresAdvisoryXact {
+                return Some(format!(
+                    "--workload {} holds two locks at once, and {} holds one per transaction: try postgres-advisory",
+                    self.workload.name(),
+                    self.backend_name()
+                ));
+            }
+        }
         if let Some(why) = self.protection.refuses(self.workload) {
             return Some(why);
         }

@@ -177,7 +177,14 @@ struct State {
     turn: StallPoints,
     /// The history's process id the client runs as now.
     process: Option<i64>,
+    /// The run's board of which lock each client holds, shared by every
+    /// client's stall ([`Stall::share_board`]), and this client's place
+    /// on it.
+    board: Option<(Board, usize)>,
 }
+
+/// Which lock each client of a run holds now (`None`: none, or not said).
+type Board = Arc<Mutex<Vec<Option<String>>>>;
 
 /// One client's pause point: the nemesis asks for a stall at a point, the
 /// client takes it when it next passes that point; the nemesis clears what
@@ -211,7 +218,55 @@ impl Stall {
         state.hold = holding.then(|| Hold { since: Instant::now(), until: None, passed });
         if !holding {
             state.turn = StallPoints::default();
+            if let Some((board, at)) = &state.board {
+                board.lock().unwrap_or_else(|poisoned| poisoned.into_inner())[*at] = None;
+            }
         }
+    }
+
+    /// Gives the stalls of one run a common board of which lock each
+    /// client holds ([`Stall::holds_key`], [`Stall::held_by_another`]).
+    pub fn share_board(stalls: &[Stall]) {
+        let board: Board = Arc::new(Mutex::new(vec![None; stalls.len()]));
+        for (at, stall) in stalls.iter().enumerate() {
+            stall.state().board = Some((board.clone(), at));
+        }
+    }
+
+    /// The workload says which lock the client holds now, after
+    /// [`Stall::set_holding`]: a stall whose end waits for a lock to look
+    /// free reads it on the run's board.
+    pub fn holds_key(&self, key: &str) {
+        if let Some((board, at)) = &self.state().board {
+            board.lock().unwrap_or_else(|poisoned| poisoned.into_inner())[*at] = Some(key.into());
+        }
+    }
+
+    /// A stall before a renewal is aimed at its end too, on a run with a
+    /// board (against real servers): after its length it goes on until
+    /// another client holds the lock this one holds, at most `cap` more, so
+    /// that the late renewal meets the next holder's lock, which is where
+    /// a renewal without a compare shows.
+    async fn until_taken_by_another(&self, cap: Duration) {
+        let key = {
+            let state = self.state();
+            let Some((board, at)) = &state.board else { return };
+            let key = board.lock().unwrap_or_else(|poisoned| poisoned.into_inner())[*at].clone();
+            key
+        };
+        let Some(key) = key else { return };
+        let until = Instant::now() + cap;
+        while !self.held_by_another(&key) && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    /// Whether another client of the run says it holds `key` now (never,
+    /// without a board).
+    pub fn held_by_another(&self, key: &str) -> bool {
+        let Some((board, at)) = self.state().board.clone() else { return false };
+        let board = board.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        board.iter().enumerate().any(|(other, held)| other != at && held.as_deref() == Some(key))
     }
 
     /// The workload has drawn how long the holder works: its release comes
@@ -303,6 +358,9 @@ impl Stall {
                 freezer.freeze();
             }
             tokio::time::sleep(Duration::from_millis(ms)).await;
+            if point == StallPoint::BeforeRenew {
+                self.until_taken_by_another(Duration::from_millis(ms)).await;
+            }
             if let Some(freezer) = &freezer {
                 freezer.thaw();
             }
@@ -358,5 +416,19 @@ mod tests {
         stall.request(300);
         assert_eq!(stall.clear(), None, "never passed its point");
         assert_eq!(stall.take_at(StallPoint::AfterGrant), 0, "cleared");
+    }
+
+    #[test]
+    fn the_board_says_which_lock_another_client_holds() {
+        let stalls = [Stall::default(), Stall::default(), Stall::default()];
+        assert!(!stalls[0].held_by_another("lock-0"), "no board: never");
+        Stall::share_board(&stalls);
+        stalls[1].set_holding(true);
+        stalls[1].holds_key("lock-0");
+        assert!(stalls[0].held_by_another("lock-0"));
+        assert!(!stalls[0].held_by_another("lock-1"));
+        assert!(!stalls[1].held_by_another("lock-0"), "its own hold is not another's");
+        stalls[1].set_holding(false);
+        assert!(!stalls[0].held_by_another("lock-0"), "released");
     }
 }

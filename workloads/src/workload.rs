@@ -154,7 +154,7 @@ impl WorkloadOptions {
 
 /// An acquire's recorded value: the TTL asked for, and a semaphore's
 /// permits or a lock-delay when there is one.
-fn acquire_value(options: &WorkloadOptions) -> Value {
+pub(crate) fn acquire_value(options: &WorkloadOptions) -> Value {
     let mut value = json!({ "ttl_ms": options.ttl_ms });
     if let Some(permits) = options.permits {
         value["permits"] = json!(permits);
@@ -188,7 +188,7 @@ pub(crate) async fn pause(rng: &mut SmallRng, range: (u64, u64)) {
 /// A holder works a uniform time from `range`, as [`pause`] sleeps, having
 /// told its stall point when its work ends: a nemesis that aims at a holder
 /// with much of its hold ahead reads it.
-async fn work(rng: &mut SmallRng, range: (u64, u64), stall: &Stall) {
+pub(crate) async fn work(rng: &mut SmallRng, range: (u64, u64), stall: &Stall) {
     if range == (0, 0) {
         stall.holds_until(tokio::time::Instant::now());
         return;
@@ -228,7 +228,7 @@ fn with_woken(value: Value, woken: Option<u64>) -> Value {
     Value::Object(value)
 }
 
-fn grant_value(grant: &Grant) -> Value {
+pub(crate) fn grant_value(grant: &Grant) -> Value {
     match grant.fence {
         Some(fence) => json!({ "fence": fence }),
         None => Value::Null,
@@ -358,6 +358,7 @@ pub(crate) async fn run_locking<C: LockClient, S: ResourceStore>(
                 let value = Outcome::Ok(with_woken(grant_value(&grant), woken));
                 complete_noting(&mut process, Function::Acquire, lock, value, note);
                 stall.set_holding(true);
+                stall.holds_key(lock);
                 grant
             }
             Outcome::Fail(error) => {
