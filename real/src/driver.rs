@@ -181,6 +181,7 @@ where
     // Each client's stall point, shared with its backend client too: a
     // recipe with a step inside (SETNX, then EXPIRE) stalls there.
     let stalls: Vec<Stall> = (0..options.clients).map(|_| Stall::default()).collect();
+    Stall::share_board(&stalls);
     let holders = Holders::new(
         &stalls,
         Duration::from_millis(options.workload.hold_ms.1),

@@ -590,8 +590,21 @@ impl ExecClient {
         };
         let held =
             self.links.as_ref().filter(|_| between_ms > 0).map(LinkFreezer::hold_after_reply);
-        let until =
-            Instant::now() + self.launch.deadline + Duration::from_millis(stall_ms + between_ms);
+        // Between the commands of an acquire, the stall goes on after its
+        // length until no other client holds the lock asked for, at most a
+        // TTL more: a program that took something before the grant (its
+        // token) then resumes to a lock it can take, which is where taking
+        // it early shows.
+        let free_wait = match (op, held.is_some()) {
+            ("acquire", true) => fields.get("key").and_then(Value::as_str).map(|key| {
+                (key.to_string(), fields.get("ttl_ms").and_then(Value::as_u64).unwrap_or(0))
+            }),
+            _ => None,
+        };
+        let extra_ms = free_wait.as_ref().map_or(0, |(_, ttl_ms)| *ttl_ms);
+        let until = Instant::now()
+            + self.launch.deadline
+            + Duration::from_millis(stall_ms + between_ms + extra_ms);
         let pid = process.child.id();
         let freeze = async {
             if stall_ms == 0 {
@@ -627,6 +640,12 @@ impl ExecClient {
                         stall.take_at(StallPoint::BetweenCommands);
                         let stopped = pid.is_some_and(|pid| signal_group(pid, "STOP"));
                         tokio::time::sleep(Duration::from_millis(between_ms)).await;
+                        if let Some((key, ttl_ms)) = &free_wait {
+                            let cap = Instant::now() + Duration::from_millis(*ttl_ms);
+                            while stall.held_by_another(key) && Instant::now() < cap {
+                                tokio::time::sleep(FREE_POLL).await;
+                            }
+                        }
                         links.disarm();
                         if stopped {
                             tokio::time::sleep(RESUME_AFTER_LIFT).await;
@@ -780,6 +799,10 @@ impl lockcheck_workloads::Freezer for GroupFreezer {
         }
     }
 }
+
+/// How often a stall between an acquire's commands looks whether the lock
+/// asked for is free yet.
+const FREE_POLL: Duration = Duration::from_millis(2);
 
 impl LockClient for ExecClient {
     async fn acquire(&mut self, key: &str, ttl_ms: u64) -> Outcome<Grant> {

@@ -239,10 +239,10 @@ fn planned_faults(
         members: topology.members,
         shapes,
         pause_at: test.pause_at.clone(),
-        every_other: backend
-            .backend()
-            .is_program()
-            .then_some(lockcheck_workloads::StallPoint::BetweenCommands),
+        turns: match backend.backend().is_program() {
+            true => schedule::PROGRAM_TURNS,
+            false => &[],
+        },
         ..FaultTargets::clients(test.clients, ttl_ms)
     };
     Ok(schedule::schedule(&kinds, &targets, test.time_limit, seed))

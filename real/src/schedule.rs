@@ -53,12 +53,26 @@ pub struct FaultTargets {
     pub stall_gap_ms: (u64, u64),
     /// Where a client's stall may strike (drawn per stall when several).
     pub pause_at: Vec<StallPoint>,
-    /// A point every other stall strikes at, when `pause_at` has it and
-    /// more: between two round trips of a program's operation, the one
-    /// window inside an operation that lockcheck reaches only through the
-    /// proxy, since it cannot see inside the program.
-    pub every_other: Option<StallPoint>,
+    /// Where the stalls strike in turn, when `pause_at` has more than one
+    /// point: stall `i` at `turns[i % turns.len()]` if `pause_at` has it,
+    /// else at a point drawn from the rest (`None`: drawn from all but the
+    /// turns' points). Empty: every stall's point is drawn. A program's
+    /// ([`PROGRAM_TURNS`]) gives every other stall to the point between
+    /// two round trips of an operation, which lockcheck reaches only
+    /// through the proxy, since it cannot see inside the program.
+    pub turns: &'static [Option<StallPoint>],
 }
+
+/// The turns of a program's stalls: between commands, before a renewal,
+/// between commands, then a point drawn from the rest. A renewal after a
+/// stall is where a renewal without a compare shows, and a program's
+/// renewals come only when the workload asks.
+pub const PROGRAM_TURNS: &[Option<StallPoint>] = &[
+    Some(StallPoint::BetweenCommands),
+    Some(StallPoint::BeforeRenew),
+    Some(StallPoint::BetweenCommands),
+    None,
+];
 
 impl FaultTargets {
     /// `clients` holding leases of `ttl_ms`, with no lock server to strike
@@ -76,7 +90,7 @@ impl FaultTargets {
             shapes: Vec::new(),
             stall_gap_ms: (500, 3000),
             pause_at: StallPoint::ALL.to_vec(),
-            every_other: None,
+            turns: &[],
         }
     }
 
@@ -252,21 +266,24 @@ impl Draws for RealDraws<'_> {
                 let stall_ms = rng.gen_range(ttl * 3 / 2..=ttl * 3);
                 let drawn = self.stalls.replace(self.stalls.get() + 1);
                 let points = self.targets.pause_at.as_slice();
-                let every_other = self
-                    .targets
-                    .every_other
-                    .filter(|point| points.contains(point) && points.len() > 1);
+                let turns = self.targets.turns;
+                let turn = match (points.len() > 1, turns.len()) {
+                    (true, count) if count > 0 => turns[(drawn % count as u64) as usize],
+                    _ => None,
+                };
+                // The turns' own points, where the rest are drawn from.
+                let others: Vec<StallPoint> = points
+                    .iter()
+                    .copied()
+                    .filter(|point| points.len() < 2 || !turns.contains(&Some(*point)))
+                    .collect();
                 // Drawn only where there is a choice.
-                let at = match (points, every_other) {
-                    (_, Some(point)) if drawn.is_multiple_of(2) => point,
-                    (points, Some(point)) => {
-                        let others: Vec<StallPoint> =
-                            points.iter().copied().filter(|&other| other != point).collect();
-                        others[rng.gen_range(0..others.len())]
-                    }
-                    ([], None) => StallPoint::AfterGrant,
-                    ([one], None) => *one,
-                    (points, None) => points[rng.gen_range(0..points.len())],
+                let at = match (turn.filter(|point| points.contains(point)), others.as_slice()) {
+                    (Some(point), _) => point,
+                    (None, []) if points.is_empty() => StallPoint::AfterGrant,
+                    (None, []) => points[rng.gen_range(0..points.len())],
+                    (None, [one]) => *one,
+                    (None, others) => others[rng.gen_range(0..others.len())],
                 };
                 (Action::Stall { stall_ms, at }, ms(stall_ms))
             }
@@ -464,30 +481,32 @@ mod tests {
     }
 
     #[test]
-    fn a_programs_every_other_stall_strikes_between_commands_and_the_rest_as_before() {
+    fn a_programs_stalls_take_their_turns_and_the_rest_are_drawn_as_before() {
         let points = |targets: &FaultTargets, seed| -> Vec<StallPoint> {
             let stalls = split(schedule(&[FaultKind::Pause], targets, LIMIT, seed)).stalls;
             stalls.iter().map(|stall| stall.at).collect()
         };
-        let program = FaultTargets {
-            every_other: Some(StallPoint::BetweenCommands),
-            ..FaultTargets::clients(4, 500)
-        };
+        let program = FaultTargets { turns: PROGRAM_TURNS, ..FaultTargets::clients(4, 500) };
+        let turns = [StallPoint::BetweenCommands, StallPoint::BeforeRenew];
         for seed in 0..20 {
             let drawn = points(&program, seed);
             assert!(drawn.len() >= 4, "seed {seed}: {drawn:?}");
             for (at, point) in drawn.iter().enumerate() {
-                let between = *point == StallPoint::BetweenCommands;
-                assert_eq!(between, at % 2 == 0, "seed {seed}: {drawn:?}");
+                match at % 4 {
+                    0 | 2 => assert_eq!(*point, StallPoint::BetweenCommands, "seed {seed}"),
+                    1 => assert_eq!(*point, StallPoint::BeforeRenew, "seed {seed}"),
+                    _ => assert!(!turns.contains(point), "drawn from the rest: {drawn:?}"),
+                }
             }
-            // Asked for one point, or for points without it: as drawn before.
+            // Asked for one point, or for points without the turns': as
+            // drawn with no turns.
             let one = FaultTargets { pause_at: vec![StallPoint::AfterGrant], ..program.clone() };
             assert!(points(&one, seed).iter().all(|&point| point == StallPoint::AfterGrant));
             let without = FaultTargets {
                 pause_at: vec![StallPoint::AfterGrant, StallPoint::InFlight],
                 ..program.clone()
             };
-            let plain = FaultTargets { every_other: None, ..without.clone() };
+            let plain = FaultTargets { turns: &[], ..without.clone() };
             assert_eq!(points(&without, seed), points(&plain, seed), "seed {seed}");
         }
     }
