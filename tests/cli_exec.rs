@@ -6,7 +6,9 @@
 //! reported and replaced. The Rust example (examples/redis_lock.rs) passes
 //! and fails the same gate. A pause between two round trips of a program's
 //! operation holds its second command until the stall is over (Redis's own
-//! clock shows the gap), and leaves the correct lock valid.
+//! clock shows the gap), and leaves the correct lock valid; a program that
+//! takes its token before its grant, and one that renews without a compare,
+//! each fail the gate in one 20 s run.
 
 use std::process::{Command, Output};
 
@@ -258,4 +260,31 @@ fn between_round_trips_the_correct_lock_passes_the_gate() {
         .count();
     assert!(struck > 0, "no stall struck between commands: {}", both(&correct));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A gated 20 s run of `program` under the default pauses, at seed 1: a
+/// program's stalls take turns between commands (an acquire's aimed to end
+/// once the lock looks free) and before a renewal (aimed to end once
+/// another client holds the lock).
+fn found_in_one_run(program: &str) {
+    let script = format!("examples/python/{program}");
+    let options = ["--nemesis", "pause", "--time-limit", "20s", "--seed", "1", "--no-store"];
+    let output = exec_run(&[&options[..], &GATE].concat(), &[&python(), &script]);
+    assert_eq!(output.status.code(), Some(1), "{program} passed the gate: {}", both(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.lines().any(|line| line.starts_with("linearizability") && line.contains("INVALID")),
+        "{program}: {}",
+        both(&output)
+    );
+}
+
+#[test]
+fn a_program_that_takes_its_token_before_its_grant_fails_the_gate_in_one_run() {
+    found_in_one_run("redis_lock_token_first.py");
+}
+
+#[test]
+fn a_program_that_renews_without_a_compare_fails_the_gate_in_one_run() {
+    found_in_one_run("redis_lock_blind_renew.py");
 }

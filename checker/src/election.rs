@@ -336,8 +336,11 @@ fn stretch(
     })
 }
 
-/// Counts `stretch` as late if it outlasted the bound, unless it overlaps
-/// a fault (from its start to a TTL after its stop).
+/// Counts `stretch` as late if it outlasted the bound outside the faults
+/// it overlaps: each fault, from its start to a TTL after its stop, is
+/// time the service may rightly be without a leader, and the clock starts
+/// again after it, as liveness's does. A long stretch that a short fault
+/// touched is still late.
 fn judge(
     judged: &mut Judged,
     stretch: Option<Stretch>,
@@ -350,13 +353,22 @@ fn judge(
         return;
     }
     let (from, until) = (stretch.from.time_ns, stretch.until.time_ns);
-    stretch.faults = faults
+    let mut overlapping: Vec<&FaultSpan> = faults
         .iter()
         .filter(|fault| fault.start_ns <= until && from <= fault.stop_ns.saturating_add(ttl_ns))
-        .map(|fault| fault.name.clone())
         .collect();
+    overlapping.sort_by_key(|fault| fault.start_ns);
+    // The longest time without a leader outside every fault's window.
+    let mut clock = from;
+    let mut late = false;
+    for fault in &overlapping {
+        late |= fault.start_ns.saturating_sub(clock) > bound_ns;
+        clock = clock.max(fault.stop_ns.saturating_add(ttl_ns));
+    }
+    late |= until.saturating_sub(clock) > bound_ns;
+    stretch.faults = overlapping.iter().map(|fault| fault.name.clone()).collect();
     stretch.faults.dedup();
-    match stretch.faults.is_empty() {
+    match late {
         true => judged.late.push(stretch),
         false => judged.excused.push(stretch),
     }
@@ -526,6 +538,18 @@ mod tests {
             "{:?}",
             result.notes
         );
+    }
+
+    #[test]
+    fn a_short_fault_does_not_excuse_a_long_stretch_after_it() {
+        // A pause of some client at the start: its window (to a TTL after
+        // its stop) ends at 1.5 s, and no leader comes for 3.5 s more.
+        let fault = r#"
+            200000000 "nemesis" info start null {"fault":"pause","targets":["client-3"]}
+            500000000 "nemesis" info stop null {"fault":"pause","targets":["client-3"]}"#;
+        let result = check(&dead_leader(fault));
+        assert_eq!(result.verdict, Some(Verdict::Invalid), "{result:?}");
+        assert_eq!(result.violations[0].kind, ViolationKind::NoLeader);
     }
 
     #[test]
