@@ -773,4 +773,26 @@ mod tests {
         );
         assert_eq!(analysis.verdict_of(crate::names::DEADLOCK), Some(Verdict::Invalid));
     }
+
+    #[test]
+    fn deadlocks_past_the_ones_kept_in_full_are_findings_too() {
+        // A recorded run with three cycles, of which one is kept in full: the
+        // other two are still findings, described from the invoke that
+        // closed each (a MariaDB run once panicked here).
+        let history = crate::read_history(
+            include_str!(
+                "../../histories/redis/lock-order/invalid/two-locks-opposite-orders-deadlock.jsonl"
+            )
+            .as_bytes(),
+            "two-locks-opposite-orders-deadlock.jsonl",
+        )
+        .expect("the corpus history reads");
+        let options = CheckOptions { max_violations: 1, ..CheckOptions::default() };
+        let analysis = crate::analyze(&history, &crate::default_checkers(), &options);
+        let result = analysis.result_of(crate::names::DEADLOCK).expect("it ran");
+        assert_eq!((result.violation_count, result.violations.len()), (3, 1));
+        let deadlocks =
+            analysis.findings.iter().filter(|finding| finding.cause == crate::Cause::Deadlock);
+        assert_eq!(deadlocks.count(), 3, "{:#?}", analysis.findings);
+    }
 }

@@ -546,6 +546,27 @@ fn describe(
             let process = violation.processes.last().copied();
             (Cause::Deadlock, violation.key.as_str(), process, summary, None)
         }
+        // Violations counted past those kept in full (`max_violations`),
+        // whose root names no grant: deadlocks, rooted at the invoke that
+        // closed their cycle. Described from that invoke.
+        None if first.is_none() => {
+            let closer = history.ops().iter().find(|op| op.invoke.index == root);
+            let key = closer.map_or("", |op| history.key_name(op.key));
+            let process = closer.map(|op| op.process);
+            let summary = format!(
+                "{violations} more violation{} of {} rooted at index {root}, past those kept in full",
+                if violations == 1 { "" } else { "s" },
+                checkers.iter().map(|explained| explained.checker).collect::<Vec<_>>().join(", ")
+            );
+            let deadlock = checkers
+                .iter()
+                .all(|explained| explained.checker == crate::verdict::names::DEADLOCK);
+            let cause = match deadlock {
+                true => Cause::Deadlock,
+                false => Cause::Other(ViolationKind::NotLinearizable),
+            };
+            (cause, key, process, summary, None)
+        }
         None => {
             let violation = first.expect("a group without a root grant has a kept violation");
             let window = violation.window;

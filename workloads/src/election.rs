@@ -27,13 +27,13 @@
 
 use std::time::Duration;
 
-use lockcheck_checker::{EventType, Function, Process};
+use lockcheck_checker::{EventType, Function};
 use rand::rngs::SmallRng;
 use rand::Rng;
 use serde_json::{json, Value};
 
 use crate::client::{Grant, LockClient, Outcome};
-use crate::recorder::SharedRecorder;
+use crate::recorder::{record_client, SharedRecorder};
 use crate::stall::{Stall, StallPoint};
 use crate::storage::ResourceStore;
 use crate::workload::{acquire_value, grant_value, pause, reset, ClientPlan, WorkloadOptions};
@@ -94,14 +94,7 @@ pub(crate) async fn run_election<C: LockClient, S: ResourceStore>(
     stall.set_process(process);
     let mut writes = 0u64;
     let record = |process: i64, event_type, f, key: &str, value, error: Option<&str>| {
-        recorder.lock().expect("the recorder is never poisoned").record(
-            Process::Client(process),
-            event_type,
-            f,
-            Some(key),
-            value,
-            error,
-        );
+        record_client(recorder, process, event_type, f, key, value, error)
     };
     // Records a completion, with `note` as the value of a `fail` or `info`;
     // on `info` the process is finished and the client goes on as a new

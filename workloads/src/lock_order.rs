@@ -16,13 +16,13 @@
 //! deadlock and refused it; either way the client lets go of what it holds
 //! and starts its turn again.
 
-use lockcheck_checker::{EventType, Function, Process};
+use lockcheck_checker::{EventType, Function};
 use rand::rngs::SmallRng;
 use rand::Rng;
 use serde_json::{json, Value};
 
 use crate::client::{Grant, LockClient, Outcome};
-use crate::recorder::SharedRecorder;
+use crate::recorder::{record_client, SharedRecorder};
 use crate::stall::{Stall, StallPoint};
 use crate::workload::{
     acquire_value, grant_value, pause, work, ClientPlan, Workload, WorkloadOptions,
@@ -70,14 +70,7 @@ pub(crate) async fn run_lock_order<C: LockClient>(
     let mut process = i64::from(plan.logical);
     stall.set_process(process);
     let record = |process: i64, event_type, f, key: &str, value, error: Option<&str>| {
-        recorder.lock().expect("the recorder is never poisoned").record(
-            Process::Client(process),
-            event_type,
-            f,
-            Some(key),
-            value,
-            error,
-        );
+        record_client(recorder, process, event_type, f, key, value, error)
     };
     // After an unknown outcome the process is finished: the client goes on
     // as a new one, on a new session, holding nothing it knows of.

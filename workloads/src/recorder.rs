@@ -33,6 +33,27 @@ impl std::fmt::Debug for Recorder {
 /// A recorder shared by every client of a test.
 pub type SharedRecorder = Arc<Mutex<Recorder>>;
 
+/// Records one event of client process `process` on `key` into the
+/// shared recorder: what every workload's clients record.
+pub(crate) fn record_client(
+    recorder: &SharedRecorder,
+    process: i64,
+    event_type: EventType,
+    f: Function,
+    key: &str,
+    value: Value,
+    error: Option<&str>,
+) {
+    recorder.lock().expect("the recorder is never poisoned").record(
+        Process::Client(process),
+        event_type,
+        f,
+        Some(key),
+        value,
+        error,
+    );
+}
+
 fn raw(value: Value) -> Option<Box<RawValue>> {
     match value {
         Value::Null => None,
