@@ -8,7 +8,7 @@ use std::process::Command;
 
 /// The cells CI runs: every lock cell but the etcd cut-off one (its runs
 /// take 60 s, and it may need several), both cron cells, the lock-ordering
-/// cells, and of the
+/// cells (not the election ones: real/tests/real_election.rs runs etcd's), and of the
 /// payments cells a sample (a lock per order and a unique insert, on both
 /// queues, and the unique insert under every fault) that keeps the whole CI run within its time; `lockcheck matrix`
 /// runs them all (docs/truth-table.md).
