@@ -3,9 +3,9 @@
 
 renew checks nothing: PEXPIRE extends the lock whoever holds it now. A holder
 whose lease ran out while it stalled renews the next holder's lock and goes on
-believing it holds it. lockcheck finds it under the pause fault when a stall
-before a renewal outlasts the lease (linearizability violated;
-docs/exec-protocol.md).
+believing it holds it. lockcheck finds it under the pause fault: a stall
+before a renewal outlasts the lease and ends once another client holds the
+lock (linearizability violated; docs/exec-protocol.md).
 """
 
 import sys

@@ -8,8 +8,8 @@ than the ones handed out while it slept: a later holder can carry a smaller
 token than an earlier one, and the tokens no longer order the holders.
 lockcheck finds it under the pause fault at the between-commands point,
 where it holds the program's connections after the first reply of an
-operation, in the runs where the lock is free as the program resumes
-(linearizability violated; docs/exec-protocol.md).
+operation until the stall is over and the lock looks free (linearizability
+violated; docs/exec-protocol.md).
 """
 
 import sys
