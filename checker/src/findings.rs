@@ -569,13 +569,21 @@ fn describe(
         }
         None => {
             let violation = first.expect("a group without a root grant has a kept violation");
-            let window = violation.window;
+            // A history with no order of its operations has no window of
+            // its own: the operations that prove it span one.
+            let linear = violation.kind == ViolationKind::NotLinearizable;
+            let window = match (violation.window, linear) {
+                (None, true) => span_of(history, &violation.events),
+                (window, _) => window.map(|window| (window.start_ns, window.end_ns)),
+            };
             // Work done twice names last the worker behind it, the one whose
             // job outlived its visibility timeout: a fault that struck it (a
-            // stall) is behind the double.
-            let struck = violation.processes.last().copied().filter(|_| is_work(violation.kind));
+            // stall) is behind the double. The operation no order admits is
+            // named last too: a stall of its client may be behind it.
+            let struck =
+                violation.processes.last().copied().filter(|_| is_work(violation.kind) || linear);
             let fault = window
-                .and_then(|window| during(faults, end, window.start_ns, window.end_ns, struck))
+                .and_then(|(start_ns, end_ns)| during(faults, end, start_ns, end_ns, struck))
                 .map(|interval| interval.behind(end));
             let summary = violation.explanation.clone();
             let process = violation.processes.last().copied();
@@ -752,6 +760,21 @@ fn during<'a, 'h>(
         .or_else(|| latest(&|interval| interval.strikes_clients() && interval.processes.is_none()))
 }
 
+/// From the first invoke among `events` to the latest completion of the
+/// operations they invoke: the time the operations that prove a violation
+/// took, in ns. `None` when no event is an invoke.
+fn span_of(history: &History, events: &[u64]) -> Option<(u64, u64)> {
+    let ops = history.ops();
+    let mut span: Option<(u64, u64)> = None;
+    for &index in events {
+        let at = ops.partition_point(|op| op.invoke.index < index);
+        let Some(op) = ops.get(at).filter(|op| op.invoke.index == index) else { continue };
+        let (start, end) = (op.invoke.time_ns, history.completion_or_end(op).time_ns);
+        span = Some(span.map_or((start, end), |(low, high)| (low.min(start), high.max(end))));
+    }
+    span
+}
+
 fn plural(count: u64, one: &str, many: &str) -> String {
     format!("{count} {}", if count == 1 { one } else { many })
 }
@@ -817,6 +840,32 @@ mod tests {
         // Every kept violation names its finding.
         let mutex = analysis.result_of("mutual-exclusion").expect("ran");
         assert!(mutex.violations.iter().all(|violation| violation.finding == Some(finding.id)));
+    }
+
+    /// A lock refused as busy while nobody holds it (a reply lost in a
+    /// partition, the key orphaned): no order of the operations is legal,
+    /// and the partition on while they ran is the fault behind it.
+    #[test]
+    fn a_history_with_no_order_is_traced_to_the_fault_on_while_its_operations_ran() {
+        let history = history(&[
+            r#""time":0,"process":1,"type":"invoke","f":"acquire","key":"l","value":null"#,
+            r#""time":10,"process":1,"type":"ok","f":"acquire","key":"l","value":null"#,
+            r#""time":20,"process":1,"type":"invoke","f":"release","key":"l","value":null"#,
+            r#""time":30,"process":1,"type":"ok","f":"release","key":"l","value":null"#,
+            r#""time":40,"process":"nemesis","type":"info","f":"start","key":null,"value":{"fault":"partition","targets":["redis"]}"#,
+            r#""time":50,"process":2,"type":"invoke","f":"acquire","key":"l","value":null"#,
+            r#""time":60,"process":2,"type":"fail","f":"acquire","key":"l","value":null,"error":"busy""#,
+            r#""time":70,"process":"nemesis","type":"info","f":"stop","key":null,"value":{"fault":"partition","targets":["redis"]}"#,
+        ]);
+        let analysis = analyze(&history, &default_checkers(), &CheckOptions::default());
+        assert_eq!(analysis.verdict_of("linearizability"), Some(crate::Verdict::Invalid));
+        let finding = analysis
+            .findings
+            .iter()
+            .find(|finding| finding.cause == Cause::Other(ViolationKind::NotLinearizable))
+            .expect("a finding for it");
+        let fault = finding.fault.as_ref().expect("the partition is behind it");
+        assert_eq!(fault.fault, "partition");
     }
 
     /// A crash loses the token counter: every later grant repeats a token.
