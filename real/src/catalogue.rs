@@ -373,7 +373,7 @@ impl RealBackend {
                 )
                 .await
             }
-            Recipe::Etcd { waits, check, .. } => {
+            recipe @ (Recipe::Etcd { .. } | Recipe::EtcdElection) => {
                 let fencing = run.fencing;
                 drive_stored(
                     options,
@@ -393,30 +393,18 @@ impl RealBackend {
                             }
                         };
                         async move {
-                            Ok(EtcdClient::connect(endpoints, &config, fencing, waits)
-                                .await?
-                                .checking(check)
-                                .stalling_at(stall))
-                        }
-                    },
-                    nemesis,
-                )
-                .await
-            }
-            Recipe::EtcdElection => {
-                let fencing = run.fencing;
-                drive_stored(
-                    options,
-                    history,
-                    sides,
-                    |logical, stall| {
-                        let config = config(logical);
-                        let endpoints = urls(logical);
-                        async move {
-                            Ok(EtcdClient::connect(endpoints, &config, fencing, false)
-                                .await?
-                                .campaigning(&config, fencing)
-                                .stalling_at(stall))
+                            let client = match recipe {
+                                Recipe::Etcd { waits, check, .. } => {
+                                    EtcdClient::connect(endpoints, &config, fencing, waits)
+                                        .await?
+                                        .checking(check)
+                                }
+                                // Candidates campaign with etcd's Election API.
+                                _ => EtcdClient::connect(endpoints, &config, fencing, false)
+                                    .await?
+                                    .campaigning(&config, fencing),
+                            };
+                            Ok(client.stalling_at(stall))
                         }
                     },
                     nemesis,

@@ -29,14 +29,16 @@ use std::time::Duration;
 
 use lockcheck_checker::{EventType, Function};
 use rand::rngs::SmallRng;
-use rand::Rng;
 use serde_json::{json, Value};
 
 use crate::client::{Grant, LockClient, Outcome};
 use crate::recorder::{record_client, SharedRecorder};
 use crate::stall::{Stall, StallPoint};
 use crate::storage::ResourceStore;
-use crate::workload::{acquire_value, grant_value, pause, reset, ClientPlan, WorkloadOptions};
+use crate::workload::{
+    acquire_value, grant_value, pause, reset, uniform, versioned, with_woken, ClientPlan,
+    WorkloadOptions,
+};
 
 /// The bound within which a new leader must be elected after the leader's
 /// end (its resignation, or its lease running out when it died), as each
@@ -57,10 +59,6 @@ fn campaign_value(options: &WorkloadOptions) -> Value {
     let mut value = acquire_value(options);
     value["elect_within_ms"] = json!(elect_within_ms(options));
     value
-}
-
-fn uniform(rng: &mut SmallRng, (low, high): (u64, u64)) -> Duration {
-    Duration::from_millis(if high > low { rng.gen_range(low..=high) } else { low })
 }
 
 /// How the leader's last step went.
@@ -122,15 +120,7 @@ pub(crate) async fn run_election<C: LockClient, S: ResourceStore>(
         record(process, EventType::Invoke, Function::Acquire, name, campaign_value(options), None);
         let outcome = client.acquire(name, ttl_ms).await;
         let woken = client.take_wake_ups();
-        let with_woken = |mut value: Value| {
-            if let Some(woken) = woken {
-                if !value.is_object() {
-                    value = json!({});
-                }
-                value["woken"] = json!(woken);
-            }
-            value
-        };
+        let with_woken = |value: Value| with_woken(value, woken);
         let grant: Grant = match outcome {
             Outcome::Ok(grant) => {
                 let value = with_woken(grant_value(&grant));
@@ -174,9 +164,7 @@ pub(crate) async fn run_election<C: LockClient, S: ResourceStore>(
                 None => json!({ "data": data }),
             };
             record(process, EventType::Invoke, Function::Write, resource, value, None);
-            let outcome = store.write_versioned(resource, fence, &data).await.map(|version| {
-                version.map_or(Value::Null, |version| json!({ "version": version }))
-            });
+            let outcome = versioned(store.write_versioned(resource, fence, &data).await);
             complete(&mut process, Function::Write, resource, &outcome);
             match &outcome {
                 Outcome::Info(_) => {

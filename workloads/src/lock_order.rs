@@ -72,11 +72,23 @@ pub(crate) async fn run_lock_order<C: LockClient>(
     let record = |process: i64, event_type, f, key: &str, value, error: Option<&str>| {
         record_client(recorder, process, event_type, f, key, value, error)
     };
-    // After an unknown outcome the process is finished: the client goes on
-    // as a new one, on a new session, holding nothing it knows of.
-    let crashed = |process: &mut i64| {
-        *process += i64::from(plan.clients);
-        stall.set_process(*process);
+    // Records a completion; true when its outcome is unknown: the process
+    // is then finished, and the client goes on as a new one, on a new
+    // session, holding nothing it knows of.
+    let complete = |process: &mut i64, f: Function, key: &str, outcome: Outcome<Value>| {
+        match outcome {
+            Outcome::Ok(value) => record(*process, EventType::Ok, f, key, value, None),
+            Outcome::Fail(error) => {
+                record(*process, EventType::Fail, f, key, Value::Null, Some(&error))
+            }
+            Outcome::Info(error) => {
+                record(*process, EventType::Info, f, key, Value::Null, Some(&error));
+                *process += i64::from(plan.clients);
+                stall.set_process(*process);
+                return true;
+            }
+        }
+        false
     };
     'turns: while tokio::time::Instant::now() < plan.until {
         stall.set_holding(false);
@@ -85,44 +97,19 @@ pub(crate) async fn run_lock_order<C: LockClient>(
         for at in turn_order(&mut rng, options.locks.len(), opposite) {
             let lock = options.locks[at].as_str();
             record(process, EventType::Invoke, Function::Acquire, lock, invoke_value.clone(), None);
-            match client.acquire_waiting(lock, options.ttl_ms, wait_ms).await {
-                Outcome::Ok(grant) => {
-                    record(
-                        process,
-                        EventType::Ok,
-                        Function::Acquire,
-                        lock,
-                        grant_value(&grant),
-                        None,
-                    );
-                    stall.set_holding(true);
-                    held.push((lock, grant));
-                }
-                Outcome::Fail(error) => {
-                    record(
-                        process,
-                        EventType::Fail,
-                        Function::Acquire,
-                        lock,
-                        Value::Null,
-                        Some(&error),
-                    );
-                    break;
-                }
-                Outcome::Info(error) => {
-                    record(
-                        process,
-                        EventType::Info,
-                        Function::Acquire,
-                        lock,
-                        Value::Null,
-                        Some(&error),
-                    );
-                    crashed(&mut process);
-                    client.reset().await;
-                    continue 'turns;
-                }
+            let outcome = client.acquire_waiting(lock, options.ttl_ms, wait_ms).await;
+            let grant = match &outcome {
+                Outcome::Ok(grant) => Some(grant.clone()),
+                _ => None,
+            };
+            if complete(&mut process, Function::Acquire, lock, outcome.map(|g| grant_value(&g))) {
+                client.reset().await;
+                continue 'turns;
             }
+            // Refused, or given up waiting: let go of what is held.
+            let Some(grant) = grant else { break };
+            stall.set_holding(true);
+            held.push((lock, grant));
         }
         if held.len() == 2 {
             // The classic pause: both locks granted, the work not yet done.
@@ -139,32 +126,10 @@ pub(crate) async fn run_lock_order<C: LockClient>(
                 stall.set_holding(false);
             }
             record(process, EventType::Invoke, Function::Release, lock, grant_value(&grant), None);
-            let outcome = client.release(lock, &grant).await;
-            match outcome {
-                Outcome::Ok(()) => {
-                    record(process, EventType::Ok, Function::Release, lock, Value::Null, None)
-                }
-                Outcome::Fail(error) => record(
-                    process,
-                    EventType::Fail,
-                    Function::Release,
-                    lock,
-                    Value::Null,
-                    Some(&error),
-                ),
-                Outcome::Info(error) => {
-                    record(
-                        process,
-                        EventType::Info,
-                        Function::Release,
-                        lock,
-                        Value::Null,
-                        Some(&error),
-                    );
-                    crashed(&mut process);
-                    client.reset().await;
-                    continue 'turns;
-                }
+            let outcome = client.release(lock, &grant).await.map(|()| Value::Null);
+            if complete(&mut process, Function::Release, lock, outcome) {
+                client.reset().await;
+                continue 'turns;
             }
         }
     }

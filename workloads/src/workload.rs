@@ -198,7 +198,7 @@ pub(crate) async fn work(rng: &mut SmallRng, range: (u64, u64), stall: &Stall) {
     tokio::time::sleep(length).await;
 }
 
-fn uniform(rng: &mut SmallRng, (low, high): (u64, u64)) -> Duration {
+pub(crate) fn uniform(rng: &mut SmallRng, (low, high): (u64, u64)) -> Duration {
     Duration::from_millis(if high > low { rng.gen_range(low..=high) } else { low })
 }
 
@@ -212,13 +212,13 @@ fn unit(outcome: Outcome<()>) -> Outcome<Value> {
 
 /// A write's outcome, with the version it made on `ok` when the storage
 /// counts them (`{"version": 7}`).
-fn versioned(outcome: Outcome<Option<u64>>) -> Outcome<Value> {
+pub(crate) fn versioned(outcome: Outcome<Option<u64>>) -> Outcome<Value> {
     outcome.map(|version| version.map_or(Value::Null, |version| json!({ "version": version })))
 }
 
 /// `value` (an object, or null) with an acquire's watch wake-ups, when its
 /// recipe counts them (`"woken": 2`).
-fn with_woken(value: Value, woken: Option<u64>) -> Value {
+pub(crate) fn with_woken(value: Value, woken: Option<u64>) -> Value {
     let Some(woken) = woken else { return value };
     let mut value = match value {
         Value::Object(fields) => fields,
