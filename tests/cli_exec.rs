@@ -293,7 +293,10 @@ fn a_program_that_takes_its_token_before_its_grant_fails_the_gate() {
     found_within("redis_lock_token_first.py", 1..=3);
 }
 
+/// Found at each of the seeds 1 to 6 on an idle machine; a loaded CI run
+/// once missed seed 1 (the next holder released before the late renewal
+/// came: the stall now ends at a fresh grant), so it gets three seeds too.
 #[test]
-fn a_program_that_renews_without_a_compare_fails_the_gate_in_one_run() {
-    found_within("redis_lock_blind_renew.py", 1..=1);
+fn a_program_that_renews_without_a_compare_fails_the_gate() {
+    found_within("redis_lock_blind_renew.py", 1..=3);
 }

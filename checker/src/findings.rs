@@ -24,7 +24,7 @@ use serde::Serialize;
 use crate::beliefs::Beliefs;
 use crate::event::Function;
 use crate::event::NemesisDetails;
-use crate::history::{History, Moment, NemesisEvent, OpId};
+use crate::history::{History, Moment, NemesisEvent, OpId, Outcome};
 use crate::verdict::{CheckResult, ViolationKind};
 use crate::{format_seconds, format_time};
 
@@ -573,7 +573,10 @@ fn describe(
             // its own: the operations that prove it span one.
             let linear = violation.kind == ViolationKind::NotLinearizable;
             let window = match (violation.window, linear) {
-                (None, true) => span_of(history, &violation.events),
+                (None, true) => span_of(history, &violation.events).map(|span| {
+                    held_since(history, &violation.events, violation.processes.last().copied())
+                        .map_or(span, |since| (span.0.min(since), span.1))
+                }),
                 (window, _) => window.map(|window| (window.start_ns, window.end_ns)),
             };
             // Work done twice names last the worker behind it, the one whose
@@ -775,6 +778,32 @@ fn span_of(history: &History, events: &[u64]) -> Option<(u64, u64)> {
     span
 }
 
+/// When the operation no order admits is `process`'s own on a lock it
+/// was granted (a late renewal or release), the time of the invoke of
+/// that grant: a stall that struck while it held the lock, and ended just
+/// before the operation, is behind it too.
+fn held_since(history: &History, events: &[u64], process: Option<i64>) -> Option<u64> {
+    let process = process?;
+    let ops = history.ops();
+    let blocked = events.iter().rev().find_map(|&index| {
+        let at = ops.partition_point(|op| op.invoke.index < index);
+        ops.get(at).filter(|op| op.invoke.index == index && op.process == process).map(|_| at)
+    })?;
+    let key = ops[blocked].key;
+    // The process's own operations back to its last acquire or release of
+    // this lock, past its renewals (a bounded look: a holder does a few between its grant and its end).
+    let last = ops[..blocked]
+        .iter()
+        .rev()
+        .filter(|op| op.process == process)
+        .take(LOOK_BACK)
+        .find(|op| op.key == key && op.f != Function::Renew)?;
+    (last.f == Function::Acquire && last.outcome == Outcome::Ok).then_some(last.invoke.time_ns)
+}
+
+/// How many of a process's operations [`held_since`] looks back over.
+const LOOK_BACK: usize = 64;
+
 fn plural(count: u64, one: &str, many: &str) -> String {
     format!("{count} {}", if count == 1 { one } else { many })
 }
@@ -866,6 +895,42 @@ mod tests {
             .expect("a finding for it");
         let fault = finding.fault.as_ref().expect("the partition is behind it");
         assert_eq!(fault.fault, "partition");
+    }
+
+    /// A holder stalls before its renewal past its lease; another is
+    /// granted the lock; the stall ends and the late renewal is ok (a
+    /// renewal without a compare). The operations no order admits ran
+    /// after the stall ended, but the stall struck while their client held
+    /// the lock: it is the fault behind them.
+    #[test]
+    fn a_late_renewal_is_traced_to_the_stall_that_struck_its_hold() {
+        let history = history(&[
+            r#""time":0,"process":"nemesis","type":"info","f":"start","key":null,"value":{"fault":"pause","targets":["client-1"],"processes":[1],"stall_ms":2000,"at":"before-renew"}"#,
+            r#""time":10,"process":1,"type":"invoke","f":"acquire","key":"l","value":{"ttl_ms":1000}"#,
+            r#""time":20,"process":1,"type":"ok","f":"acquire","key":"l","value":{"fence":1}"#,
+            r#""time":1500000000,"process":2,"type":"invoke","f":"acquire","key":"l","value":{"ttl_ms":1000}"#,
+            r#""time":1500000010,"process":2,"type":"ok","f":"acquire","key":"l","value":{"fence":2}"#,
+            r#""time":1600000000,"process":2,"type":"invoke","f":"release","key":"l","value":{"fence":2}"#,
+            r#""time":1600000010,"process":2,"type":"ok","f":"release","key":"l","value":null"#,
+            r#""time":2000000030,"process":"nemesis","type":"info","f":"stop","key":null,"value":{"fault":"pause","targets":["client-1"],"processes":[1],"stall_ms":2000,"at":"before-renew","struck":"before-renew"}"#,
+            r#""time":2050000000,"process":3,"type":"invoke","f":"acquire","key":"l","value":{"ttl_ms":1000}"#,
+            r#""time":2050000010,"process":3,"type":"ok","f":"acquire","key":"l","value":{"fence":3}"#,
+            r#""time":2060000000,"process":3,"type":"invoke","f":"release","key":"l","value":{"fence":3}"#,
+            r#""time":2060000010,"process":3,"type":"ok","f":"release","key":"l","value":null"#,
+            r#""time":2070000000,"process":4,"type":"invoke","f":"acquire","key":"l","value":{"ttl_ms":1000}"#,
+            r#""time":2070000010,"process":4,"type":"ok","f":"acquire","key":"l","value":{"fence":4}"#,
+            r#""time":2100000000,"process":1,"type":"invoke","f":"renew","key":"l","value":{"ttl_ms":1000}"#,
+            r#""time":2100000010,"process":1,"type":"ok","f":"renew","key":"l","value":null"#,
+        ]);
+        let analysis = analyze(&history, &default_checkers(), &CheckOptions::default());
+        assert_eq!(analysis.verdict_of("linearizability"), Some(crate::Verdict::Invalid));
+        let finding = analysis
+            .findings
+            .iter()
+            .find(|finding| finding.cause == Cause::Other(ViolationKind::NotLinearizable))
+            .expect("a finding for it");
+        let fault = finding.fault.as_ref().expect("the stall is behind it");
+        assert!(fault.description.starts_with("pause struck client-1 (process 1)"), "{fault:?}");
     }
 
     /// A crash loses the token counter: every later grant repeats a token.

@@ -183,8 +183,9 @@ struct State {
     board: Option<(Board, usize)>,
 }
 
-/// Which lock each client of a run holds now (`None`: none, or not said).
-type Board = Arc<Mutex<Vec<Option<String>>>>;
+/// Which lock each client of a run holds now, and since when (`None`:
+/// none, or not said).
+type Board = Arc<Mutex<Vec<Option<(String, Instant)>>>>;
 
 /// One client's pause point: the nemesis asks for a stall at a point, the
 /// client takes it when it next passes that point; the nemesis clears what
@@ -238,25 +239,30 @@ impl Stall {
     /// free reads it on the run's board.
     pub fn holds_key(&self, key: &str) {
         if let Some((board, at)) = &self.state().board {
-            board.lock().unwrap_or_else(|poisoned| poisoned.into_inner())[*at] = Some(key.into());
+            board.lock().unwrap_or_else(|poisoned| poisoned.into_inner())[*at] =
+                Some((key.into(), Instant::now()));
         }
     }
 
     /// A stall before a renewal is aimed at its end too, on a run with a
     /// board (against real servers): after its length it goes on until
-    /// another client holds the lock this one holds, at most `cap` more, so
-    /// that the late renewal meets the next holder's lock, which is where
-    /// a renewal without a compare shows.
+    /// another client is granted the lock this one holds, at most `cap`
+    /// more, so that the late renewal meets the next holder's lock, which
+    /// is where a renewal without a compare shows. A grant from before
+    /// the wait does not end it: that holder may release before the
+    /// renewal gets there (a loaded machine), a fresh one has its whole
+    /// hold ahead.
     async fn until_taken_by_another(&self, cap: Duration) {
         let key = {
             let state = self.state();
             let Some((board, at)) = &state.board else { return };
-            let key = board.lock().unwrap_or_else(|poisoned| poisoned.into_inner())[*at].clone();
-            key
+            let held = board.lock().unwrap_or_else(|poisoned| poisoned.into_inner())[*at].clone();
+            held.map(|(key, _)| key)
         };
         let Some(key) = key else { return };
-        let until = Instant::now() + cap;
-        while !self.held_by_another(&key) && Instant::now() < until {
+        let since = Instant::now();
+        let until = since + cap;
+        while !self.granted_to_another_since(&key, since) && Instant::now() < until {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
     }
@@ -264,9 +270,21 @@ impl Stall {
     /// Whether another client of the run says it holds `key` now (never,
     /// without a board).
     pub fn held_by_another(&self, key: &str) -> bool {
+        self.another_holding(key, |_| true)
+    }
+
+    /// Whether another client holds `key` now by a grant of `since` or
+    /// later.
+    fn granted_to_another_since(&self, key: &str, since: Instant) -> bool {
+        self.another_holding(key, |granted| granted >= since)
+    }
+
+    fn another_holding(&self, key: &str, granted: impl Fn(Instant) -> bool) -> bool {
         let Some((board, at)) = self.state().board.clone() else { return false };
         let board = board.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        board.iter().enumerate().any(|(other, held)| other != at && held.as_deref() == Some(key))
+        board.iter().enumerate().any(|(other, held)| {
+            other != at && held.as_ref().is_some_and(|(held, at)| held == key && granted(*at))
+        })
     }
 
     /// The workload has drawn how long the holder works: its release comes
@@ -380,6 +398,7 @@ impl Stall {
 #[cfg(test)]
 mod tests {
     use super::{Stall, StallPoint};
+    use std::time::Duration;
 
     #[test]
     fn a_point_reads_back_by_its_name_and_a_list_sorts() {
@@ -430,5 +449,35 @@ mod tests {
         assert!(!stalls[1].held_by_another("lock-0"), "its own hold is not another's");
         stalls[1].set_holding(false);
         assert!(!stalls[0].held_by_another("lock-0"), "released");
+    }
+
+    /// A stall before a renewal ends at a grant to another made after its
+    /// length ran out, not at a hold that was already there.
+    #[tokio::test(start_paused = true)]
+    async fn a_stall_before_a_renewal_ends_at_a_fresh_grant_to_another() {
+        let stalls = [Stall::default(), Stall::default()];
+        Stall::share_board(&stalls);
+        stalls[0].set_holding(true);
+        stalls[0].holds_key("lock-0");
+        stalls[1].set_holding(true);
+        stalls[1].holds_key("lock-0"); // already held when the stall's length ends
+        let other = stalls[1].clone();
+        let regrant = async move {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            other.set_holding(false);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            other.set_holding(true);
+            other.holds_key("lock-0");
+        };
+        stalls[0].request_at(100, StallPoint::BeforeRenew);
+        let start = tokio::time::Instant::now();
+        let strike = async {
+            let stalled = stalls[0].strike(StallPoint::BeforeRenew).await;
+            (stalled, start.elapsed())
+        };
+        let ((stalled, waited), ()) = tokio::join!(strike, regrant);
+        assert_eq!(stalled, Duration::from_millis(100));
+        assert!(waited >= Duration::from_millis(160), "{waited:?}: ended at the old hold");
+        assert!(waited < Duration::from_millis(200), "{waited:?}: missed the fresh grant");
     }
 }
