@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lockcheck_checker::import::{InputFormat, ModelChoice};
 use lockcheck_checker::Purpose;
+use lockcheck_commands::model::ModelRequest;
 use lockcheck_commands::{AnalyzeRequest, CheckRequest, ConformanceRequest, MatrixRequest};
 use lockcheck_workloads::payments::Protection;
 use lockcheck_workloads::provider::{Profile, Variant};
@@ -69,6 +70,11 @@ pub enum Command {
         after_help = "Exit codes: 0 every verdict agrees, 1 a file disagrees (each one is listed), 64 usage error or no corpus in the folder, 65 a VERDICTS.txt that cannot be read."
     )]
     Conformance(ConformanceArgs),
+    /// Explore every interleaving of a recipe within bounds (clients, operations, ticks, faults): each property holds, or its shortest counterexample is printed and written as a history.
+    #[command(
+        after_help = "Exit codes: 0 every property holds within the bounds, 1 one is violated, 2 one is unknown (stopped at --max-states), 64 usage error."
+    )]
+    Model(ModelArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -893,6 +899,65 @@ impl ConformanceArgs {
         ConformanceRequest {
             porcupine: self.porcupine.clone(),
             linearizability_timeout: self.linearizability_timeout,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ModelArgs {
+    /// The recipe to explore: redis, redis-del-release, … (a wrong name lists them all).
+    #[arg(long, value_name = "NAME")]
+    pub recipe: String,
+    /// Clients, each running the recipe.
+    #[arg(long, default_value_t = 2)]
+    pub clients: u8,
+    /// Acquire attempts per client (a granted one writes with its token, then releases).
+    #[arg(long, default_value_t = 2)]
+    pub ops: u8,
+    /// Ticks of time the exploration may reach.
+    #[arg(long, default_value_t = 6)]
+    pub ticks: u8,
+    /// Faults, comma-separated, each with an optional count: pause, clock, kill, loss (`pause=2`).
+    #[arg(long, value_name = "LIST", default_value = "none")]
+    pub faults: String,
+    /// Grants carry no token and the resource checks none.
+    #[arg(long)]
+    pub no_fencing: bool,
+    /// The lock server's restart keeps its keys.
+    #[arg(long)]
+    pub persistent: bool,
+    /// The lease, in ticks (a holder releases within one tick less).
+    #[arg(long, default_value_t = 3)]
+    pub ttl_ticks: u8,
+    /// One tick in ms, for the histories written.
+    #[arg(long, default_value_t = 250)]
+    pub tick_ms: u64,
+    /// Stop after this many distinct states: a property without a counterexample by then is unknown.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub max_states: usize,
+    /// Only these properties (default all): mutual-exclusion, resource-safety, fence-monotonicity, liveness.
+    #[arg(long, value_name = "LIST", default_value = "")]
+    pub property: String,
+    /// Write each counterexample as a history here (RECIPE-PROPERTY.jsonl), for `analyze` and `report`.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+impl ModelArgs {
+    pub fn request(&self) -> ModelRequest {
+        ModelRequest {
+            recipe: self.recipe.clone(),
+            clients: self.clients,
+            ops: self.ops,
+            ticks: self.ticks,
+            faults: self.faults.clone(),
+            no_fencing: self.no_fencing,
+            persistent: self.persistent,
+            ttl_ticks: self.ttl_ticks,
+            tick_ms: self.tick_ms,
+            max_states: self.max_states,
+            properties: self.property.clone(),
+            out: self.out.clone(),
         }
     }
 }

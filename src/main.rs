@@ -34,7 +34,7 @@ mod synth;
 use std::process::ExitCode;
 
 use clap::Parser;
-use lockcheck_commands::{analyze, check, conformance, exit, matrix_real, matrix_sim, real};
+use lockcheck_commands::{analyze, check, conformance, exit, matrix_real, matrix_sim, model, real};
 use lockcheck_workloads::{interrupt, World};
 
 use crate::args::{Cli, Command};
@@ -106,6 +106,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Synth(args) => synth::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Conformance(args) => conformance::run(&args.request()),
+        Command::Model(args) => model::run(&args.request()),
     }
 }
 

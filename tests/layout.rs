@@ -217,8 +217,9 @@ fn only_the_real_world_crate_depends_on_drivers() {
 }
 
 /// The binary reads the command line and hands plain options to the
-/// libraries: what a command does is `commands/`'s.
-const BINARY_LINES: usize = 1_500;
+/// libraries: what a command does is `commands/`'s. Nine commands' options
+/// (`model`'s the ninth) fit in this many lines.
+const BINARY_LINES: usize = 1_600;
 
 #[test]
 fn the_binary_is_the_command_line_and_little_else() {

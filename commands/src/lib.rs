@@ -36,6 +36,7 @@ pub mod exit;
 pub mod matrix;
 pub mod matrix_real;
 pub mod matrix_sim;
+pub mod model;
 pub mod options;
 pub mod output;
 pub mod program;

@@ -271,7 +271,7 @@ async fn connection(
 }
 
 /// Why a request got no answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Failure {
     /// Nothing was sent: it certainly did not happen.
     NotSent,

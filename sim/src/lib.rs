@@ -42,6 +42,15 @@ pub use client::{Backend, SimClient, Simulator};
 pub use lockcheck_workloads::RunOptions;
 pub use nemesis::{refused_in_sim, Action, Fault, FaultKind, Shape, Targets, DEFAULT_FAULTS};
 pub use redlock::REDLOCK_HOSTS;
+
+/// What a model checker needs to drive the simulator's own recipe
+/// transports and server state machines step by step, without turmoil.
+pub mod modelled {
+    pub use crate::host::Failure;
+    pub use crate::protocol::{Request, Response};
+    pub use crate::redis_lock::{redis_over, Caller};
+    pub use crate::server::ServerState;
+}
 pub use run::{
     run, run_recorded, run_with_progress, SimError, SimRun, SimStats, Simulated, BASE_BYTES,
     BYTES_PER_CLIENT, BYTES_PER_CLIENT_SECOND, MAX_CLIENTS,

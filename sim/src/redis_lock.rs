@@ -102,12 +102,41 @@ impl SimSession for RedisSession {
     }
 }
 
-/// One client's connection to the simulated Redis.
-struct SimRedis<'a> {
-    connection: &'a mut Connection,
+/// What the simulated Redis transport sends its requests through: a
+/// connection to a simulated host, or a model checker's script whose every
+/// reply is a choice ([`redis_over`]).
+#[allow(async_fn_in_trait)]
+pub trait Caller {
+    /// Sends `request` and waits for its reply.
+    async fn call(&mut self, request: &Request) -> Result<Response, Failure>;
+    /// Between two commands of one operation: `true` if the client stalled
+    /// there (a pause asked for at that point).
+    async fn between_commands(&mut self) -> bool;
 }
 
-impl SimRedis<'_> {
+impl Caller for Connection {
+    async fn call(&mut self, request: &Request) -> Result<Response, Failure> {
+        Connection::call(self, request).await
+    }
+
+    async fn between_commands(&mut self) -> bool {
+        Connection::between_commands(self).await
+    }
+}
+
+/// The single-Redis recipes' transport over any [`Caller`]: the one the
+/// simulator's clients use, for a model checker to drive the same recipe
+/// code against the same server state machine.
+pub fn redis_over<C: Caller>(caller: &mut C) -> impl RedisLock + '_ {
+    SimRedis { connection: caller }
+}
+
+/// One client's connection to the simulated Redis.
+struct SimRedis<'a, C: Caller = Connection> {
+    connection: &'a mut C,
+}
+
+impl<C: Caller> SimRedis<'_, C> {
     /// Sends `request`; what `reply` makes of the answer.
     async fn call<T>(
         &mut self,
@@ -122,7 +151,7 @@ impl SimRedis<'_> {
     }
 }
 
-impl RedisLock for SimRedis<'_> {
+impl<C: Caller> RedisLock for SimRedis<'_, C> {
     async fn set_nx_px(&mut self, key: &str, value: &str, ttl_ms: u64) -> Result<bool, CallError> {
         let request = Request::SetNxPx { key: key.into(), value: value.into(), ttl_ms };
         self.call(&request, |reply| Ok(matches!(reply, Response::Ok))).await

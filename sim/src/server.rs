@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use crate::protocol::{Request, Response};
 
 /// One Redis key.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Entry {
     value: String,
     /// On the server's clock, in ms; `None`: never expires.
@@ -15,7 +15,7 @@ struct Entry {
 }
 
 /// One row of the lease table.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 struct Lease {
     owner: Option<String>,
     expires_at_ms: i64,
@@ -24,7 +24,7 @@ struct Lease {
 
 /// Everything a simulated server stores: Redis keys, the lease table and the
 /// protected resources. A host only ever receives the requests of its role.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct ServerState {
     keys: BTreeMap<String, Entry>,
     leases: BTreeMap<String, Lease>,
@@ -85,6 +85,12 @@ impl ServerState {
 
     /// The live value of a key: an expired key is gone (Redis expires lazily
     /// on access, by its own clock).
+    /// Whether the Redis key `key` is set and never expires
+    /// (a lock only its holder's release can free).
+    pub fn held_forever(&self, key: &str) -> bool {
+        matches!(self.keys.get(key), Some(Entry { expires_at_ms: None, .. }))
+    }
+
     fn live(&mut self, key: &str, now_ms: i64) -> Option<&mut Entry> {
         let expired = matches!(self.keys.get(key), Some(Entry { expires_at_ms: Some(at), .. }) if *at <= now_ms);
         if expired {

@@ -1,0 +1,258 @@
+//! `lockcheck model`: every interleaving of a recipe within bounds
+//! (`lockcheck_model`), each property's verdict, and a shortest
+//! counterexample as a step list and a history `analyze` reads.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use lockcheck_model::{check_bounds, explore, property, recipe, Bounds, Setup, Verdict};
+
+use crate::exit;
+
+/// The command's options, as plain data.
+#[derive(Debug, Clone)]
+pub struct ModelRequest {
+    pub recipe: String,
+    pub clients: u8,
+    /// Acquire attempts per client.
+    pub ops: u8,
+    pub ticks: u8,
+    /// Faults with their counts, as `pause=1,loss=2` (a name alone: 1).
+    pub faults: String,
+    pub no_fencing: bool,
+    pub persistent: bool,
+    pub ttl_ticks: u8,
+    pub tick_ms: u64,
+    pub max_states: usize,
+    /// The properties to check, comma-separated (empty: all).
+    pub properties: String,
+    /// Where counterexample histories go (one file per property).
+    pub out: Option<PathBuf>,
+}
+
+/// The faults the model injects, by the nemesis' names.
+pub const MODEL_FAULTS: &[(&str, &str)] = &[
+    (
+        "pause",
+        "a client takes no step while ticks pass (at SETNX-then-PEXPIRE's crash point: its crash)",
+    ),
+    ("clock", "the lock server's clock jumps ahead by one lease"),
+    ("kill", "the lock server crashes and restarts (its keys lost unless --persistent)"),
+    ("loss", "a command never arrives, or its reply is lost"),
+];
+
+/// Reads `pause=1,loss=2` into the bounds' fault budget.
+pub fn parse_faults(text: &str, bounds: &mut Bounds) -> Result<(), String> {
+    for part in text.split(',').map(str::trim).filter(|part| !part.is_empty()) {
+        let (name, count) = match part.split_once('=') {
+            Some((name, count)) => {
+                let count: u8 = count.trim().parse().map_err(|_| {
+                    format!("fault {part:?}: the count after '=' must be a number from 0 to 255")
+                })?;
+                (name.trim(), count)
+            }
+            None => (part, 1),
+        };
+        let slot = match name {
+            "pause" => &mut bounds.pauses,
+            "clock" => &mut bounds.clock_jumps,
+            "kill" => &mut bounds.crashes,
+            "loss" => &mut bounds.losses,
+            "none" => continue,
+            other => {
+                let known: Vec<&str> = MODEL_FAULTS.iter().map(|(name, _)| *name).collect();
+                return Err(format!(
+                    "unknown fault {other:?}: the model's faults are {} (or none)",
+                    known.join(", ")
+                ));
+            }
+        };
+        *slot = count;
+    }
+    Ok(())
+}
+
+/// Runs the exploration and prints it: exit 0 every property holds, 1 one
+/// is violated, 2 one is unknown (stopped at `--max-states`), 64 bad
+/// options.
+pub fn run(request: &ModelRequest) -> anyhow::Result<ExitCode> {
+    let recipe = match recipe(&request.recipe) {
+        Ok(recipe) => recipe,
+        Err(error) => return usage(&error),
+    };
+    let mut bounds = Bounds {
+        clients: request.clients,
+        ops: request.ops,
+        ticks: request.ticks,
+        ..Bounds::default()
+    };
+    if let Err(error) =
+        parse_faults(&request.faults, &mut bounds).and_then(|()| check_bounds(&bounds))
+    {
+        return usage(&error);
+    }
+    if request.ttl_ticks < 2 {
+        return usage("--ttl-ticks must be at least 2 (a holder works for less than its lease)");
+    }
+    if request.max_states == 0 {
+        return usage("--max-states must be at least 1");
+    }
+    if request.tick_ms == 0 {
+        return usage("--tick-ms must be at least 1");
+    }
+    let setup = Setup {
+        variant: recipe.variant,
+        fencing: !request.no_fencing,
+        fenced_storage: !request.no_fencing,
+        persist: request.persistent,
+        ttl_ticks: request.ttl_ticks,
+        tick_ms: request.tick_ms,
+    };
+    let mut only = Vec::new();
+    for name in request.properties.split(',').map(str::trim).filter(|name| !name.is_empty()) {
+        match property(name) {
+            Ok(name) => only.push(name),
+            Err(error) => return usage(&error),
+        }
+    }
+    let exploration = explore(setup, bounds, &only, request.max_states);
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "model {}: {} clients, {} ops each, {} ticks of {} ms, lease {} ticks; faults {}",
+        recipe.name,
+        bounds.clients,
+        bounds.ops,
+        bounds.ticks,
+        setup.tick_ms,
+        setup.ttl_ticks,
+        fault_list(&bounds)
+    );
+    let _ = writeln!(
+        text,
+        "  {} states ({} generated, depth {}) in {:.3} s{}",
+        exploration.states,
+        exploration.generated,
+        exploration.depth,
+        exploration.elapsed.as_secs_f64(),
+        if exploration
+            .properties
+            .iter()
+            .all(|property| matches!(property.verdict, Verdict::Violated(_)))
+        {
+            ", stopped once every property had its counterexample"
+        } else if exploration.complete {
+            ", every reachable state"
+        } else {
+            ", stopped at --max-states"
+        }
+    );
+    let mut code = exit::VALID;
+    for property in &exploration.properties {
+        match &property.verdict {
+            Verdict::Holds => {
+                let _ = writeln!(
+                    text,
+                    "{:<20} holds    within these bounds ({} states)",
+                    property.name, exploration.states
+                );
+            }
+            Verdict::Unknown => {
+                let _ = writeln!(
+                    text,
+                    "{:<20} unknown  no counterexample in the first {} states (raise --max-states or lower the bounds)",
+                    property.name, exploration.states
+                );
+                if code == exit::VALID {
+                    code = exit::UNKNOWN;
+                }
+            }
+            Verdict::Violated(counterexample) => {
+                code = exit::INVALID;
+                let _ = writeln!(
+                    text,
+                    "{:<20} VIOLATED shortest counterexample: {} steps",
+                    property.name, counterexample.length
+                );
+                for (number, step) in counterexample.steps.iter().enumerate() {
+                    if number == counterexample.length {
+                        let _ = writeln!(
+                            text,
+                            "      then, past the bounds, every client retries once a tick, refused: {} more steps that show the checkers the lock never frees",
+                            counterexample.steps.len() - counterexample.length
+                        );
+                        break;
+                    }
+                    let _ =
+                        writeln!(text, "  {:>2}. tick {}: {}", number + 1, step.tick, step.action);
+                    for line in &step.lines {
+                        let _ = writeln!(text, "        {line}");
+                    }
+                }
+                if let Some(dir) = &request.out {
+                    let path = dir.join(format!("{}-{}.jsonl", recipe.name, property.name));
+                    std::fs::create_dir_all(dir)?;
+                    std::fs::write(&path, counterexample.history.join("\n") + "\n")?;
+                    let _ = writeln!(
+                        text,
+                        "  history: {} (lockcheck analyze {} confirms it)",
+                        path.display(),
+                        path.display()
+                    );
+                }
+                let _ = writeln!(
+                    text,
+                    "  in the simulator: lockcheck check --backend {} --nemesis {}{}",
+                    recipe.backend,
+                    sim_nemesis(&bounds),
+                    if request.no_fencing { " --no-fencing" } else { "" }
+                );
+            }
+        }
+    }
+    print!("{text}");
+    Ok(code.into())
+}
+
+fn fault_list(bounds: &Bounds) -> String {
+    let faults: Vec<String> = [
+        ("pause", bounds.pauses),
+        ("clock", bounds.clock_jumps),
+        ("kill", bounds.crashes),
+        ("loss", bounds.losses),
+    ]
+    .iter()
+    .filter(|(_, count)| *count > 0)
+    .map(|(name, count)| format!("{name}={count}"))
+    .collect();
+    if faults.is_empty() {
+        "none".into()
+    } else {
+        faults.join(",")
+    }
+}
+
+/// The simulator's nemesis for the same faults.
+fn sim_nemesis(bounds: &Bounds) -> String {
+    let faults: Vec<&str> = [
+        ("pause", bounds.pauses),
+        ("clock", bounds.clock_jumps),
+        ("kill", bounds.crashes),
+        ("loss", bounds.losses),
+    ]
+    .iter()
+    .filter(|(_, count)| *count > 0)
+    .map(|(name, _)| *name)
+    .collect();
+    if faults.is_empty() {
+        "none".into()
+    } else {
+        faults.join(",")
+    }
+}
+
+fn usage(message: &str) -> anyhow::Result<ExitCode> {
+    eprintln!("lockcheck model: {message}");
+    Ok(exit::USAGE.into())
+}

@@ -1,0 +1,709 @@
+//! The model: clients that each run the recipe's operations (acquire,
+//! write to the protected resource with their token, release) against
+//! the simulator's server state machines, with time in explicit ticks and
+//! a budget of faults. stateright explores every interleaving of their
+//! steps, the ticks and the faults within the bounds.
+//!
+//! Timing assumptions, as a correct deployment makes them: an operation's
+//! commands run within one tick, and a holder releases within its lease
+//! (`hold_ticks` after its grant). A tick cannot pass while a client that
+//! is not paused would break them; a pause lifts them for one client until
+//! its next step, which is what a GC stall or a SIGSTOP does.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use lockcheck_sim::modelled::{Failure, Request, Response, ServerState};
+use lockcheck_workloads::redis_lock::Variant;
+use lockcheck_workloads::{Grant, Outcome};
+use serde_json::{json, Value};
+use stateright::{Model, Property};
+
+use crate::script::{replay, Answer, Ask, Done, LockOp, Progress, LOCK};
+
+/// The protected resource the holders write to.
+pub const RESOURCE: &str = "resource-0";
+
+/// The bounds of one exploration: how many clients, operations, ticks and
+/// faults of each kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// Clients, each running the recipe.
+    pub clients: u8,
+    /// Acquire attempts per client (each granted one writes and releases).
+    pub ops: u8,
+    /// Ticks of time after the start.
+    pub ticks: u8,
+    /// Process pauses (a client takes no step while ticks pass; at the
+    /// recipe's crash point, between `SETNX` and `PEXPIRE`, a pause past
+    /// the client's deadline is its crash, as in the simulator).
+    pub pauses: u8,
+    /// Forward jumps of the lock server's clock, by one lease each.
+    pub clock_jumps: u8,
+    /// Crashes and restarts of the lock server (its keys lost unless it
+    /// persists them).
+    pub crashes: u8,
+    /// Lost messages: a command that never arrives, or whose reply is lost.
+    pub losses: u8,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds { clients: 2, ops: 2, ticks: 6, pauses: 0, clock_jumps: 0, crashes: 0, losses: 0 }
+    }
+}
+
+/// How the recipe and its resource are set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Setup {
+    pub variant: Variant,
+    /// Grants carry a token and writes send it.
+    pub fencing: bool,
+    /// The resource refuses a token below one it accepted.
+    pub fenced_storage: bool,
+    /// A lock server's restart keeps its keys (an fsynced append-only file).
+    pub persist: bool,
+    /// The lease, in ticks.
+    pub ttl_ticks: u8,
+    /// One tick, in ms.
+    pub tick_ms: u64,
+}
+
+impl Setup {
+    pub fn ttl_ms(&self) -> u64 {
+        u64::from(self.ttl_ticks) * self.tick_ms
+    }
+
+    /// How long a holder may hold the lock before it releases, in ticks:
+    /// less than its lease.
+    pub fn hold_ticks(&self) -> u8 {
+        self.ttl_ticks.saturating_sub(1).max(1)
+    }
+}
+
+/// The lock a client believes it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Held {
+    value: String,
+    fence: Option<u64>,
+    /// The tick it was granted at.
+    since: u8,
+    /// Another client was granted the lock since.
+    superseded: bool,
+    wrote: bool,
+}
+
+/// Where a client stands.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Phase {
+    Idle,
+    /// An acquire in flight, with the largest token granted before it was
+    /// invoked.
+    Acquiring {
+        value: String,
+        answers: Vec<Answer>,
+        floor: u64,
+    },
+    Holding(Held),
+    /// A release in flight (the client stopped believing at its invoke).
+    Releasing {
+        value: String,
+        answers: Vec<Answer>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Client {
+    phase: Phase,
+    /// Acquire attempts left.
+    ops_left: u8,
+    /// Attempts made (names each attempt's unique value).
+    attempts: u8,
+    /// Which process of the history it runs as: a new one after an
+    /// unknown outcome.
+    generation: u8,
+    paused: bool,
+}
+
+/// Faults left to inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Budget {
+    pauses: u8,
+    clock_jumps: u8,
+    crashes: u8,
+    losses: u8,
+}
+
+/// What the properties have seen broken so far (sticky).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Broken {
+    mutex: bool,
+    tokens: bool,
+    resource: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct State {
+    now: u8,
+    /// How far the lock server's clock is ahead of true time, in ms.
+    offset_ms: i64,
+    server: ServerState,
+    storage: ServerState,
+    clients: Vec<Client>,
+    budget: Budget,
+    /// Every token granted so far, in grant order.
+    tokens: Vec<u64>,
+    /// The largest token of a completed grant.
+    done_max: u64,
+    /// The largest token the resource accepted.
+    accepted_max: Option<u64>,
+    broken: Broken,
+}
+
+/// One step of the exploration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// The client takes its next step: starts an operation, or sends its
+    /// next command and takes the reply.
+    Step(u8),
+    /// As `Step`, but the command's reply is lost (it ran).
+    LoseReply(u8),
+    /// As `Step`, but the command never arrives.
+    LoseRequest(u8),
+    /// The client crashes at the recipe's crash point.
+    CrashClient(u8),
+    /// The client pauses: ticks may pass before its next step.
+    Pause(u8),
+    /// One tick of time passes.
+    Tick,
+    /// The lock server's clock jumps forward by one lease.
+    ClockJump,
+    /// The lock server crashes and restarts.
+    CrashServer,
+}
+
+/// One event of the history a step records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// The tick it happened in.
+    pub tick: u8,
+    /// `None`: the nemesis.
+    pub process: Option<u64>,
+    pub kind: &'static str,
+    pub f: &'static str,
+    pub key: Option<&'static str>,
+    pub value: Value,
+    pub error: Option<String>,
+}
+
+/// The names of the properties, as the checkers name them.
+pub mod names {
+    /// Every property, in the order they are checked.
+    pub const ALL: [&str; 4] = [MUTUAL_EXCLUSION, RESOURCE_SAFETY, FENCE_MONOTONICITY, LIVENESS];
+    pub const MUTUAL_EXCLUSION: &str = "mutual-exclusion";
+    pub const RESOURCE_SAFETY: &str = "resource-safety";
+    pub const FENCE_MONOTONICITY: &str = "fence-monotonicity";
+    pub const LIVENESS: &str = "liveness";
+}
+
+/// A recipe under bounds, as stateright explores it.
+#[derive(Debug, Clone)]
+pub struct LockModel {
+    pub setup: Setup,
+    pub bounds: Bounds,
+    /// Per property, whether a state that breaks it was seen: stateright
+    /// keeps the last discovery of a property, not the first, so each
+    /// property reports only the first state that breaks it, which breadth
+    /// first on one thread is one of the fewest steps.
+    first: Arc<[AtomicBool; 4]>,
+    /// The properties to check (empty: all): with fewer, the exploration
+    /// stops as soon as each has its counterexample.
+    pub only: Vec<&'static str>,
+}
+
+/// What a step recorded, in order: the history's events and the commands
+/// it sent.
+#[derive(Debug, Default)]
+pub struct Trace {
+    pub entries: Vec<Entry>,
+}
+
+#[derive(Debug)]
+pub enum Entry {
+    Event(Event),
+    /// A command and its reply.
+    Command(String),
+}
+
+/// Where a step's events go: nowhere while exploring, into the trace when
+/// a counterexample is written out.
+type Sink<'a> = Option<&'a mut Trace>;
+
+fn emit(sink: &mut Sink<'_>, event: impl FnOnce() -> Event) {
+    if let Some(trace) = sink.as_deref_mut() {
+        trace.entries.push(Entry::Event(event()));
+    }
+}
+
+fn say(sink: &mut Sink<'_>, command: impl FnOnce() -> String) {
+    if let Some(trace) = sink.as_deref_mut() {
+        trace.entries.push(Entry::Command(command()));
+    }
+}
+
+impl State {
+    /// The tick it is at.
+    pub fn tick(&self) -> u8 {
+        self.now
+    }
+}
+
+impl LockModel {
+    pub fn new(setup: Setup, bounds: Bounds) -> LockModel {
+        LockModel { setup, bounds, first: Arc::default(), only: Vec::new() }
+    }
+
+    /// Whether `broken` is the first state seen that breaks property
+    /// `at` (see [`LockModel::first`]).
+    fn first_break(&self, at: usize, broken: bool) -> bool {
+        broken && !self.first[at].swap(true, Ordering::Relaxed)
+    }
+
+    fn process(&self, client: usize, state: &State) -> u64 {
+        client as u64 + u64::from(state.clients[client].generation) * u64::from(self.bounds.clients)
+    }
+
+    fn server_now(&self, state: &State) -> i64 {
+        i64::from(state.now) * self.setup.tick_ms as i64 + state.offset_ms
+    }
+
+    /// The operation a client has in flight, and its answers so far.
+    fn in_flight(phase: &Phase) -> Option<(LockOp, &[Answer])> {
+        match phase {
+            Phase::Acquiring { value, answers, .. } => {
+                Some((LockOp::Acquire(value.clone()), answers))
+            }
+            Phase::Releasing { value, answers } => Some((LockOp::Release(value.clone()), answers)),
+            _ => None,
+        }
+    }
+
+    fn replay(&self, op: &LockOp, answers: &[Answer]) -> Progress {
+        let setup = &self.setup;
+        replay(setup.variant, setup.fencing, setup.ttl_ms(), op, answers)
+    }
+
+    /// What the client's operation in flight asks for next, if one is.
+    fn next_ask(&self, client: &Client) -> Option<Ask> {
+        let (op, answers) = Self::in_flight(&client.phase)?;
+        match self.replay(&op, answers) {
+            Progress::Asks(ask) => Some(ask),
+            Progress::Done(_) => None,
+        }
+    }
+
+    /// Whether the client may take a step now.
+    fn can_step(&self, client: &Client) -> bool {
+        match client.phase {
+            Phase::Idle => client.ops_left > 0,
+            _ => true,
+        }
+    }
+
+    /// Whether a tick may pass: no client that is not paused is inside an
+    /// operation or past its hold.
+    fn tick_allowed(&self, state: &State) -> bool {
+        state.now < self.bounds.ticks
+            && state.clients.iter().all(|client| {
+                client.paused
+                    || match &client.phase {
+                        Phase::Idle => true,
+                        Phase::Holding(held) => {
+                            state.now + 1 - held.since <= self.setup.hold_ticks()
+                        }
+                        Phase::Acquiring { .. } | Phase::Releasing { .. } => false,
+                    }
+            })
+    }
+
+    /// Applies `action` to `state`, recording its events in `sink`.
+    pub fn apply(&self, state: &State, action: Action, mut sink: Sink<'_>) -> Option<State> {
+        let mut next = state.clone();
+        match action {
+            Action::Tick => next.now += 1,
+            Action::ClockJump => {
+                next.budget.clock_jumps -= 1;
+                let delta_ms = self.setup.ttl_ms();
+                next.offset_ms += delta_ms as i64;
+                emit(&mut sink, || {
+                    nemesis(state.now, "start", "clock-jump", json!({ "delta_ms": delta_ms }))
+                });
+                emit(&mut sink, || {
+                    nemesis(state.now, "stop", "clock-jump", json!({ "delta_ms": delta_ms }))
+                });
+            }
+            Action::CrashServer => {
+                next.budget.crashes -= 1;
+                if !self.setup.persist {
+                    next.server = ServerState::new(false);
+                }
+                emit(&mut sink, || nemesis(state.now, "start", "kill", json!({})));
+                emit(&mut sink, || nemesis(state.now, "stop", "kill", json!({})));
+            }
+            Action::Pause(client) => {
+                let at = usize::from(client);
+                next.budget.pauses -= 1;
+                next.clients[at].paused = true;
+                let process = self.process(at, state);
+                emit(&mut sink, || pause(state.now, "start", client, process));
+            }
+            Action::Step(client)
+            | Action::LoseReply(client)
+            | Action::LoseRequest(client)
+            | Action::CrashClient(client) => {
+                let at = usize::from(client);
+                if next.clients[at].paused {
+                    next.clients[at].paused = false;
+                    let process = self.process(at, state);
+                    emit(&mut sink, || pause(state.now, "stop", client, process));
+                }
+                match action {
+                    Action::LoseReply(_) | Action::LoseRequest(_) => next.budget.losses -= 1,
+                    Action::CrashClient(_) => next.budget.pauses -= 1,
+                    _ => {}
+                }
+                // A pause at the crash point outlasts the client's deadline:
+                // it crashes there, and goes on as a new process.
+                let crash = matches!(action, Action::CrashClient(_));
+                let process = self.process(at, state);
+                if crash {
+                    emit(&mut sink, || pause(state.now, "start", client, process));
+                }
+                self.step(&mut next, at, action, &mut sink);
+                if crash {
+                    emit(&mut sink, || pause(state.now, "stop", client, process));
+                }
+            }
+        }
+        Some(next)
+    }
+
+    /// One client's step.
+    fn step(&self, state: &mut State, at: usize, action: Action, sink: &mut Sink<'_>) {
+        let process = self.process(at, state);
+        let now = state.now;
+        let fence_value = |fence: Option<u64>| match fence {
+            Some(fence) => json!({ "fence": fence }),
+            None => Value::Null,
+        };
+        match state.clients[at].phase.clone() {
+            Phase::Idle => {
+                let client = &mut state.clients[at];
+                client.attempts += 1;
+                let value = format!("{at}.{}", client.attempts);
+                client.phase =
+                    Phase::Acquiring { value, answers: Vec::new(), floor: state.done_max };
+                let ttl_ms = self.setup.ttl_ms();
+                emit(sink, || {
+                    op_event(now, process, "invoke", "acquire", LOCK, json!({ "ttl_ms": ttl_ms }))
+                });
+            }
+            Phase::Holding(held) if !held.wrote => {
+                let fence = if self.setup.fencing { held.fence } else { None };
+                let data = format!("{process}");
+                let mut value = json!({ "data": data });
+                if let Some(fence) = fence {
+                    value["fence"] = json!(fence);
+                }
+                emit(sink, || op_event(now, process, "invoke", "write", RESOURCE, value));
+                let request = Request::Write { key: RESOURCE.into(), fence, data };
+                let asked = sink.is_some().then(|| format!("storage {request:?}"));
+                let reply = state.storage.handle(request, self.now_ms(now));
+                say(sink, || format!("{} -> {reply:?}", asked.unwrap_or_default()));
+                let landed = reply != Response::StaleFence;
+                if landed {
+                    let stale = match fence {
+                        Some(fence) => state.accepted_max.is_some_and(|max| fence < max),
+                        None => held.superseded,
+                    };
+                    state.broken.resource |= stale;
+                    if let Some(fence) = fence {
+                        state.accepted_max =
+                            Some(state.accepted_max.map_or(fence, |max| max.max(fence)));
+                    }
+                    emit(sink, || op_event(now, process, "ok", "write", RESOURCE, Value::Null));
+                } else {
+                    emit(sink, || {
+                        let mut event =
+                            op_event(now, process, "fail", "write", RESOURCE, Value::Null);
+                        event.error = Some("stale-fence".into());
+                        event
+                    });
+                }
+                if let Phase::Holding(held) = &mut state.clients[at].phase {
+                    held.wrote = true;
+                }
+                return;
+            }
+            Phase::Holding(held) => {
+                state.clients[at].phase =
+                    Phase::Releasing { value: held.value.clone(), answers: Vec::new() };
+                emit(sink, || {
+                    op_event(now, process, "invoke", "release", LOCK, fence_value(held.fence))
+                });
+            }
+            Phase::Acquiring { .. } | Phase::Releasing { .. } => {}
+        }
+        // The operation in flight: pass a stall point, or send one command.
+        let (op, answers) = match &state.clients[at].phase {
+            Phase::Acquiring { value, answers, .. } => {
+                (LockOp::Acquire(value.clone()), answers.clone())
+            }
+            Phase::Releasing { value, answers } => {
+                (LockOp::Release(value.clone()), answers.clone())
+            }
+            _ => unreachable!("an operation is in flight"),
+        };
+        let mut answers = answers;
+        let mut sent = false;
+        let done = loop {
+            match self.replay(&op, &answers) {
+                Progress::Done(done) => break Some(done),
+                Progress::Asks(Ask::Between) if !sent => {
+                    answers.push(Answer::Stalled(action == Action::CrashClient(at as u8)));
+                }
+                Progress::Asks(Ask::Call(request)) if !sent => {
+                    let now_ms = self.server_now(state);
+                    let asked = sink.is_some().then(|| format!("{request:?}"));
+                    let reply = match action {
+                        Action::LoseRequest(_) => Err(Failure::Unknown),
+                        Action::LoseReply(_) => {
+                            state.server.handle(request, now_ms);
+                            Err(Failure::Unknown)
+                        }
+                        _ => Ok(state.server.handle(request, now_ms)),
+                    };
+                    say(sink, || format!("{} -> {reply:?}", asked.unwrap_or_default()));
+                    answers.push(Answer::Reply(reply));
+                    sent = true;
+                }
+                Progress::Asks(_) => break None,
+            }
+        };
+        let Some(done) = done else {
+            match &mut state.clients[at].phase {
+                Phase::Acquiring { answers: kept, .. } | Phase::Releasing { answers: kept, .. } => {
+                    *kept = answers
+                }
+                _ => unreachable!("an operation is in flight"),
+            }
+            return;
+        };
+        match done {
+            Done::Acquire(outcome) => self.acquired(state, at, outcome, sink),
+            Done::Unit(outcome) => {
+                let client = &mut state.clients[at];
+                client.ops_left = client.ops_left.saturating_sub(1);
+                client.phase = Phase::Idle;
+                let event = completion(now, process, "release", LOCK, &outcome, Value::Null);
+                if matches!(outcome, Outcome::Info(_)) {
+                    client.generation += 1;
+                }
+                emit(sink, || event);
+            }
+        }
+    }
+
+    fn now_ms(&self, tick: u8) -> i64 {
+        i64::from(tick) * self.setup.tick_ms as i64
+    }
+
+    /// An acquire ended: the properties see the grant.
+    fn acquired(&self, state: &mut State, at: usize, outcome: Outcome<Grant>, sink: &mut Sink<'_>) {
+        let process = self.process(at, state);
+        let now = state.now;
+        let Phase::Acquiring { value, floor, .. } = state.clients[at].phase.clone() else {
+            unreachable!("an acquire is in flight")
+        };
+        let grant_value = match &outcome {
+            Outcome::Ok(Grant { fence: Some(fence), .. }) => json!({ "fence": fence }),
+            _ => Value::Null,
+        };
+        let event = completion(now, process, "acquire", LOCK, &outcome, grant_value);
+        emit(sink, || event);
+        let client = &mut state.clients[at];
+        match outcome {
+            Outcome::Ok(grant) => {
+                client.phase = Phase::Holding(Held {
+                    value,
+                    fence: grant.fence,
+                    since: now,
+                    superseded: false,
+                    wrote: false,
+                });
+                if let Some(fence) = grant.fence {
+                    state.broken.tokens |= fence <= floor || state.tokens.contains(&fence);
+                    state.tokens.push(fence);
+                    state.done_max = state.done_max.max(fence);
+                }
+                for (other, client) in state.clients.iter_mut().enumerate() {
+                    if let (true, Phase::Holding(held)) = (other != at, &mut client.phase) {
+                        state.broken.mutex = true;
+                        held.superseded = true;
+                    }
+                }
+            }
+            Outcome::Fail(_) => {
+                client.ops_left = client.ops_left.saturating_sub(1);
+                client.phase = Phase::Idle;
+            }
+            Outcome::Info(_) => {
+                client.ops_left = client.ops_left.saturating_sub(1);
+                client.phase = Phase::Idle;
+                client.generation += 1;
+            }
+        }
+    }
+}
+
+fn op_event(
+    tick: u8,
+    process: u64,
+    kind: &'static str,
+    f: &'static str,
+    key: &'static str,
+    value: Value,
+) -> Event {
+    Event { tick, process: Some(process), kind, f, key: Some(key), value, error: None }
+}
+
+fn completion<T>(
+    tick: u8,
+    process: u64,
+    f: &'static str,
+    key: &'static str,
+    outcome: &Outcome<T>,
+    ok: Value,
+) -> Event {
+    match outcome {
+        Outcome::Ok(_) => op_event(tick, process, "ok", f, key, ok),
+        Outcome::Fail(error) | Outcome::Info(error) => {
+            let kind = if matches!(outcome, Outcome::Fail(_)) { "fail" } else { "info" };
+            let mut event = op_event(tick, process, kind, f, key, Value::Null);
+            event.error = Some(error.clone());
+            event
+        }
+    }
+}
+
+fn nemesis(tick: u8, f: &'static str, fault: &str, mut value: Value) -> Event {
+    value["fault"] = json!(fault);
+    if fault != "pause" {
+        value["targets"] = json!(["redis"]);
+    }
+    Event { tick, process: None, kind: "info", f, key: None, value, error: None }
+}
+
+fn pause(tick: u8, f: &'static str, client: u8, process: u64) -> Event {
+    let value = json!({ "targets": [format!("client-{client}")], "processes": [process] });
+    nemesis(tick, f, "pause", value)
+}
+
+impl Model for LockModel {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        let bounds = &self.bounds;
+        let client = Client {
+            phase: Phase::Idle,
+            ops_left: bounds.ops,
+            attempts: 0,
+            generation: 0,
+            paused: false,
+        };
+        vec![State {
+            now: 0,
+            offset_ms: 0,
+            server: ServerState::new(false),
+            storage: ServerState::new(self.setup.fenced_storage),
+            clients: vec![client; usize::from(bounds.clients)],
+            budget: Budget {
+                pauses: bounds.pauses,
+                clock_jumps: bounds.clock_jumps,
+                crashes: bounds.crashes,
+                losses: bounds.losses,
+            },
+            tokens: Vec::new(),
+            done_max: 0,
+            accepted_max: None,
+            broken: Broken::default(),
+        }]
+    }
+
+    fn actions(&self, state: &State, actions: &mut Vec<Action>) {
+        for (at, client) in state.clients.iter().enumerate() {
+            let id = at as u8;
+            if !self.can_step(client) {
+                continue;
+            }
+            actions.push(Action::Step(id));
+            // A lost message strikes the command the step sends: an idle
+            // client's step sends its acquire's first, one inside an
+            // operation its next.
+            let ask = self.next_ask(client);
+            let sends = matches!(client.phase, Phase::Idle) || ask.is_some();
+            if state.budget.losses > 0 && sends {
+                actions.push(Action::LoseReply(id));
+                actions.push(Action::LoseRequest(id));
+            }
+            let crash_point =
+                self.setup.variant == Variant::SetnxExpire && ask == Some(Ask::Between);
+            if state.budget.pauses > 0 && crash_point {
+                actions.push(Action::CrashClient(id));
+            }
+            if state.budget.pauses > 0 && !client.paused && !matches!(client.phase, Phase::Idle) {
+                actions.push(Action::Pause(id));
+            }
+        }
+        if self.tick_allowed(state) {
+            actions.push(Action::Tick);
+        }
+        if state.budget.clock_jumps > 0 {
+            actions.push(Action::ClockJump);
+        }
+        if state.budget.crashes > 0 {
+            actions.push(Action::CrashServer);
+        }
+    }
+
+    fn next_state(&self, state: &State, action: Action) -> Option<State> {
+        self.apply(state, action, None)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        let mut properties = vec![
+            Property::always(names::MUTUAL_EXCLUSION, |model: &LockModel, state: &State| {
+                !model.first_break(0, state.broken.mutex)
+            }),
+            Property::always(names::RESOURCE_SAFETY, |model: &LockModel, state: &State| {
+                !model.first_break(1, state.broken.resource)
+            }),
+            Property::always(names::FENCE_MONOTONICITY, |model: &LockModel, state: &State| {
+                !model.first_break(2, state.broken.tokens)
+            }),
+            Property::always(names::LIVENESS, |model: &LockModel, state: &State| {
+                !model.first_break(3, stuck(state))
+            }),
+        ];
+        properties.retain(|property| self.only.is_empty() || self.only.contains(&property.name));
+        properties
+    }
+}
+
+/// The lock is held with no expiry and nobody believes it holds it or has
+/// an operation in flight: only a release could free it, and none will.
+fn stuck(state: &State) -> bool {
+    state.server.held_forever(LOCK)
+        && state.clients.iter().all(|client| matches!(client.phase, Phase::Idle))
+}
