@@ -917,7 +917,7 @@ pub struct ModelArgs {
     /// Ticks of time the exploration may reach.
     #[arg(long, default_value_t = 6)]
     pub ticks: u8,
-    /// Faults, comma-separated, each with an optional count: pause, clock, kill, loss (`pause=2`).
+    /// Faults, comma-separated, each with an optional count: pause, clock, kill, loss, skew (`pause=2`).
     #[arg(long, value_name = "LIST", default_value = "none")]
     pub faults: String,
     /// Grants carry no token and the resource checks none.

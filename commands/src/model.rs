@@ -40,6 +40,7 @@ pub const MODEL_FAULTS: &[(&str, &str)] = &[
     ("clock", "the lock server's clock jumps ahead by one lease"),
     ("kill", "the lock server crashes and restarts (its keys lost unless --persistent)"),
     ("loss", "a command never arrives, or its reply is lost"),
+    ("skew", "one client's clock jumps ahead by one lease"),
 ];
 
 /// Reads `pause=1,loss=2` into the bounds' fault budget.
@@ -59,6 +60,7 @@ pub fn parse_faults(text: &str, bounds: &mut Bounds) -> Result<(), String> {
             "clock" => &mut bounds.clock_jumps,
             "kill" => &mut bounds.crashes,
             "loss" => &mut bounds.losses,
+            "skew" => &mut bounds.skews,
             "none" => continue,
             other => {
                 let known: Vec<&str> = MODEL_FAULTS.iter().map(|(name, _)| *name).collect();
@@ -102,7 +104,7 @@ pub fn run(request: &ModelRequest) -> anyhow::Result<ExitCode> {
         return usage("--tick-ms must be at least 1");
     }
     let setup = Setup {
-        variant: recipe.variant,
+        kind: recipe.kind,
         fencing: !request.no_fencing,
         fenced_storage: !request.no_fencing,
         persist: request.persistent,
@@ -221,6 +223,7 @@ fn fault_list(bounds: &Bounds) -> String {
         ("clock", bounds.clock_jumps),
         ("kill", bounds.crashes),
         ("loss", bounds.losses),
+        ("skew", bounds.skews),
     ]
     .iter()
     .filter(|(_, count)| *count > 0)
@@ -240,6 +243,7 @@ fn sim_nemesis(bounds: &Bounds) -> String {
         ("clock", bounds.clock_jumps),
         ("kill", bounds.crashes),
         ("loss", bounds.losses),
+        ("skew", bounds.skews),
     ]
     .iter()
     .filter(|(_, count)| *count > 0)

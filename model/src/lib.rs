@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use lockcheck_workloads::redis_lock::Variant;
 use stateright::{Checker, Model};
 
+pub use script::Kind;
 pub use trace::Step;
 pub use world::{names, Bounds, LockModel, Setup};
 
@@ -26,7 +27,7 @@ pub use world::{names, Bounds, LockModel, Setup};
 pub struct Recipe {
     pub name: &'static str,
     pub about: &'static str,
-    pub variant: Variant,
+    pub kind: Kind,
     /// The simulated backend that runs the same recipe.
     pub backend: &'static str,
 }
@@ -36,32 +37,44 @@ pub const RECIPES: &[Recipe] = &[
     Recipe {
         name: "redis",
         about: "SET NX PX, INCR fence, compare-and-delete release",
-        variant: Variant::Plain,
+        kind: Kind::Redis(Variant::Plain),
         backend: "sim-redis",
     },
     Recipe {
         name: "redis-del-release",
         about: "broken: release by plain DEL",
-        variant: Variant::DelRelease,
+        kind: Kind::Redis(Variant::DelRelease),
         backend: "sim-redis-del-release",
     },
     Recipe {
         name: "redis-get-del-release",
         about: "broken: release by GET, compare in the client, DEL",
-        variant: Variant::GetDelRelease,
+        kind: Kind::Redis(Variant::GetDelRelease),
         backend: "sim-redis-get-del-release",
     },
     Recipe {
         name: "redis-setnx-expire",
         about: "broken: SETNX then PEXPIRE, two commands",
-        variant: Variant::SetnxExpire,
+        kind: Kind::Redis(Variant::SetnxExpire),
         backend: "sim-redis-setnx-expire",
     },
     Recipe {
         name: "redis-lost-reply",
         about: "broken: a lost SET reply taken for a refusal",
-        variant: Variant::LostReply,
+        kind: Kind::Redis(Variant::LostReply),
         backend: "sim-redis-lost-reply",
+    },
+    Recipe {
+        name: "lease-table",
+        about: "SQL lease row: owner, expiry by the database's clock, fence column",
+        kind: Kind::LeaseTable { client_clock: false },
+        backend: "sim-lease-table",
+    },
+    Recipe {
+        name: "lease-table-client-clock",
+        about: "broken: the lease row expires by the caller's clock",
+        kind: Kind::LeaseTable { client_clock: true },
+        backend: "sim-lease-table-client-clock",
     },
 ];
 

@@ -15,7 +15,8 @@ use std::pin::pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use lockcheck_sim::modelled::{redis_over, Caller, Failure, Request, Response};
+use lockcheck_sim::modelled::{leases_over, redis_over, Caller, Failure, Request, Response};
+use lockcheck_workloads::lease_table;
 use lockcheck_workloads::redis_lock::{self, Variant};
 use lockcheck_workloads::{Grant, Outcome};
 
@@ -41,13 +42,23 @@ pub enum Ask {
     Between,
 }
 
+/// Which recipe, of those the model drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// A single-Redis recipe of this variant.
+    Redis(Variant),
+    /// The SQL lease table; with `client_clock`, expiring leases by the
+    /// caller's clock (the broken variant).
+    LeaseTable { client_clock: bool },
+}
+
 /// A lock operation of the recipe.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum LockOp {
     /// Acquire with this value (unique to the attempt).
     Acquire(String),
-    /// Release the lock held with this value.
-    Release(String),
+    /// Release the lock held with this value and token.
+    Release(String, Option<u64>),
 }
 
 /// How an operation ended.
@@ -102,25 +113,46 @@ impl Caller for Scripted<'_> {
     }
 }
 
-/// Replays `op` of the Redis recipe `variant` over `answers`.
-pub fn replay(
-    variant: Variant,
-    fencing: bool,
-    ttl_ms: u64,
-    op: &LockOp,
-    answers: &[Answer],
-) -> Progress {
+/// What one operation is replayed with.
+#[derive(Debug, Clone, Copy)]
+pub struct Recipe {
+    pub kind: Kind,
+    /// The Redis recipe takes a token (`INCR`) with its grant.
+    pub fencing: bool,
+    pub ttl_ms: u64,
+    /// The caller's clock, in ms, for a recipe that sends it.
+    pub caller_now_ms: i64,
+}
+
+/// Replays `op` of `recipe` over `answers`.
+pub fn replay(recipe: Recipe, op: &LockOp, answers: &[Answer]) -> Progress {
     let asked = Rc::new(RefCell::new(None));
     let mut caller = Scripted { answers, next: 0, asked: asked.clone() };
+    let Recipe { kind, fencing, ttl_ms, caller_now_ms } = recipe;
     let run = async move {
-        let mut redis = redis_over(&mut caller);
-        match op {
-            LockOp::Acquire(value) => Done::Acquire(
-                redis_lock::acquire(&mut redis, variant, fencing, LOCK, value.clone(), ttl_ms)
-                    .await,
-            ),
-            LockOp::Release(value) => {
+        match (kind, op) {
+            (Kind::Redis(variant), LockOp::Acquire(value)) => {
+                let mut redis = redis_over(&mut caller);
+                let value = value.clone();
+                Done::Acquire(
+                    redis_lock::acquire(&mut redis, variant, fencing, LOCK, value, ttl_ms).await,
+                )
+            }
+            (Kind::Redis(variant), LockOp::Release(value, _)) => {
+                let mut redis = redis_over(&mut caller);
                 Done::Unit(redis_lock::release(&mut redis, variant, LOCK, value).await)
+            }
+            (Kind::LeaseTable { client_clock }, LockOp::Acquire(owner)) => {
+                let mut leases = leases_over(&mut caller);
+                let now_ms = client_clock.then_some(caller_now_ms);
+                let taken = lease_table::acquire(&mut leases, LOCK, owner.clone(), ttl_ms, now_ms);
+                Done::Acquire(taken.await.unwrap_or_else(Failure::outcome))
+            }
+            (Kind::LeaseTable { .. }, LockOp::Release(owner, fence)) => {
+                let mut leases = leases_over(&mut caller);
+                let grant = Grant { fence: *fence, lease: Some(owner.clone()) };
+                let released = lease_table::release(&mut leases, LOCK, &grant).await;
+                Done::Unit(released.unwrap_or_else(Failure::outcome))
             }
         }
     };
@@ -137,27 +169,31 @@ pub fn replay(
 mod tests {
     use super::*;
 
+    fn redis(variant: Variant, fencing: bool) -> Recipe {
+        Recipe { kind: Kind::Redis(variant), fencing, ttl_ms: 1000, caller_now_ms: 0 }
+    }
+
     #[test]
     fn an_acquire_asks_set_nx_then_the_fence_and_ends_with_its_token() {
         let acquire = LockOp::Acquire("a".into());
-        let first = replay(Variant::Plain, true, 1000, &acquire, &[]);
+        let first = replay(redis(Variant::Plain, true), &acquire, &[]);
         let set = Request::SetNxPx { key: LOCK.into(), value: "a".into(), ttl_ms: 1000 };
         assert_eq!(first, Progress::Asks(Ask::Call(set)));
         let granted = [Answer::Reply(Ok(Response::Ok))];
         assert_eq!(
-            replay(Variant::Plain, true, 1000, &acquire, &granted),
+            replay(redis(Variant::Plain, true), &acquire, &granted),
             Progress::Asks(Ask::Between)
         );
         let fenced = [granted[0].clone(), Answer::Stalled(false)];
         let incr = Request::Incr { key: format!("fence:{LOCK}") };
         assert_eq!(
-            replay(Variant::Plain, true, 1000, &acquire, &fenced),
+            replay(redis(Variant::Plain, true), &acquire, &fenced),
             Progress::Asks(Ask::Call(incr))
         );
         let all = [fenced[0].clone(), fenced[1].clone(), Answer::Reply(Ok(Response::Int(7)))];
         let grant = Grant { fence: Some(7), lease: Some("a".into()) };
         assert_eq!(
-            replay(Variant::Plain, true, 1000, &acquire, &all),
+            replay(redis(Variant::Plain, true), &acquire, &all),
             Progress::Done(Done::Acquire(Outcome::Ok(grant)))
         );
     }
@@ -167,11 +203,11 @@ mod tests {
         let acquire = LockOp::Acquire("a".into());
         let lost = [Answer::Reply(Err(Failure::Unknown))];
         assert_eq!(
-            replay(Variant::Plain, false, 1000, &acquire, &lost),
+            replay(redis(Variant::Plain, false), &acquire, &lost),
             Progress::Done(Done::Acquire(Outcome::Info("timeout".into())))
         );
         assert_eq!(
-            replay(Variant::LostReply, false, 1000, &acquire, &lost),
+            replay(redis(Variant::LostReply, false), &acquire, &lost),
             Progress::Done(Done::Acquire(Outcome::Fail("busy".into())))
         );
     }

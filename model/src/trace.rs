@@ -90,5 +90,6 @@ fn action_name(action: Action) -> String {
         Action::Tick => "a tick passes".into(),
         Action::ClockJump => "the lock server's clock jumps ahead by one lease".into(),
         Action::CrashServer => "the lock server crashes and restarts".into(),
+        Action::Skew(client) => format!("client {client}'s clock jumps ahead by one lease"),
     }
 }

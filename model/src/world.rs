@@ -19,7 +19,7 @@ use lockcheck_workloads::{Grant, Outcome};
 use serde_json::{json, Value};
 use stateright::{Model, Property};
 
-use crate::script::{replay, Answer, Ask, Done, LockOp, Progress, LOCK};
+use crate::script::{replay, Answer, Ask, Done, Kind, LockOp, Progress, Recipe, LOCK};
 
 /// The protected resource the holders write to.
 pub const RESOURCE: &str = "resource-0";
@@ -45,18 +45,30 @@ pub struct Bounds {
     pub crashes: u8,
     /// Lost messages: a command that never arrives, or whose reply is lost.
     pub losses: u8,
+    /// Jumps of one client's clock ahead by one lease (harmless unless the
+    /// recipe sends its clock).
+    pub skews: u8,
 }
 
 impl Default for Bounds {
     fn default() -> Self {
-        Bounds { clients: 2, ops: 2, ticks: 6, pauses: 0, clock_jumps: 0, crashes: 0, losses: 0 }
+        Bounds {
+            clients: 2,
+            ops: 2,
+            ticks: 6,
+            pauses: 0,
+            clock_jumps: 0,
+            crashes: 0,
+            losses: 0,
+            skews: 0,
+        }
     }
 }
 
 /// How the recipe and its resource are set up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Setup {
-    pub variant: Variant,
+    pub kind: Kind,
     /// Grants carry a token and writes send it.
     pub fencing: bool,
     /// The resource refuses a token below one it accepted.
@@ -108,6 +120,7 @@ pub enum Phase {
     /// A release in flight (the client stopped believing at its invoke).
     Releasing {
         value: String,
+        fence: Option<u64>,
         answers: Vec<Answer>,
     },
 }
@@ -123,6 +136,8 @@ pub struct Client {
     /// unknown outcome.
     generation: u8,
     paused: bool,
+    /// How far its clock is ahead of true time, in ms.
+    skew_ms: i64,
 }
 
 /// Faults left to inject.
@@ -132,6 +147,7 @@ pub struct Budget {
     clock_jumps: u8,
     crashes: u8,
     losses: u8,
+    skews: u8,
 }
 
 /// What the properties have seen broken so far (sticky).
@@ -180,6 +196,8 @@ pub enum Action {
     ClockJump,
     /// The lock server crashes and restarts.
     CrashServer,
+    /// The client's clock jumps ahead by one lease.
+    Skew(u8),
 }
 
 /// One event of the history a step records.
@@ -283,20 +301,27 @@ impl LockModel {
             Phase::Acquiring { value, answers, .. } => {
                 Some((LockOp::Acquire(value.clone()), answers))
             }
-            Phase::Releasing { value, answers } => Some((LockOp::Release(value.clone()), answers)),
+            Phase::Releasing { value, fence, answers } => {
+                Some((LockOp::Release(value.clone(), *fence), answers))
+            }
             _ => None,
         }
     }
 
-    fn replay(&self, op: &LockOp, answers: &[Answer]) -> Progress {
-        let setup = &self.setup;
-        replay(setup.variant, setup.fencing, setup.ttl_ms(), op, answers)
+    fn replay(&self, state: &State, client: &Client, op: &LockOp, answers: &[Answer]) -> Progress {
+        let recipe = Recipe {
+            kind: self.setup.kind,
+            fencing: self.setup.fencing,
+            ttl_ms: self.setup.ttl_ms(),
+            caller_now_ms: self.now_ms(state.now) + client.skew_ms,
+        };
+        replay(recipe, op, answers)
     }
 
     /// What the client's operation in flight asks for next, if one is.
-    fn next_ask(&self, client: &Client) -> Option<Ask> {
+    fn next_ask(&self, state: &State, client: &Client) -> Option<Ask> {
         let (op, answers) = Self::in_flight(&client.phase)?;
-        match self.replay(&op, answers) {
+        match self.replay(state, client, &op, answers) {
             Progress::Asks(ask) => Some(ask),
             Progress::Done(_) => None,
         }
@@ -340,6 +365,24 @@ impl LockModel {
                 });
                 emit(&mut sink, || {
                     nemesis(state.now, "stop", "clock-jump", json!({ "delta_ms": delta_ms }))
+                });
+            }
+            Action::Skew(client) => {
+                next.budget.skews -= 1;
+                let delta_ms = self.setup.ttl_ms();
+                next.clients[usize::from(client)].skew_ms += delta_ms as i64;
+                let target = json!([format!("client-{client}")]);
+                emit(&mut sink, || {
+                    let mut event =
+                        nemesis(state.now, "start", "skew", json!({ "delta_ms": delta_ms }));
+                    event.value["targets"] = target.clone();
+                    event
+                });
+                emit(&mut sink, || {
+                    let mut event =
+                        nemesis(state.now, "stop", "skew", json!({ "delta_ms": delta_ms }));
+                    event.value["targets"] = target;
+                    event
                 });
             }
             Action::CrashServer => {
@@ -446,8 +489,11 @@ impl LockModel {
                 return;
             }
             Phase::Holding(held) => {
-                state.clients[at].phase =
-                    Phase::Releasing { value: held.value.clone(), answers: Vec::new() };
+                state.clients[at].phase = Phase::Releasing {
+                    value: held.value.clone(),
+                    fence: held.fence,
+                    answers: Vec::new(),
+                };
                 emit(sink, || {
                     op_event(now, process, "invoke", "release", LOCK, fence_value(held.fence))
                 });
@@ -459,15 +505,15 @@ impl LockModel {
             Phase::Acquiring { value, answers, .. } => {
                 (LockOp::Acquire(value.clone()), answers.clone())
             }
-            Phase::Releasing { value, answers } => {
-                (LockOp::Release(value.clone()), answers.clone())
+            Phase::Releasing { value, fence, answers } => {
+                (LockOp::Release(value.clone(), *fence), answers.clone())
             }
             _ => unreachable!("an operation is in flight"),
         };
         let mut answers = answers;
         let mut sent = false;
         let done = loop {
-            match self.replay(&op, &answers) {
+            match self.replay(state, &state.clients[at], &op, &answers) {
                 Progress::Done(done) => break Some(done),
                 Progress::Asks(Ask::Between) if !sent => {
                     answers.push(Answer::Stalled(action == Action::CrashClient(at as u8)));
@@ -621,6 +667,7 @@ impl Model for LockModel {
             attempts: 0,
             generation: 0,
             paused: false,
+            skew_ms: 0,
         };
         vec![State {
             now: 0,
@@ -633,6 +680,7 @@ impl Model for LockModel {
                 clock_jumps: bounds.clock_jumps,
                 crashes: bounds.crashes,
                 losses: bounds.losses,
+                skews: bounds.skews,
             },
             tokens: Vec::new(),
             done_max: 0,
@@ -651,19 +699,22 @@ impl Model for LockModel {
             // A lost message strikes the command the step sends: an idle
             // client's step sends its acquire's first, one inside an
             // operation its next.
-            let ask = self.next_ask(client);
+            let ask = self.next_ask(state, client);
             let sends = matches!(client.phase, Phase::Idle) || ask.is_some();
             if state.budget.losses > 0 && sends {
                 actions.push(Action::LoseReply(id));
                 actions.push(Action::LoseRequest(id));
             }
             let crash_point =
-                self.setup.variant == Variant::SetnxExpire && ask == Some(Ask::Between);
+                self.setup.kind == Kind::Redis(Variant::SetnxExpire) && ask == Some(Ask::Between);
             if state.budget.pauses > 0 && crash_point {
                 actions.push(Action::CrashClient(id));
             }
             if state.budget.pauses > 0 && !client.paused && !matches!(client.phase, Phase::Idle) {
                 actions.push(Action::Pause(id));
+            }
+            if state.budget.skews > 0 && client.skew_ms == 0 {
+                actions.push(Action::Skew(id));
             }
         }
         if self.tick_allowed(state) {

@@ -15,7 +15,7 @@ const LIVENESS: &str = names::LIVENESS;
 
 struct Cell {
     recipe: &'static str,
-    /// pause, clock, kill, loss: one of each named.
+    /// pause, clock, kill, loss, skew: one of each named.
     faults: &'static [&'static str],
     no_fencing: bool,
     persistent: bool,
@@ -49,12 +49,17 @@ const CELLS: &[Cell] = &[
     // The simulator finds this one by linearizability (a refusal with no
     // holder), which the model does not check: the four properties hold.
     cell("redis-lost-reply", &["loss"], &[]),
+    cell("lease-table", &[], &[]),
+    cell("lease-table", &["pause"], &[MUTEX]),
+    Cell { no_fencing: true, ..cell("lease-table", &["pause"], &[MUTEX, RESOURCE]) },
+    cell("lease-table", &["skew"], &[]),
+    cell("lease-table-client-clock", &["skew"], &[MUTEX]),
 ];
 
 fn setup_of(cell: &Cell) -> (Setup, Bounds) {
     let recipe = recipe(cell.recipe).expect("a known recipe");
     let setup = Setup {
-        variant: recipe.variant,
+        kind: recipe.kind,
         fencing: !cell.no_fencing,
         fenced_storage: !cell.no_fencing,
         persist: cell.persistent,
@@ -68,6 +73,7 @@ fn setup_of(cell: &Cell) -> (Setup, Bounds) {
             "clock" => bounds.clock_jumps = 1,
             "kill" => bounds.crashes = 1,
             "loss" => bounds.losses = 1,
+            "skew" => bounds.skews = 1,
             other => panic!("no fault {other}"),
         }
     }
@@ -112,7 +118,8 @@ fn every_counterexample_is_judged_the_same_by_the_checkers() {
             confirmed += 1;
         }
     }
-    assert_eq!(confirmed, 10, "every violated cell's counterexamples");
+    let violated: usize = CELLS.iter().map(|cell| cell.violated.len()).sum();
+    assert_eq!(confirmed, violated, "every violated cell's counterexamples");
 }
 
 /// Breadth first, the first counterexample is a shortest one: a stall past

@@ -270,6 +270,28 @@ async fn connection(
     .await
 }
 
+/// What a simulated transport sends its requests through: a connection to
+/// a simulated host, or a model checker's script whose every reply is a
+/// choice (`crate::modelled`).
+#[allow(async_fn_in_trait)]
+pub trait Caller {
+    /// Sends `request` and waits for its reply.
+    async fn call(&mut self, request: &Request) -> Result<Response, Failure>;
+    /// Between two commands of one operation: `true` if the client stalled
+    /// there (a pause asked for at that point).
+    async fn between_commands(&mut self) -> bool;
+}
+
+impl Caller for Connection {
+    async fn call(&mut self, request: &Request) -> Result<Response, Failure> {
+        Connection::call(self, request).await
+    }
+
+    async fn between_commands(&mut self) -> bool {
+        Connection::between_commands(self).await
+    }
+}
+
 /// Why a request got no answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Failure {

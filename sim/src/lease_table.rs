@@ -6,7 +6,7 @@
 use lockcheck_workloads::lease_table::{self, LeaseStore, Taken};
 use lockcheck_workloads::{Backend, FaultKind, Grant, Outcome, Recipe, Service};
 
-use crate::host::{Connection, Failure};
+use crate::host::{Caller, Connection, Failure};
 use crate::protocol::{Request, Response};
 use crate::service::{start_servers, Hosting, Link, Pending, SimService, SimSession, Started};
 
@@ -73,10 +73,17 @@ impl SimSession for LeaseSession {
     }
 }
 
-/// One client's connection to the simulated database.
-struct SimLeases<'a>(&'a mut Connection);
+/// The lease table's transport over any [`Caller`]: the one the
+/// simulator's clients use, for a model checker to drive the same recipe
+/// against the same server state machine.
+pub fn leases_over<C: Caller>(caller: &mut C) -> impl LeaseStore<Error = Failure> + '_ {
+    SimLeases(caller)
+}
 
-impl LeaseStore for SimLeases<'_> {
+/// One client's connection to the simulated database.
+struct SimLeases<'a, C: Caller = Connection>(&'a mut C);
+
+impl<C: Caller> LeaseStore for SimLeases<'_, C> {
     type Error = Failure;
 
     async fn take(

@@ -46,9 +46,10 @@ pub use redlock::REDLOCK_HOSTS;
 /// What a model checker needs to drive the simulator's own recipe
 /// transports and server state machines step by step, without turmoil.
 pub mod modelled {
-    pub use crate::host::Failure;
+    pub use crate::host::{Caller, Failure};
+    pub use crate::lease_table::leases_over;
     pub use crate::protocol::{Request, Response};
-    pub use crate::redis_lock::{redis_over, Caller};
+    pub use crate::redis_lock::redis_over;
     pub use crate::server::ServerState;
 }
 pub use run::{

@@ -8,7 +8,7 @@ use lockcheck_workloads::redis_lock::{self, CallError, RedisLock, Variant};
 use lockcheck_workloads::semaphore::{self, SemaphoreStore};
 use lockcheck_workloads::{Backend, FaultKind, Grant, Outcome, Recipe, Service};
 
-use crate::host::{Connection, Failure};
+use crate::host::{Caller, Connection, Failure};
 use crate::protocol::{Request, Response};
 use crate::service::{
     lease_of, start_servers, Hosting, Link, Pending, SimService, SimSession, Started,
@@ -99,28 +99,6 @@ impl SimSession for RedisSession {
                 Box::pin(async move { link.renew_permit(key, &value, ttl_ms).await })
             }
         }
-    }
-}
-
-/// What the simulated Redis transport sends its requests through: a
-/// connection to a simulated host, or a model checker's script whose every
-/// reply is a choice ([`redis_over`]).
-#[allow(async_fn_in_trait)]
-pub trait Caller {
-    /// Sends `request` and waits for its reply.
-    async fn call(&mut self, request: &Request) -> Result<Response, Failure>;
-    /// Between two commands of one operation: `true` if the client stalled
-    /// there (a pause asked for at that point).
-    async fn between_commands(&mut self) -> bool;
-}
-
-impl Caller for Connection {
-    async fn call(&mut self, request: &Request) -> Result<Response, Failure> {
-        Connection::call(self, request).await
-    }
-
-    async fn between_commands(&mut self) -> bool {
-        Connection::between_commands(self).await
     }
 }
 
