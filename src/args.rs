@@ -829,8 +829,8 @@ pub struct BenchArgs {
     /// checker on a large fenced-lease history), `sim` (the simulator),
     /// `memory` (the simulator's memory per client and simulated second),
     /// `real` (real Redis and PostgreSQL), `one-lock` and `hard` (long and
-    /// hard histories of one lock), `sweep` (false alarms of `matrix --sim`);
-    /// those five are not in the default list. Comma list.
+    /// hard histories of one lock), `sweep` (false alarms of `matrix --sim`),
+    /// `model` (the model checker); those six are not in the default list.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "analyze,porcupine,lease,sim")]
     pub only: Vec<BenchPart>,
     /// porcupine's test data, for `porcupine` (folders jepsen/ and kv/, each
@@ -932,8 +932,8 @@ pub struct ModelArgs {
     /// One tick in ms, for the histories written.
     #[arg(long, default_value_t = 250)]
     pub tick_ms: u64,
-    /// Stop after this many distinct states: a property without a counterexample by then is unknown.
-    #[arg(long, default_value_t = 2_000_000)]
+    /// Stop after generating this many states, repeats included: a property not yet broken is then unknown.
+    #[arg(long, default_value_t = 20_000_000)]
     pub max_states: usize,
     /// Only these properties (default all): mutual-exclusion, resource-safety, fence-monotonicity, liveness.
     #[arg(long, value_name = "LIST", default_value = "")]
@@ -987,6 +987,9 @@ pub enum BenchPart {
     /// --sweep-seeds seeds on every core: each violation found is a false
     /// alarm (exit 1). Not in the default list.
     Sweep,
+    /// The model checker on one core: states per second, time to a
+    /// counterexample, time to a proof. Not in the default list.
+    Model,
 }
 
 /// A count of at least 1.

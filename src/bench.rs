@@ -41,6 +41,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             BenchPart::Real => Part::Real,
             BenchPart::OneLock => Part::OneLock,
             BenchPart::Hard => Part::Hard,
+            BenchPart::Model => Part::Model,
             BenchPart::Sweep => {
                 code = code.max(lockcheck_commands::matrix_sim::sweep(
                     args.sweep_seeds,

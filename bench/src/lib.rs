@@ -33,6 +33,7 @@ mod child;
 mod hard;
 mod linear;
 mod memory;
+mod model;
 mod real;
 mod sim;
 
@@ -61,6 +62,9 @@ pub enum Part {
     OneLock,
     /// Hard mutex histories of one lock, with crashed operations.
     Hard,
+    /// The model checker: states per second, time to a counterexample
+    /// and to a proof within bounds.
+    Model,
 }
 
 /// How a benchmark came out, worst last: several together come out as
@@ -175,5 +179,6 @@ pub fn run(part: Part, options: &BenchOptions) -> Result<Outcome, BenchError> {
         Part::Real => real::real(options),
         Part::OneLock => hard::one_lock(options),
         Part::Hard => hard::hard(options),
+        Part::Model => model::model(options),
     }
 }

@@ -163,8 +163,8 @@ pub fn run(request: &ModelRequest) -> anyhow::Result<ExitCode> {
             Verdict::Unknown => {
                 let _ = writeln!(
                     text,
-                    "{:<20} unknown  no counterexample in the first {} states (raise --max-states or lower the bounds)",
-                    property.name, exploration.states
+                    "{:<20} unknown  not broken in the {} states generated (raise --max-states or lower the bounds)",
+                    property.name, exploration.generated
                 );
                 if code == exit::VALID {
                     code = exit::UNKNOWN;

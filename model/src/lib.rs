@@ -164,8 +164,8 @@ pub struct Exploration {
     /// The longest path explored.
     pub depth: usize,
     pub elapsed: Duration,
-    /// Whether every reachable state was explored (not stopped by
-    /// `max_states`).
+    /// Whether every reachable state was explored (not stopped at
+    /// `max_states` generated).
     pub complete: bool,
     pub properties: Vec<PropertyResult>,
 }
@@ -183,8 +183,8 @@ fn retries(model: &LockModel) -> Vec<world::Action> {
         .collect()
 }
 
-/// Explores `model` breadth first on one thread, stopping after
-/// `max_states` distinct states.
+/// Explores `model` breadth first on one thread, stopping once it has
+/// generated `max_states` states (repeats included).
 pub fn explore(
     setup: Setup,
     bounds: Bounds,
@@ -199,7 +199,11 @@ pub fn explore(
         model.clone().checker().threads(1).target_state_count(max_states).spawn_bfs().join();
     let elapsed = start.elapsed();
     let states = checker.unique_state_count();
-    let complete = states < max_states;
+    // stateright stops at its target by states generated (repeats
+    // included), and says nothing else of why it stopped: an exploration
+    // that generated as many is taken as cut short, even if it happened
+    // to end there.
+    let complete = checker.state_count() < max_states;
     let properties = model
         .properties()
         .iter()
