@@ -938,6 +938,9 @@ pub struct ModelArgs {
     /// Only these properties (default all): mutual-exclusion, resource-safety, fence-monotonicity, liveness.
     #[arg(long, value_name = "LIST", default_value = "")]
     pub property: String,
+    /// Depth first, with symmetry reduction over clients: fewer states for a proof; a counterexample then need not be the shortest.
+    #[arg(long)]
+    pub symmetry: bool,
     /// Write each counterexample as a history here (RECIPE-PROPERTY.jsonl), for `analyze` and `report`.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -957,6 +960,7 @@ impl ModelArgs {
             tick_ms: self.tick_ms,
             max_states: self.max_states,
             properties: self.property.clone(),
+            symmetry: self.symmetry,
             out: self.out.clone(),
         }
     }

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use lockcheck_model::{explore, names, recipe, Bounds, Setup, Verdict};
+use lockcheck_model::{explore_with, names, recipe, Bounds, Search, Setup, Verdict};
 
 use crate::{BenchError, BenchOptions, Outcome};
 
@@ -19,6 +19,7 @@ struct Case {
     /// The goal, in wall seconds, and what must come out.
     goal_s: Option<f64>,
     expect_violated: bool,
+    search: Search,
 }
 
 const CASES: &[Case] = &[
@@ -31,6 +32,7 @@ const CASES: &[Case] = &[
         properties: &[names::MUTUAL_EXCLUSION],
         goal_s: Some(1.0),
         expect_violated: true,
+        search: Search::BreadthFirst,
     },
     Case {
         what: "every state: redis, pause, all four properties",
@@ -41,6 +43,7 @@ const CASES: &[Case] = &[
         properties: &[],
         goal_s: None,
         expect_violated: true,
+        search: Search::BreadthFirst,
     },
     Case {
         what: "proof: lease table, pause, 20 ticks, resource and tokens",
@@ -51,6 +54,18 @@ const CASES: &[Case] = &[
         properties: &[names::RESOURCE_SAFETY, names::FENCE_MONOTONICITY],
         goal_s: Some(60.0),
         expect_violated: false,
+        search: Search::BreadthFirst,
+    },
+    Case {
+        what: "the same proof, depth first with symmetry over clients",
+        recipe: "lease-table",
+        clients: 3,
+        ticks: 20,
+        pauses: 1,
+        properties: &[names::RESOURCE_SAFETY, names::FENCE_MONOTONICITY],
+        goal_s: Some(60.0),
+        expect_violated: false,
+        search: Search::Symmetric,
     },
 ];
 
@@ -78,7 +93,7 @@ pub fn model(_: &BenchOptions) -> Result<Outcome, BenchError> {
             ..Bounds::default()
         };
         let started = Instant::now();
-        let exploration = explore(setup, bounds, case.properties, 50_000_000);
+        let exploration = explore_with(setup, bounds, case.properties, 50_000_000, case.search);
         let wall_s = started.elapsed().as_secs_f64();
         let violated = exploration
             .properties

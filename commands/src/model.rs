@@ -6,7 +6,9 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use lockcheck_model::{check_bounds, explore, property, recipe, Bounds, Setup, Verdict};
+use lockcheck_model::{
+    check_bounds, explore_with, property, recipe, Bounds, Search, Setup, Verdict,
+};
 
 use crate::exit;
 
@@ -27,6 +29,8 @@ pub struct ModelRequest {
     pub max_states: usize,
     /// The properties to check, comma-separated (empty: all).
     pub properties: String,
+    /// Depth first with symmetry reduction over clients.
+    pub symmetry: bool,
     /// Where counterexample histories go (one file per property).
     pub out: Option<PathBuf>,
 }
@@ -118,7 +122,8 @@ pub fn run(request: &ModelRequest) -> anyhow::Result<ExitCode> {
             Err(error) => return usage(&error),
         }
     }
-    let exploration = explore(setup, bounds, &only, request.max_states);
+    let search = if request.symmetry { Search::Symmetric } else { Search::BreadthFirst };
+    let exploration = explore_with(setup, bounds, &only, request.max_states, search);
     let mut text = String::new();
     let _ = writeln!(
         text,
@@ -174,8 +179,10 @@ pub fn run(request: &ModelRequest) -> anyhow::Result<ExitCode> {
                 code = exit::INVALID;
                 let _ = writeln!(
                     text,
-                    "{:<20} VIOLATED shortest counterexample: {} steps",
-                    property.name, counterexample.length
+                    "{:<20} VIOLATED {} counterexample: {} steps",
+                    property.name,
+                    if request.symmetry { "a (depth-first, not the shortest)" } else { "shortest" },
+                    counterexample.length
                 );
                 for (number, step) in counterexample.steps.iter().enumerate() {
                     if number == counterexample.length {

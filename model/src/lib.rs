@@ -191,12 +191,48 @@ pub fn explore(
     only: &[&'static str],
     max_states: usize,
 ) -> Exploration {
+    explore_with(setup, bounds, only, max_states, Search::BreadthFirst)
+}
+
+/// How the state space is searched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Search {
+    /// Breadth first: a counterexample is a shortest one.
+    BreadthFirst,
+    /// Depth first, with symmetry reduction over clients (stateright
+    /// reduces symmetry only depth first): fewer states for a proof, and
+    /// a counterexample that need not be the shortest.
+    Symmetric,
+}
+
+/// [`explore`], searching as `search` says.
+pub fn explore_with(
+    setup: Setup,
+    bounds: Bounds,
+    only: &[&'static str],
+    max_states: usize,
+    search: Search,
+) -> Exploration {
     let mut model = LockModel::new(setup, bounds);
     model.only = only.to_vec();
     let model = &model;
     let start = Instant::now();
-    let checker =
-        model.clone().checker().threads(1).target_state_count(max_states).spawn_bfs().join();
+    let builder = model.clone().checker().threads(1).target_state_count(max_states);
+    match search {
+        Search::BreadthFirst => summary(model, &builder.spawn_bfs().join(), start, max_states),
+        Search::Symmetric => {
+            summary(model, &builder.symmetry().spawn_dfs().join(), start, max_states)
+        }
+    }
+}
+
+/// What a finished checker found, property by property.
+fn summary(
+    model: &LockModel,
+    checker: &impl Checker<LockModel>,
+    start: Instant,
+    max_states: usize,
+) -> Exploration {
     let elapsed = start.elapsed();
     let states = checker.unique_state_count();
     // stateright stops at its target by states generated (repeats

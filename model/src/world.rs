@@ -17,7 +17,7 @@ use lockcheck_sim::modelled::{Failure, Request, Response, ServerState};
 use lockcheck_workloads::redis_lock::Variant;
 use lockcheck_workloads::{Grant, Outcome};
 use serde_json::{json, Value};
-use stateright::{Model, Property};
+use stateright::{Model, Property, Representative};
 
 use crate::script::{replay, Answer, Ask, Done, Kind, LockOp, Progress, Recipe, LOCK};
 
@@ -459,7 +459,9 @@ impl LockModel {
                     value["fence"] = json!(fence);
                 }
                 emit(sink, || op_event(now, process, "invoke", "write", RESOURCE, value));
-                let request = Request::Write { key: RESOURCE.into(), fence, data };
+                // The resource keeps no writer's name: states that differ
+                // only in which client wrote are one under symmetry.
+                let request = Request::Write { key: RESOURCE.into(), fence, data: "w".into() };
                 let asked = sink.is_some().then(|| format!("storage {request:?}"));
                 let reply = state.storage.handle(request, self.now_ms(now));
                 say(sink, || format!("{} -> {reply:?}", asked.unwrap_or_default()));
@@ -757,4 +759,72 @@ impl Model for LockModel {
 fn stuck(state: &State) -> bool {
     state.server.held_forever(LOCK)
         && state.clients.iter().all(|client| matches!(client.phase, Phase::Idle))
+}
+
+/// An attempt's value names its client and the attempt (`client.attempt`):
+/// the same value with the client renumbered by `new_of`.
+fn renumbered(value: &str, new_of: &[usize]) -> Option<String> {
+    let (client, attempt) = value.split_once('.')?;
+    let new = new_of.get(client.parse::<usize>().ok()?)?;
+    Some(format!("{new}.{attempt}"))
+}
+
+impl Phase {
+    fn renumber(&mut self, new_of: &[usize]) {
+        let value = match self {
+            Phase::Idle => return,
+            Phase::Acquiring { value, .. } | Phase::Releasing { value, .. } => value,
+            Phase::Holding(held) => &mut held.value,
+        };
+        if let Some(renamed) = renumbered(value, new_of) {
+            *value = renamed;
+        }
+    }
+}
+
+impl Client {
+    /// The client as it would be anyone's: its attempts' values without
+    /// the client's number, for ordering clients.
+    fn anonymous(&self) -> Client {
+        let mut client = self.clone();
+        client.phase.renumber(&[]);
+        let value = match &mut client.phase {
+            Phase::Idle => None,
+            Phase::Acquiring { value, .. } | Phase::Releasing { value, .. } => Some(value),
+            Phase::Holding(held) => Some(&mut held.value),
+        };
+        if let Some(value) = value {
+            *value = value.split_once('.').map_or(String::new(), |(_, attempt)| attempt.into());
+        }
+        client
+    }
+}
+
+/// Symmetry over clients: the clients sorted by what they are, not by
+/// their number, and every value that names a client renumbered to match
+/// (in the clients' phases and in the servers' state). Clients alike in
+/// everything but their number keep their order, so two states that
+/// differ only by such a swap may stay two: less reduction, never a wrong
+/// one.
+impl Representative for State {
+    fn representative(&self) -> State {
+        let mut order: Vec<usize> = (0..self.clients.len()).collect();
+        let keys: Vec<String> =
+            self.clients.iter().map(|client| format!("{:?}", client.anonymous())).collect();
+        order.sort_by(|&a, &b| keys[a].cmp(&keys[b]).then(a.cmp(&b)));
+        if order.iter().enumerate().all(|(new, &old)| new == old) {
+            return self.clone();
+        }
+        let mut new_of = vec![0; order.len()];
+        for (new, &old) in order.iter().enumerate() {
+            new_of[old] = new;
+        }
+        let mut state = self.clone();
+        state.clients = order.iter().map(|&old| self.clients[old].clone()).collect();
+        for client in &mut state.clients {
+            client.phase.renumber(&new_of);
+        }
+        state.server.rename_values(|value| renumbered(value, &new_of));
+        state
+    }
 }

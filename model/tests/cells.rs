@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use lockcheck_checker::{analyze, default_checkers, read_history, CheckOptions, Verdict as Judged};
-use lockcheck_model::{explore, names, recipe, Bounds, Setup, Verdict};
+use lockcheck_model::{explore, explore_with, names, recipe, Bounds, Search, Setup, Verdict};
 
 const MUTEX: &str = names::MUTUAL_EXCLUSION;
 const RESOURCE: &str = names::RESOURCE_SAFETY;
@@ -95,6 +95,35 @@ fn the_model_agrees_with_the_simulated_truth_table() {
         let expected: BTreeSet<&str> = cell.violated.iter().copied().collect();
         assert_eq!(violated, expected, "{} {:?}", cell.recipe, cell.faults);
     }
+}
+
+fn violated(setup: Setup, bounds: Bounds, search: Search) -> (BTreeSet<&'static str>, usize) {
+    let exploration = explore_with(setup, bounds, &[], 2_000_000, search);
+    assert!(exploration.complete, "stopped early");
+    let violated = exploration
+        .properties
+        .iter()
+        .filter(|property| matches!(property.verdict, Verdict::Violated(_)))
+        .map(|property| property.name)
+        .collect();
+    (violated, exploration.states)
+}
+
+/// Symmetry reduction over clients changes how many states are explored,
+/// never a verdict; with three clients it explores fewer.
+#[test]
+fn symmetry_reduction_keeps_every_verdict_with_fewer_states() {
+    for cell in CELLS {
+        let (setup, bounds) = setup_of(cell);
+        let (plain, _) = violated(setup, bounds, Search::BreadthFirst);
+        let (symmetric, _) = violated(setup, bounds, Search::Symmetric);
+        assert_eq!(plain, symmetric, "{} {:?}", cell.recipe, cell.faults);
+    }
+    let (setup, mut bounds) = setup_of(&cell("lease-table", &["pause"], &[MUTEX]));
+    bounds.clients = 3;
+    let (_, plain) = violated(setup, bounds, Search::BreadthFirst);
+    let (_, symmetric) = violated(setup, bounds, Search::Symmetric);
+    assert!(symmetric * 2 < plain, "{symmetric} states with symmetry, {plain} without");
 }
 
 #[test]

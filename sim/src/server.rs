@@ -85,6 +85,19 @@ impl ServerState {
 
     /// The live value of a key: an expired key is gone (Redis expires lazily
     /// on access, by its own clock).
+    /// Rewrites every Redis value and lease owner through `rename` (`None`:
+    /// left as it is): a model checker's symmetry reduction relabels the
+    /// clients whose attempts those values name.
+    pub fn rename_values(&mut self, rename: impl Fn(&str) -> Option<String>) {
+        let values = self.keys.values_mut().map(|entry| &mut entry.value);
+        let owners = self.leases.values_mut().filter_map(|lease| lease.owner.as_mut());
+        for value in values.chain(owners) {
+            if let Some(renamed) = rename(value) {
+                *value = renamed;
+            }
+        }
+    }
+
     /// Whether the Redis key `key` is set and never expires
     /// (a lock only its holder's release can free).
     pub fn held_forever(&self, key: &str) -> bool {
