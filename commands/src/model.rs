@@ -134,7 +134,7 @@ pub fn run(request: &ModelRequest) -> anyhow::Result<ExitCode> {
         bounds.ticks,
         setup.tick_ms,
         setup.ttl_ticks,
-        fault_list(&bounds)
+        fault_list(&bounds, true)
     );
     let _ = writeln!(
         text,
@@ -214,7 +214,7 @@ pub fn run(request: &ModelRequest) -> anyhow::Result<ExitCode> {
                     text,
                     "  in the simulator: lockcheck check --backend {} --nemesis {}{}",
                     recipe.backend,
-                    sim_nemesis(&bounds),
+                    fault_list(&bounds, false),
                     if request.no_fencing { " --no-fencing" } else { "" }
                 );
             }
@@ -224,7 +224,9 @@ pub fn run(request: &ModelRequest) -> anyhow::Result<ExitCode> {
     Ok(code.into())
 }
 
-fn fault_list(bounds: &Bounds) -> String {
+/// The faults the bounds give, as `pause=1,loss=2` (`counted`) or as the
+/// simulator's nemesis names them (`pause,loss`); `none` if none.
+fn fault_list(bounds: &Bounds, counted: bool) -> String {
     let faults: Vec<String> = [
         ("pause", bounds.pauses),
         ("clock", bounds.clock_jumps),
@@ -234,27 +236,7 @@ fn fault_list(bounds: &Bounds) -> String {
     ]
     .iter()
     .filter(|(_, count)| *count > 0)
-    .map(|(name, count)| format!("{name}={count}"))
-    .collect();
-    if faults.is_empty() {
-        "none".into()
-    } else {
-        faults.join(",")
-    }
-}
-
-/// The simulator's nemesis for the same faults.
-fn sim_nemesis(bounds: &Bounds) -> String {
-    let faults: Vec<&str> = [
-        ("pause", bounds.pauses),
-        ("clock", bounds.clock_jumps),
-        ("kill", bounds.crashes),
-        ("loss", bounds.losses),
-        ("skew", bounds.skews),
-    ]
-    .iter()
-    .filter(|(_, count)| *count > 0)
-    .map(|(name, _)| *name)
+    .map(|(name, count)| if counted { format!("{name}={count}") } else { name.to_string() })
     .collect();
     if faults.is_empty() {
         "none".into()
