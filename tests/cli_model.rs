@@ -1,5 +1,6 @@
 //! `lockcheck model`: exit codes, refusals of bad input, and a
-//! counterexample written as a history that `analyze` confirms.
+//! counterexample written as a history that `analyze` confirms and
+//! `report` draws.
 
 mod common;
 
@@ -31,6 +32,11 @@ fn a_safe_recipe_holds_and_a_fault_gives_a_counterexample_analyze_confirms() {
     let stdout = String::from_utf8_lossy(&analyzed.stdout);
     assert!(stdout.contains("verdict: INVALID (mutual-exclusion)"), "{stdout}");
     assert!(stdout.contains("fault: pause struck client-0"), "{stdout}");
+    // `report` draws it: the HTML beside the history, each client a lane.
+    let drawn = lockcheck(&["report", &history.display().to_string()]);
+    assert_eq!(drawn.status.code(), Some(1), "{}", both(&drawn));
+    let html = std::fs::read_to_string(history.with_extension("html")).expect("report.html");
+    assert!(html.contains("<html") && html.contains("lock-0"), "{}", &html[..html.len().min(400)]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
