@@ -65,6 +65,18 @@ pub const RECIPES: &[Recipe] = &[
         backend: "sim-redis-lost-reply",
     },
     Recipe {
+        name: "redlock",
+        about: "SET NX PX on a majority of independent instances, within the validity; a crashed instance restarts after a lease",
+        kind: Kind::Redlock { delayed_restart: true },
+        backend: "sim-redlock",
+    },
+    Recipe {
+        name: "redlock-no-delay",
+        about: "broken: a crashed instance restarts at once, without its keys",
+        kind: Kind::Redlock { delayed_restart: false },
+        backend: "sim-redlock-no-delay",
+    },
+    Recipe {
         name: "lease-table",
         about: "SQL lease row: owner, expiry by the database's clock, fence column",
         kind: Kind::LeaseTable { client_clock: false },

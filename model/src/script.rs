@@ -9,15 +9,17 @@
 //! finishes, or asks for one more command, which the model then answers
 //! from its server state machine, its fault budget and its choices.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use lockcheck_sim::modelled::{leases_over, redis_over, Caller, Failure, Request, Response};
-use lockcheck_workloads::lease_table;
+use lockcheck_sim::modelled::{
+    leases_over, redis_over, redlock_over, Caller, Failure, Request, Response,
+};
 use lockcheck_workloads::redis_lock::{self, Variant};
+use lockcheck_workloads::{lease_table, redlock};
 use lockcheck_workloads::{Grant, Outcome};
 
 /// The name of the one lock the models take.
@@ -31,13 +33,16 @@ pub enum Answer {
     /// Between two commands: whether the client stalled there (for the
     /// recipe's crash point, a stall past its deadline is a crash).
     Stalled(bool),
+    /// A reading of the client's clock, in ms: read once, when the
+    /// recipe first asked, and the same at every replay.
+    Clock(u64),
 }
 
 /// What an operation asks for next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ask {
-    /// To send this command.
-    Call(Request),
+    /// To send this command to this server (0 but for Redlock's instances).
+    Call(usize, Request),
     /// To pass the point between two commands.
     Between,
 }
@@ -50,7 +55,24 @@ pub enum Kind {
     /// The SQL lease table; with `client_clock`, expiring leases by the
     /// caller's clock (the broken variant).
     LeaseTable { client_clock: bool },
+    /// Redlock over independent instances; with `delayed_restart`, a
+    /// crashed instance stays down longer than any lease.
+    Redlock { delayed_restart: bool },
 }
+
+impl Kind {
+    /// How many servers hold the lock.
+    pub fn servers(self) -> usize {
+        match self {
+            Kind::Redlock { .. } => REDLOCK_INSTANCES,
+            _ => 1,
+        }
+    }
+}
+
+/// Redlock's instances in the model: the least that has a majority to
+/// lose (the simulator runs five).
+pub const REDLOCK_INSTANCES: usize = 3;
 
 /// A lock operation of the recipe.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -75,41 +97,64 @@ pub enum Progress {
     Done(Done),
 }
 
-/// A caller that answers from the script and stops at its end, saying
-/// what the recipe asked for there.
-struct Scripted<'a> {
+/// What the callers of one replay share: the script, how far it has been
+/// read, what the recipe asked for at its end, and the clock readings made
+/// past its end.
+struct Script<'a> {
     answers: &'a [Answer],
-    next: usize,
-    asked: Rc<RefCell<Option<Ask>>>,
+    next: Cell<usize>,
+    asked: RefCell<Option<Ask>>,
+    /// Clock readings past the script's end, to be kept with it.
+    read: RefCell<Vec<Answer>>,
+    /// The client's clock now, for readings past the script's end.
+    now_ms: u64,
 }
 
-impl Scripted<'_> {
-    fn answer(&mut self) -> Option<&Answer> {
-        let answer = self.answers.get(self.next)?;
-        self.next += 1;
+impl Script<'_> {
+    fn answer(&self) -> Option<&Answer> {
+        let answer = self.answers.get(self.next.get())?;
+        self.next.set(self.next.get() + 1);
         Some(answer)
     }
 }
 
+/// A caller that answers from the script and stops at its end, saying
+/// what the recipe asked for there; one per server.
+struct Scripted<'a> {
+    script: Rc<Script<'a>>,
+    server: usize,
+}
+
 impl Caller for Scripted<'_> {
     async fn call(&mut self, request: &Request) -> Result<Response, Failure> {
-        match self.answer() {
+        match self.script.answer() {
             Some(Answer::Reply(reply)) => return reply.clone(),
-            Some(Answer::Stalled(_)) => panic!("a stall answered a command: the script is off"),
+            Some(other) => panic!("{other:?} answered a command: the script is off"),
             None => {}
         }
-        *self.asked.borrow_mut() = Some(Ask::Call(request.clone()));
+        *self.script.asked.borrow_mut() = Some(Ask::Call(self.server, request.clone()));
         std::future::pending().await
     }
 
     async fn between_commands(&mut self) -> bool {
-        match self.answer() {
+        match self.script.answer() {
             Some(Answer::Stalled(stalled)) => return *stalled,
-            Some(Answer::Reply(_)) => panic!("a reply answered a stall point: the script is off"),
+            Some(other) => panic!("{other:?} answered a stall point: the script is off"),
             None => {}
         }
-        *self.asked.borrow_mut() = Some(Ask::Between);
+        *self.script.asked.borrow_mut() = Some(Ask::Between);
         std::future::pending().await
+    }
+
+    fn now_ms(&self) -> u64 {
+        match self.script.answer() {
+            Some(Answer::Clock(ms)) => *ms,
+            Some(other) => panic!("{other:?} answered a clock reading: the script is off"),
+            None => {
+                self.script.read.borrow_mut().push(Answer::Clock(self.script.now_ms));
+                self.script.now_ms
+            }
+        }
     }
 }
 
@@ -124,45 +169,64 @@ pub struct Recipe {
     pub caller_now_ms: i64,
 }
 
-/// Replays `op` of `recipe` over `answers`.
-pub fn replay(recipe: Recipe, op: &LockOp, answers: &[Answer]) -> Progress {
-    let asked = Rc::new(RefCell::new(None));
-    let mut caller = Scripted { answers, next: 0, asked: asked.clone() };
+/// Replays `op` of `recipe` over `answers`: where it stands, and the
+/// clock readings it made past their end (to be kept with them, so that
+/// the next replay reads the same).
+pub fn replay(recipe: Recipe, op: &LockOp, answers: &[Answer]) -> (Progress, Vec<Answer>) {
     let Recipe { kind, fencing, ttl_ms, caller_now_ms } = recipe;
-    let run = async move {
+    let script = Rc::new(Script {
+        answers,
+        next: Cell::new(0),
+        asked: RefCell::new(None),
+        read: RefCell::new(Vec::new()),
+        now_ms: caller_now_ms.max(0) as u64,
+    });
+    let mut callers: Vec<Scripted<'_>> =
+        (0..kind.servers()).map(|server| Scripted { script: script.clone(), server }).collect();
+    let run = async {
         match (kind, op) {
             (Kind::Redis(variant), LockOp::Acquire(value)) => {
-                let mut redis = redis_over(&mut caller);
+                let mut redis = redis_over(&mut callers[0]);
                 let value = value.clone();
                 Done::Acquire(
                     redis_lock::acquire(&mut redis, variant, fencing, LOCK, value, ttl_ms).await,
                 )
             }
             (Kind::Redis(variant), LockOp::Release(value, _)) => {
-                let mut redis = redis_over(&mut caller);
+                let mut redis = redis_over(&mut callers[0]);
                 Done::Unit(redis_lock::release(&mut redis, variant, LOCK, value).await)
             }
             (Kind::LeaseTable { client_clock }, LockOp::Acquire(owner)) => {
-                let mut leases = leases_over(&mut caller);
+                let mut leases = leases_over(&mut callers[0]);
                 let now_ms = client_clock.then_some(caller_now_ms);
                 let taken = lease_table::acquire(&mut leases, LOCK, owner.clone(), ttl_ms, now_ms);
                 Done::Acquire(taken.await.unwrap_or_else(Failure::outcome))
             }
             (Kind::LeaseTable { .. }, LockOp::Release(owner, fence)) => {
-                let mut leases = leases_over(&mut caller);
+                let mut leases = leases_over(&mut callers[0]);
                 let grant = Grant { fence: *fence, lease: Some(owner.clone()) };
                 let released = lease_table::release(&mut leases, LOCK, &grant).await;
                 Done::Unit(released.unwrap_or_else(Failure::outcome))
             }
+            (Kind::Redlock { .. }, LockOp::Acquire(value)) => {
+                let mut quorum = redlock_over(&mut callers);
+                Done::Acquire(redlock::acquire(&mut quorum, LOCK, value.clone(), ttl_ms).await)
+            }
+            (Kind::Redlock { .. }, LockOp::Release(value, _)) => {
+                let mut quorum = redlock_over(&mut callers);
+                Done::Unit(redlock::release(&mut quorum, LOCK, value).await)
+            }
         }
     };
     let mut context = Context::from_waker(Waker::noop());
-    match pin!(run).poll(&mut context) {
+    let progress = match pin!(run).poll(&mut context) {
         Poll::Ready(done) => Progress::Done(done),
         Poll::Pending => Progress::Asks(
-            asked.borrow_mut().take().expect("a recipe waits only on the script's commands"),
+            script.asked.borrow_mut().take().expect("a recipe waits only on the script's commands"),
         ),
-    }
+    };
+    let read = script.read.take();
+    (progress, read)
 }
 
 #[cfg(test)]
@@ -176,24 +240,24 @@ mod tests {
     #[test]
     fn an_acquire_asks_set_nx_then_the_fence_and_ends_with_its_token() {
         let acquire = LockOp::Acquire("a".into());
-        let first = replay(redis(Variant::Plain, true), &acquire, &[]);
+        let first = replay(redis(Variant::Plain, true), &acquire, &[]).0;
         let set = Request::SetNxPx { key: LOCK.into(), value: "a".into(), ttl_ms: 1000 };
-        assert_eq!(first, Progress::Asks(Ask::Call(set)));
+        assert_eq!(first, Progress::Asks(Ask::Call(0, set)));
         let granted = [Answer::Reply(Ok(Response::Ok))];
         assert_eq!(
-            replay(redis(Variant::Plain, true), &acquire, &granted),
+            replay(redis(Variant::Plain, true), &acquire, &granted).0,
             Progress::Asks(Ask::Between)
         );
         let fenced = [granted[0].clone(), Answer::Stalled(false)];
         let incr = Request::Incr { key: format!("fence:{LOCK}") };
         assert_eq!(
-            replay(redis(Variant::Plain, true), &acquire, &fenced),
-            Progress::Asks(Ask::Call(incr))
+            replay(redis(Variant::Plain, true), &acquire, &fenced).0,
+            Progress::Asks(Ask::Call(0, incr))
         );
         let all = [fenced[0].clone(), fenced[1].clone(), Answer::Reply(Ok(Response::Int(7)))];
         let grant = Grant { fence: Some(7), lease: Some("a".into()) };
         assert_eq!(
-            replay(redis(Variant::Plain, true), &acquire, &all),
+            replay(redis(Variant::Plain, true), &acquire, &all).0,
             Progress::Done(Done::Acquire(Outcome::Ok(grant)))
         );
     }
@@ -203,11 +267,11 @@ mod tests {
         let acquire = LockOp::Acquire("a".into());
         let lost = [Answer::Reply(Err(Failure::Unknown))];
         assert_eq!(
-            replay(redis(Variant::Plain, false), &acquire, &lost),
+            replay(redis(Variant::Plain, false), &acquire, &lost).0,
             Progress::Done(Done::Acquire(Outcome::Info("timeout".into())))
         );
         assert_eq!(
-            replay(redis(Variant::LostReply, false), &acquire, &lost),
+            replay(redis(Variant::LostReply, false), &acquire, &lost).0,
             Progress::Done(Done::Acquire(Outcome::Fail("busy".into())))
         );
     }

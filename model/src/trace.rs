@@ -88,8 +88,10 @@ fn action_name(action: Action) -> String {
         Action::CrashClient(client) => format!("client {client} crashes between commands"),
         Action::Pause(client) => format!("client {client} pauses"),
         Action::Tick => "a tick passes".into(),
-        Action::ClockJump => "the lock server's clock jumps ahead by one lease".into(),
-        Action::CrashServer => "the lock server crashes and restarts".into(),
+        Action::ClockJump(server) => {
+            format!("lock server {server}'s clock jumps ahead by one lease")
+        }
+        Action::CrashServer(server) => format!("lock server {server} crashes and restarts"),
         Action::Skew(client) => format!("client {client}'s clock jumps ahead by one lease"),
     }
 }

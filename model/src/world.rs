@@ -161,9 +161,13 @@ pub struct Broken {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct State {
     now: u8,
-    /// How far the lock server's clock is ahead of true time, in ms.
-    offset_ms: i64,
-    server: ServerState,
+    /// How far each lock server's clock is ahead of true time, in ms.
+    offsets: Vec<i64>,
+    /// The lock servers (Redlock's instances; one otherwise).
+    servers: Vec<ServerState>,
+    /// Per lock server, the tick until which it is down after a crash
+    /// (a delayed restart; 0: up).
+    down_until: Vec<u8>,
     storage: ServerState,
     clients: Vec<Client>,
     budget: Budget,
@@ -192,10 +196,11 @@ pub enum Action {
     Pause(u8),
     /// One tick of time passes.
     Tick,
-    /// The lock server's clock jumps forward by one lease.
-    ClockJump,
-    /// The lock server crashes and restarts.
-    CrashServer,
+    /// A lock server's clock jumps forward by one lease.
+    ClockJump(u8),
+    /// A lock server crashes and restarts (at once, or after a lease and
+    /// a tick with a delayed restart).
+    CrashServer(u8),
     /// The client's clock jumps ahead by one lease.
     Skew(u8),
 }
@@ -291,8 +296,17 @@ impl LockModel {
         client as u64 + u64::from(state.clients[client].generation) * u64::from(self.bounds.clients)
     }
 
-    fn server_now(&self, state: &State) -> i64 {
-        i64::from(state.now) * self.setup.tick_ms as i64 + state.offset_ms
+    fn server_now(&self, state: &State, server: usize) -> i64 {
+        i64::from(state.now) * self.setup.tick_ms as i64 + state.offsets[server]
+    }
+
+    /// A lock server's name, as the simulator's hosts are named.
+    fn server_name(&self, server: u8) -> String {
+        match self.setup.kind {
+            Kind::Redis(_) => "redis".into(),
+            Kind::LeaseTable { .. } => "db".into(),
+            Kind::Redlock { .. } => format!("redis-{server}"),
+        }
     }
 
     /// The operation a client has in flight, and its answers so far.
@@ -308,7 +322,13 @@ impl LockModel {
         }
     }
 
-    fn replay(&self, state: &State, client: &Client, op: &LockOp, answers: &[Answer]) -> Progress {
+    fn replay(
+        &self,
+        state: &State,
+        client: &Client,
+        op: &LockOp,
+        answers: &[Answer],
+    ) -> (Progress, Vec<Answer>) {
         let recipe = Recipe {
             kind: self.setup.kind,
             fencing: self.setup.fencing,
@@ -321,7 +341,7 @@ impl LockModel {
     /// What the client's operation in flight asks for next, if one is.
     fn next_ask(&self, state: &State, client: &Client) -> Option<Ask> {
         let (op, answers) = Self::in_flight(&client.phase)?;
-        match self.replay(state, client, &op, answers) {
+        match self.replay(state, client, &op, answers).0 {
             Progress::Asks(ask) => Some(ask),
             Progress::Done(_) => None,
         }
@@ -356,16 +376,13 @@ impl LockModel {
         let mut next = state.clone();
         match action {
             Action::Tick => next.now += 1,
-            Action::ClockJump => {
+            Action::ClockJump(server) => {
                 next.budget.clock_jumps -= 1;
                 let delta_ms = self.setup.ttl_ms();
-                next.offset_ms += delta_ms as i64;
-                emit(&mut sink, || {
-                    nemesis(state.now, "start", "clock-jump", json!({ "delta_ms": delta_ms }))
-                });
-                emit(&mut sink, || {
-                    nemesis(state.now, "stop", "clock-jump", json!({ "delta_ms": delta_ms }))
-                });
+                next.offsets[usize::from(server)] += delta_ms as i64;
+                let value = json!({ "delta_ms": delta_ms, "targets": [self.server_name(server)] });
+                emit(&mut sink, || nemesis(state.now, "start", "clock-jump", value.clone()));
+                emit(&mut sink, || nemesis(state.now, "stop", "clock-jump", value));
             }
             Action::Skew(client) => {
                 next.budget.skews -= 1;
@@ -385,13 +402,18 @@ impl LockModel {
                     event
                 });
             }
-            Action::CrashServer => {
+            Action::CrashServer(server) => {
+                let at = usize::from(server);
                 next.budget.crashes -= 1;
                 if !self.setup.persist {
-                    next.server = ServerState::new(false);
+                    next.servers[at] = ServerState::new(false);
                 }
-                emit(&mut sink, || nemesis(state.now, "start", "kill", json!({})));
-                emit(&mut sink, || nemesis(state.now, "stop", "kill", json!({})));
+                if self.setup.kind == (Kind::Redlock { delayed_restart: true }) {
+                    next.down_until[at] = state.now + self.setup.ttl_ticks + 1;
+                }
+                let value = json!({ "targets": [self.server_name(server)] });
+                emit(&mut sink, || nemesis(state.now, "start", "kill", value.clone()));
+                emit(&mut sink, || nemesis(state.now, "stop", "kill", value));
             }
             Action::Pause(client) => {
                 let at = usize::from(client);
@@ -515,21 +537,29 @@ impl LockModel {
         let mut answers = answers;
         let mut sent = false;
         let done = loop {
-            match self.replay(state, &state.clients[at], &op, &answers) {
+            let (progress, read) = self.replay(state, &state.clients[at], &op, &answers);
+            answers.extend(read);
+            match progress {
                 Progress::Done(done) => break Some(done),
                 Progress::Asks(Ask::Between) if !sent => {
                     answers.push(Answer::Stalled(action == Action::CrashClient(at as u8)));
                 }
-                Progress::Asks(Ask::Call(request)) if !sent => {
-                    let now_ms = self.server_now(state);
-                    let asked = sink.is_some().then(|| format!("{request:?}"));
+                Progress::Asks(Ask::Call(server, request)) if !sent => {
+                    let now_ms = self.server_now(state, server);
+                    let asked = sink.is_some().then(|| {
+                        let name = self.server_name(server as u8);
+                        format!("{name}: {request:?}")
+                    });
+                    let down = state.now < state.down_until[server];
                     let reply = match action {
+                        // A crashed server refuses the connection at once.
+                        _ if down => Err(Failure::NotSent),
                         Action::LoseRequest(_) => Err(Failure::Unknown),
                         Action::LoseReply(_) => {
-                            state.server.handle(request, now_ms);
+                            state.servers[server].handle(request, now_ms);
                             Err(Failure::Unknown)
                         }
-                        _ => Ok(state.server.handle(request, now_ms)),
+                        _ => Ok(state.servers[server].handle(request, now_ms)),
                     };
                     say(sink, || format!("{} -> {reply:?}", asked.unwrap_or_default()));
                     answers.push(Answer::Reply(reply));
@@ -646,9 +676,6 @@ fn completion<T>(
 
 fn nemesis(tick: u8, f: &'static str, fault: &str, mut value: Value) -> Event {
     value["fault"] = json!(fault);
-    if fault != "pause" {
-        value["targets"] = json!(["redis"]);
-    }
     Event { tick, process: None, kind: "info", f, key: None, value, error: None }
 }
 
@@ -673,8 +700,9 @@ impl Model for LockModel {
         };
         vec![State {
             now: 0,
-            offset_ms: 0,
-            server: ServerState::new(false),
+            offsets: vec![0; self.setup.kind.servers()],
+            servers: vec![ServerState::new(false); self.setup.kind.servers()],
+            down_until: vec![0; self.setup.kind.servers()],
             storage: ServerState::new(self.setup.fenced_storage),
             clients: vec![client; usize::from(bounds.clients)],
             budget: Budget {
@@ -722,11 +750,13 @@ impl Model for LockModel {
         if self.tick_allowed(state) {
             actions.push(Action::Tick);
         }
-        if state.budget.clock_jumps > 0 {
-            actions.push(Action::ClockJump);
-        }
-        if state.budget.crashes > 0 {
-            actions.push(Action::CrashServer);
+        for server in 0..self.setup.kind.servers() as u8 {
+            if state.budget.clock_jumps > 0 {
+                actions.push(Action::ClockJump(server));
+            }
+            if state.budget.crashes > 0 {
+                actions.push(Action::CrashServer(server));
+            }
         }
     }
 
@@ -757,7 +787,7 @@ impl Model for LockModel {
 /// The lock is held with no expiry and nobody believes it holds it or has
 /// an operation in flight: only a release could free it, and none will.
 fn stuck(state: &State) -> bool {
-    state.server.held_forever(LOCK)
+    state.servers.iter().any(|server| server.held_forever(LOCK))
         && state.clients.iter().all(|client| matches!(client.phase, Phase::Idle))
 }
 
@@ -824,7 +854,9 @@ impl Representative for State {
         for client in &mut state.clients {
             client.phase.renumber(&new_of);
         }
-        state.server.rename_values(|value| renumbered(value, &new_of));
+        for server in &mut state.servers {
+            server.rename_values(|value| renumbered(value, &new_of));
+        }
         state
     }
 }

@@ -280,6 +280,11 @@ pub trait Caller {
     /// Between two commands of one operation: `true` if the client stalled
     /// there (a pause asked for at that point).
     async fn between_commands(&mut self) -> bool;
+    /// The client's own clock, in ms since the run began (the simulator's
+    /// elapsed time).
+    fn now_ms(&self) -> u64 {
+        turmoil::sim_elapsed().unwrap_or_default().as_millis() as u64
+    }
 }
 
 impl Caller for Connection {

@@ -8,7 +8,7 @@ use lockcheck_workloads::redlock::{self, RedisQuorum};
 use lockcheck_workloads::user::Uncertain;
 use lockcheck_workloads::{Backend, FaultKind, Grant, Outcome, Recipe, Service};
 
-use crate::host::{Connection, Failure};
+use crate::host::{Caller, Connection, Failure};
 use crate::protocol::{Request, Response};
 use crate::service::{
     lease_of, start_servers, Hosting, Link, Pending, SimService, SimSession, Started,
@@ -79,10 +79,17 @@ impl SimSession for RedlockSession {
     }
 }
 
-/// The simulated instances of one client.
-struct Instances<'a>(&'a mut [Connection]);
+/// Redlock's transport over any [`Caller`]s, one per instance: the one
+/// the simulator's clients use, for a model checker to drive the same
+/// recipe against the same server state machines.
+pub fn redlock_over<C: Caller>(instances: &mut [C]) -> impl RedisQuorum + '_ {
+    Instances(instances)
+}
 
-impl Instances<'_> {
+/// The simulated instances of one client.
+struct Instances<'a, C: Caller = Connection>(&'a mut [C]);
+
+impl<C: Caller> Instances<'_, C> {
     /// Sends `request` to every instance, in turn; whether each took effect
     /// (`effect` of its reply), or why it did not answer.
     async fn everywhere(
@@ -106,13 +113,13 @@ impl Instances<'_> {
     }
 }
 
-impl RedisQuorum for Instances<'_> {
+impl<C: Caller> RedisQuorum for Instances<'_, C> {
     fn instances(&self) -> usize {
         self.0.len()
     }
 
     fn now_ms(&self) -> u64 {
-        turmoil::sim_elapsed().unwrap_or_default().as_millis() as u64
+        self.0.first().map_or(0, Caller::now_ms)
     }
 
     async fn set_nx_px_everywhere(
