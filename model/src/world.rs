@@ -388,19 +388,10 @@ impl LockModel {
                 next.budget.skews -= 1;
                 let delta_ms = self.setup.ttl_ms();
                 next.clients[usize::from(client)].skew_ms += delta_ms as i64;
-                let target = json!([format!("client-{client}")]);
-                emit(&mut sink, || {
-                    let mut event =
-                        nemesis(state.now, "start", "skew", json!({ "delta_ms": delta_ms }));
-                    event.value["targets"] = target.clone();
-                    event
-                });
-                emit(&mut sink, || {
-                    let mut event =
-                        nemesis(state.now, "stop", "skew", json!({ "delta_ms": delta_ms }));
-                    event.value["targets"] = target;
-                    event
-                });
+                let value =
+                    json!({ "delta_ms": delta_ms, "targets": [format!("client-{client}")] });
+                emit(&mut sink, || nemesis(state.now, "start", "skew", value.clone()));
+                emit(&mut sink, || nemesis(state.now, "stop", "skew", value));
             }
             Action::CrashServer(server) => {
                 let at = usize::from(server);
@@ -525,16 +516,9 @@ impl LockModel {
             Phase::Acquiring { .. } | Phase::Releasing { .. } => {}
         }
         // The operation in flight: pass a stall point, or send one command.
-        let (op, answers) = match &state.clients[at].phase {
-            Phase::Acquiring { value, answers, .. } => {
-                (LockOp::Acquire(value.clone()), answers.clone())
-            }
-            Phase::Releasing { value, fence, answers } => {
-                (LockOp::Release(value.clone(), *fence), answers.clone())
-            }
-            _ => unreachable!("an operation is in flight"),
-        };
-        let mut answers = answers;
+        let (op, answers) =
+            Self::in_flight(&state.clients[at].phase).expect("an operation is in flight");
+        let mut answers = answers.to_vec();
         let mut sent = false;
         let done = loop {
             let (progress, read) = self.replay(state, &state.clients[at], &op, &answers);
