@@ -905,7 +905,7 @@ impl ConformanceArgs {
 
 #[derive(Debug, Args)]
 pub struct ModelArgs {
-    /// The recipe to explore: redis, redlock, lease-table, … (a wrong name lists them all).
+    /// The recipe to explore: redis, redlock, lease-table, etcd, … (a wrong name lists them all).
     #[arg(long, value_name = "NAME")]
     pub recipe: String,
     /// Clients, each running the recipe.

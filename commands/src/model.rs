@@ -41,8 +41,11 @@ pub const MODEL_FAULTS: &[(&str, &str)] = &[
         "pause",
         "a client takes no step while ticks pass (at SETNX-then-PEXPIRE's crash point: its crash)",
     ),
-    ("clock", "the lock server's clock jumps ahead by one lease"),
-    ("kill", "the lock server crashes and restarts (its keys lost unless --persistent)"),
+    ("clock", "the lock server's clock jumps ahead by one lease (etcd's leases go by a monotonic clock)"),
+    (
+        "kill",
+        "the lock server crashes and restarts (its keys lost unless --persistent); etcd's leader crashes: a leader change",
+    ),
     ("loss", "a command never arrives, or its reply is lost"),
     ("skew", "one client's clock jumps ahead by one lease"),
 ];

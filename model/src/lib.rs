@@ -15,6 +15,7 @@ pub mod world;
 use std::time::{Duration, Instant};
 
 use lockcheck_workloads::redis_lock::Variant;
+use lockcheck_workloads::CONSUL_LOCK_DELAY_MS;
 use stateright::{Checker, Model};
 
 pub use script::Kind;
@@ -87,6 +88,24 @@ pub const RECIPES: &[Recipe] = &[
         about: "broken: the lease row expires by the caller's clock",
         kind: Kind::LeaseTable { client_clock: true },
         backend: "sim-lease-table-client-clock",
+    },
+    Recipe {
+        name: "etcd",
+        about: "a lease per acquisition, the lock key bound to it (its revision the token), TryLock, revoke to release; leases by the leader's monotonic clock, kill is a leader change",
+        kind: Kind::Etcd,
+        backend: "sim-etcd",
+    },
+    Recipe {
+        name: "consul",
+        about: "a session per acquisition, KV acquire with it (LockIndex the token), a lock-delay of 15 s; sessions by the servers' monotonic clock, kill is a leader change",
+        kind: Kind::Consul { lock_delay_ms: CONSUL_LOCK_DELAY_MS },
+        backend: "sim-consul",
+    },
+    Recipe {
+        name: "consul-no-delay",
+        about: "broken: lock-delay 0, an invalidated session's key is free at once",
+        kind: Kind::Consul { lock_delay_ms: 0 },
+        backend: "sim-consul-no-delay",
     },
 ];
 

@@ -16,8 +16,10 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use lockcheck_sim::modelled::{
-    leases_over, redis_over, redlock_over, Caller, Failure, Request, Response,
+    consul_acquire, consul_release, etcd_over, leases_over, redis_over, redlock_over, Caller,
+    Failure, Request, Response,
 };
+use lockcheck_workloads::etcd_lock::{EtcdLock, Waiting};
 use lockcheck_workloads::redis_lock::{self, Variant};
 use lockcheck_workloads::{lease_table, redlock};
 use lockcheck_workloads::{Grant, Outcome};
@@ -58,6 +60,14 @@ pub enum Kind {
     /// Redlock over independent instances; with `delayed_restart`, a
     /// crashed instance stays down longer than any lease.
     Redlock { delayed_restart: bool },
+    /// etcd's lock (a lease per acquisition, the key's revision the
+    /// token, the lease's revocation the release), refused at once when
+    /// taken (`TryLock`), against the cluster as one linearizable machine.
+    Etcd,
+    /// Consul's lock (a session per acquisition, the key's `LockIndex` the
+    /// token); an invalidated session's key is held back for
+    /// `lock_delay_ms`.
+    Consul { lock_delay_ms: u64 },
 }
 
 impl Kind {
@@ -67,6 +77,18 @@ impl Kind {
             Kind::Redlock { .. } => REDLOCK_INSTANCES,
             _ => 1,
         }
+    }
+
+    /// Whether the recipe's client keeps state from an acquire to its
+    /// release (etcd's lease): a release is replayed after its acquire.
+    pub fn keeps_state(self) -> bool {
+        matches!(self, Kind::Etcd | Kind::Consul { .. })
+    }
+
+    /// Whether the servers' leases expire by their wall clocks, which a
+    /// clock jump moves (etcd's go by the leader's monotonic clock).
+    pub fn wall_clock_leases(self) -> bool {
+        !matches!(self, Kind::Etcd | Kind::Consul { .. })
     }
 }
 
@@ -79,8 +101,10 @@ pub const REDLOCK_INSTANCES: usize = 3;
 pub enum LockOp {
     /// Acquire with this value (unique to the attempt).
     Acquire(String),
-    /// Release the lock held with this value and token.
-    Release(String, Option<u64>),
+    /// Release the lock held with this value and token; `acquired`: the
+    /// answers its acquire had, for a recipe whose client keeps state from
+    /// one to the other ([`Kind::keeps_state`]; empty otherwise).
+    Release { value: String, fence: Option<u64>, acquired: Vec<Answer> },
 }
 
 /// How an operation ended.
@@ -108,6 +132,8 @@ struct Script<'a> {
     read: RefCell<Vec<Answer>>,
     /// The client's clock now, for readings past the script's end.
     now_ms: u64,
+    /// A request's deadline, in ms.
+    deadline_ms: u64,
 }
 
 impl Script<'_> {
@@ -156,6 +182,10 @@ impl Caller for Scripted<'_> {
             }
         }
     }
+
+    fn deadline_ms(&self) -> u64 {
+        self.script.deadline_ms
+    }
 }
 
 /// What one operation is replayed with.
@@ -167,19 +197,31 @@ pub struct Recipe {
     pub ttl_ms: u64,
     /// The caller's clock, in ms, for a recipe that sends it.
     pub caller_now_ms: i64,
+    /// A request's deadline, in ms (commands run within a tick).
+    pub deadline_ms: u64,
 }
 
 /// Replays `op` of `recipe` over `answers`: where it stands, and the
 /// clock readings it made past their end (to be kept with them, so that
 /// the next replay reads the same).
 pub fn replay(recipe: Recipe, op: &LockOp, answers: &[Answer]) -> (Progress, Vec<Answer>) {
-    let Recipe { kind, fencing, ttl_ms, caller_now_ms } = recipe;
+    let Recipe { kind, fencing, ttl_ms, caller_now_ms, deadline_ms } = recipe;
+    // A release of a recipe that keeps state runs after its acquire.
+    let whole;
+    let answers = match op {
+        LockOp::Release { acquired, .. } if !acquired.is_empty() => {
+            whole = [acquired.as_slice(), answers].concat();
+            whole.as_slice()
+        }
+        _ => answers,
+    };
     let script = Rc::new(Script {
         answers,
         next: Cell::new(0),
         asked: RefCell::new(None),
         read: RefCell::new(Vec::new()),
         now_ms: caller_now_ms.max(0) as u64,
+        deadline_ms,
     });
     let mut callers: Vec<Scripted<'_>> =
         (0..kind.servers()).map(|server| Scripted { script: script.clone(), server }).collect();
@@ -192,7 +234,7 @@ pub fn replay(recipe: Recipe, op: &LockOp, answers: &[Answer]) -> (Progress, Vec
                     redis_lock::acquire(&mut redis, variant, fencing, LOCK, value, ttl_ms).await,
                 )
             }
-            (Kind::Redis(variant), LockOp::Release(value, _)) => {
+            (Kind::Redis(variant), LockOp::Release { value, .. }) => {
                 let mut redis = redis_over(&mut callers[0]);
                 Done::Unit(redis_lock::release(&mut redis, variant, LOCK, value).await)
             }
@@ -202,7 +244,7 @@ pub fn replay(recipe: Recipe, op: &LockOp, answers: &[Answer]) -> (Progress, Vec
                 let taken = lease_table::acquire(&mut leases, LOCK, owner.clone(), ttl_ms, now_ms);
                 Done::Acquire(taken.await.unwrap_or_else(Failure::outcome))
             }
-            (Kind::LeaseTable { .. }, LockOp::Release(owner, fence)) => {
+            (Kind::LeaseTable { .. }, LockOp::Release { value: owner, fence, .. }) => {
                 let mut leases = leases_over(&mut callers[0]);
                 let grant = Grant { fence: *fence, lease: Some(owner.clone()) };
                 let released = lease_table::release(&mut leases, LOCK, &grant).await;
@@ -212,9 +254,30 @@ pub fn replay(recipe: Recipe, op: &LockOp, answers: &[Answer]) -> (Progress, Vec
                 let mut quorum = redlock_over(&mut callers);
                 Done::Acquire(redlock::acquire(&mut quorum, LOCK, value.clone(), ttl_ms).await)
             }
-            (Kind::Redlock { .. }, LockOp::Release(value, _)) => {
+            (Kind::Redlock { .. }, LockOp::Release { value, .. }) => {
                 let mut quorum = redlock_over(&mut callers);
                 Done::Unit(redlock::release(&mut quorum, LOCK, value).await)
+            }
+            (Kind::Etcd, op) => {
+                let mut etcd = EtcdLock::waiting(fencing, Waiting::TryOnce);
+                let mut members = etcd_over(&mut callers, 0);
+                let acquired = etcd.acquire(&mut members, LOCK, ttl_ms).await;
+                match op {
+                    LockOp::Acquire(_) => Done::Acquire(acquired),
+                    LockOp::Release { .. } => Done::Unit(etcd.release(&mut members, LOCK).await),
+                }
+            }
+            (Kind::Consul { lock_delay_ms }, op) => {
+                let consul = &mut callers[0];
+                let acquired = consul_acquire(consul, fencing, LOCK, ttl_ms, lock_delay_ms).await;
+                match (op, acquired) {
+                    (LockOp::Acquire(_), acquired) => Done::Acquire(acquired),
+                    // The session the grant was made with.
+                    (LockOp::Release { .. }, Outcome::Ok(grant)) => {
+                        Done::Unit(consul_release(consul, LOCK, &grant).await)
+                    }
+                    (LockOp::Release { .. }, _) => Done::Unit(Outcome::Fail("not-held".into())),
+                }
             }
         }
     };
@@ -234,7 +297,13 @@ mod tests {
     use super::*;
 
     fn redis(variant: Variant, fencing: bool) -> Recipe {
-        Recipe { kind: Kind::Redis(variant), fencing, ttl_ms: 1000, caller_now_ms: 0 }
+        Recipe {
+            kind: Kind::Redis(variant),
+            fencing,
+            ttl_ms: 1000,
+            caller_now_ms: 0,
+            deadline_ms: 250,
+        }
     }
 
     #[test]

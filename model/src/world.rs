@@ -13,7 +13,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use lockcheck_sim::modelled::{Failure, Request, Response, ServerState};
+use lockcheck_sim::modelled::{
+    ConsulMachine, EtcdMachine, Failure, Request, Response, ServerState,
+};
 use lockcheck_workloads::redis_lock::Variant;
 use lockcheck_workloads::{Grant, Outcome};
 use serde_json::{json, Value};
@@ -103,6 +105,9 @@ pub struct Held {
     /// Another client was granted the lock since.
     superseded: bool,
     wrote: bool,
+    /// The answers its acquire had, for a recipe whose client keeps state
+    /// to its release ([`Kind::keeps_state`]; empty otherwise).
+    acquired: Vec<Answer>,
 }
 
 /// Where a client stands.
@@ -121,8 +126,68 @@ pub enum Phase {
     Releasing {
         value: String,
         fence: Option<u64>,
+        acquired: Vec<Answer>,
         answers: Vec<Answer>,
     },
+}
+
+/// A lock server's state machine, the simulator's own: its Redis and SQL
+/// server, or its etcd cluster as one linearizable machine.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Server {
+    Kv(ServerState),
+    Etcd(EtcdMachine),
+    Consul(ConsulMachine),
+}
+
+impl Server {
+    fn new(kind: Kind) -> Server {
+        match kind {
+            Kind::Etcd => Server::Etcd(EtcdMachine::default()),
+            Kind::Consul { .. } => Server::Consul(ConsulMachine::default()),
+            _ => Server::Kv(ServerState::new(false)),
+        }
+    }
+
+    /// Answers `request` at `now_ms` of the server's clock; a request the
+    /// server does not serve goes unanswered.
+    fn handle(&mut self, request: Request, now_ms: i64) -> Result<Response, Failure> {
+        match self {
+            Server::Kv(server) => Ok(server.handle(request, now_ms)),
+            Server::Etcd(cluster) => cluster.handle(request, now_ms).ok_or(Failure::Unknown),
+            // A session is reaped at the earliest Consul may: its TTL after
+            // its last renewal (a later reaping only holds the lock longer).
+            Server::Consul(servers) => {
+                servers.handle(request, now_ms, |_| 0).ok_or(Failure::Unknown)
+            }
+        }
+    }
+
+    /// A crash and restart at `now_ms`: a key-value server loses its keys
+    /// unless it `persist`s them; etcd's members keep theirs on disk, and
+    /// the crash of its leader is a leader change.
+    fn crash(&mut self, persist: bool, now_ms: i64) {
+        match self {
+            Server::Kv(server) if !persist => *server = ServerState::new(false),
+            Server::Kv(_) => {}
+            Server::Etcd(cluster) => cluster.change_leader(now_ms),
+            Server::Consul(servers) => servers.restarted(now_ms),
+        }
+    }
+
+    /// The lock is held with no expiry (etcd's leases always expire).
+    fn held_forever(&self) -> bool {
+        match self {
+            Server::Kv(server) => server.held_forever(LOCK),
+            Server::Etcd(_) | Server::Consul(_) => false,
+        }
+    }
+
+    fn rename_values(&mut self, rename: impl Fn(&str) -> Option<String>) {
+        if let Server::Kv(server) = self {
+            server.rename_values(rename);
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -164,7 +229,7 @@ pub struct State {
     /// How far each lock server's clock is ahead of true time, in ms.
     offsets: Vec<i64>,
     /// The lock servers (Redlock's instances; one otherwise).
-    servers: Vec<ServerState>,
+    servers: Vec<Server>,
     /// Per lock server, the tick until which it is down after a crash
     /// (a delayed restart; 0: up).
     down_until: Vec<u8>,
@@ -296,8 +361,11 @@ impl LockModel {
         client as u64 + u64::from(state.clients[client].generation) * u64::from(self.bounds.clients)
     }
 
+    /// The time a lock server's leases go by: its wall clock, or for a
+    /// recipe whose leases go by monotonic time, true time.
     fn server_now(&self, state: &State, server: usize) -> i64 {
-        i64::from(state.now) * self.setup.tick_ms as i64 + state.offsets[server]
+        let offset = if self.setup.kind.wall_clock_leases() { state.offsets[server] } else { 0 };
+        self.now_ms(state.now) + offset
     }
 
     /// A lock server's name, as the simulator's hosts are named.
@@ -306,6 +374,8 @@ impl LockModel {
             Kind::Redis(_) => "redis".into(),
             Kind::LeaseTable { .. } => "db".into(),
             Kind::Redlock { .. } => format!("redis-{server}"),
+            Kind::Etcd => format!("etcd-{server}"),
+            Kind::Consul { .. } => "consul".into(),
         }
     }
 
@@ -315,8 +385,13 @@ impl LockModel {
             Phase::Acquiring { value, answers, .. } => {
                 Some((LockOp::Acquire(value.clone()), answers))
             }
-            Phase::Releasing { value, fence, answers } => {
-                Some((LockOp::Release(value.clone(), *fence), answers))
+            Phase::Releasing { value, fence, acquired, answers } => {
+                let op = LockOp::Release {
+                    value: value.clone(),
+                    fence: *fence,
+                    acquired: acquired.clone(),
+                };
+                Some((op, answers))
             }
             _ => None,
         }
@@ -334,6 +409,7 @@ impl LockModel {
             fencing: self.setup.fencing,
             ttl_ms: self.setup.ttl_ms(),
             caller_now_ms: self.now_ms(state.now) + client.skew_ms,
+            deadline_ms: self.setup.tick_ms,
         };
         replay(recipe, op, answers)
     }
@@ -396,9 +472,7 @@ impl LockModel {
             Action::CrashServer(server) => {
                 let at = usize::from(server);
                 next.budget.crashes -= 1;
-                if !self.setup.persist {
-                    next.servers[at] = ServerState::new(false);
-                }
+                next.servers[at].crash(self.setup.persist, self.server_now(state, at));
                 if self.setup.kind == (Kind::Redlock { delayed_restart: true }) {
                     next.down_until[at] = state.now + self.setup.ttl_ticks + 1;
                 }
@@ -507,6 +581,7 @@ impl LockModel {
                 state.clients[at].phase = Phase::Releasing {
                     value: held.value.clone(),
                     fence: held.fence,
+                    acquired: held.acquired.clone(),
                     answers: Vec::new(),
                 };
                 emit(sink, || {
@@ -540,10 +615,10 @@ impl LockModel {
                         _ if down => Err(Failure::NotSent),
                         Action::LoseRequest(_) => Err(Failure::Unknown),
                         Action::LoseReply(_) => {
-                            state.servers[server].handle(request, now_ms);
+                            let _ = state.servers[server].handle(request, now_ms);
                             Err(Failure::Unknown)
                         }
-                        _ => Ok(state.servers[server].handle(request, now_ms)),
+                        _ => state.servers[server].handle(request, now_ms),
                     };
                     say(sink, || format!("{} -> {reply:?}", asked.unwrap_or_default()));
                     answers.push(Answer::Reply(reply));
@@ -584,7 +659,7 @@ impl LockModel {
     fn acquired(&self, state: &mut State, at: usize, outcome: Outcome<Grant>, sink: &mut Sink<'_>) {
         let process = self.process(at, state);
         let now = state.now;
-        let Phase::Acquiring { value, floor, .. } = state.clients[at].phase.clone() else {
+        let Phase::Acquiring { value, floor, answers } = state.clients[at].phase.clone() else {
             unreachable!("an acquire is in flight")
         };
         let grant_value = match &outcome {
@@ -602,6 +677,7 @@ impl LockModel {
                     since: now,
                     superseded: false,
                     wrote: false,
+                    acquired: if self.setup.kind.keeps_state() { answers } else { Vec::new() },
                 });
                 if let Some(fence) = grant.fence {
                     state.broken.tokens |= fence <= floor || state.tokens.contains(&fence);
@@ -685,7 +761,7 @@ impl Model for LockModel {
         vec![State {
             now: 0,
             offsets: vec![0; self.setup.kind.servers()],
-            servers: vec![ServerState::new(false); self.setup.kind.servers()],
+            servers: vec![Server::new(self.setup.kind); self.setup.kind.servers()],
             down_until: vec![0; self.setup.kind.servers()],
             storage: ServerState::new(self.setup.fenced_storage),
             clients: vec![client; usize::from(bounds.clients)],
@@ -771,7 +847,7 @@ impl Model for LockModel {
 /// The lock is held with no expiry and nobody believes it holds it or has
 /// an operation in flight: only a release could free it, and none will.
 fn stuck(state: &State) -> bool {
-    state.servers.iter().any(|server| server.held_forever(LOCK))
+    state.servers.iter().any(Server::held_forever)
         && state.clients.iter().all(|client| matches!(client.phase, Phase::Idle))
 }
 

@@ -19,6 +19,8 @@ struct Cell {
     faults: &'static [&'static str],
     no_fencing: bool,
     persistent: bool,
+    /// One tick in ms (250 but where a longer one matters).
+    tick_ms: u64,
     violated: &'static [&'static str],
 }
 
@@ -27,7 +29,7 @@ const fn cell(
     faults: &'static [&'static str],
     violated: &'static [&'static str],
 ) -> Cell {
-    Cell { recipe, faults, no_fencing: false, persistent: false, violated }
+    Cell { recipe, faults, no_fencing: false, persistent: false, tick_ms: 250, violated }
 }
 
 /// The rows of the simulated truth table the model covers, with what the
@@ -61,6 +63,26 @@ const CELLS: &[Cell] = &[
     Cell { no_fencing: true, ..cell("lease-table", &["pause"], &[MUTEX, RESOURCE]) },
     cell("lease-table", &["skew"], &[]),
     cell("lease-table-client-clock", &["skew"], &[MUTEX]),
+    cell("etcd", &[], &[]),
+    // The lease is revoked under the stalled holder; its revision fences.
+    cell("etcd", &["pause"], &[MUTEX]),
+    Cell { no_fencing: true, ..cell("etcd", &["pause"], &[MUTEX, RESOURCE]) },
+    // The leader's crash: the next leader gives every lease its TTL again.
+    cell("etcd", &["kill"], &[]),
+    // Leases go by the leader's monotonic clock.
+    cell("etcd", &["clock"], &[]),
+    cell("etcd", &["loss"], &[]),
+    // The stalled holder's session is reaped, and its key held back for
+    // the lock-delay (15 s), past the bounds: nobody takes it meanwhile.
+    cell("consul", &[], &[]),
+    cell("consul", &["pause"], &[]),
+    // Ticks of 5 s: the lock-delay is 3 ticks, and a stall outlasts the
+    // session and the delay within 6 (the simulated `--ttl 10s` cell).
+    Cell { tick_ms: 5000, ..cell("consul", &["pause"], &[MUTEX]) },
+    cell("consul", &["kill"], &[]),
+    cell("consul", &["clock"], &[]),
+    cell("consul-no-delay", &["pause"], &[MUTEX]),
+    Cell { no_fencing: true, ..cell("consul-no-delay", &["pause"], &[MUTEX, RESOURCE]) },
 ];
 
 fn setup_of(cell: &Cell) -> (Setup, Bounds) {
@@ -71,7 +93,7 @@ fn setup_of(cell: &Cell) -> (Setup, Bounds) {
         fenced_storage: !cell.no_fencing,
         persist: cell.persistent,
         ttl_ticks: 3,
-        tick_ms: 250,
+        tick_ms: cell.tick_ms,
     };
     let mut bounds = Bounds::default();
     for fault in cell.faults {

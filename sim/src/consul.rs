@@ -22,17 +22,20 @@
 //! session, release the key and destroy the session.
 //!
 //! As a simulated service ([`ConsulServer`]): one host, [`CONSUL_HOST`],
-//! listed once in `crate::services`' table.
+//! listed once in `crate::services`' table. Its requests are
+//! `crate::protocol`'s, as every simulated service's; the recipe is written
+//! over any [`Caller`], and the servers' state machine ([`Consul`]) takes
+//! its randomness as an argument, so that a model checker drives both.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use lockcheck_workloads::{Backend, FaultKind, Grant, Outcome, Recipe, Service};
-use serde::{Deserialize, Serialize};
 use turmoil::net::TcpListener;
 
-use crate::host::{serve_requests, Connection, Failure, Knobs, PORT};
+use crate::host::{serve_requests, Caller, Failure, Knobs, PORT};
+use crate::protocol::{Request, Response};
 use crate::service::{Hosting, Link, Pending, SimService, SimSession, Started};
 
 /// The Consul server's host name.
@@ -106,34 +109,8 @@ impl SimSession for ConsulSession {
     }
 }
 
-/// What a client asks of Consul.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-enum Request {
-    /// `PUT /v1/session/create` with a TTL and a lock-delay.
-    Create { ttl_ms: u64, lock_delay_ms: u64 },
-    /// `PUT /v1/session/renew/<id>`.
-    Renew { session: u64 },
-    /// `PUT /v1/session/destroy/<id>`.
-    Destroy { session: u64 },
-    /// `PUT /v1/kv/<key>?acquire=<session>`.
-    Acquire { key: String, session: u64 },
-    /// `PUT /v1/kv/<key>?release=<session>`.
-    Release { key: String, session: u64 },
-}
-
-/// What Consul answers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-enum Reply {
-    /// A session created: its id.
-    Session(u64),
-    /// An acquire: the key's `LockIndex`, or none if it was not taken.
-    Acquired(Option<u64>),
-    /// A renew, destroy or release: whether it took effect.
-    Done(bool),
-}
-
 /// One live session.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Session {
     ttl_ms: u64,
     lock_delay_ms: u64,
@@ -142,7 +119,7 @@ struct Session {
 }
 
 /// One key of the KV store.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 struct Key {
     /// The session holding it.
     holder: Option<u64>,
@@ -154,8 +131,8 @@ struct Key {
 
 /// The state of the Consul servers (kept on disk by their Raft log: it
 /// survives a restart).
-#[derive(Debug, Default)]
-struct Consul {
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Consul {
     next_session: u64,
     sessions: BTreeMap<u64, Session>,
     keys: BTreeMap<String, Key>,
@@ -163,9 +140,9 @@ struct Consul {
 
 impl Consul {
     /// When a session renewed at `now_ms` is invalidated: after its TTL,
-    /// and up to another TTL late.
-    fn reap_at(now_ms: i64, ttl_ms: u64, knobs: &Knobs) -> i64 {
-        now_ms + (ttl_ms + knobs.uniform(0, ttl_ms)) as i64
+    /// and `late(ttl)` later (up to another TTL).
+    fn reap_at(now_ms: i64, ttl_ms: u64, late: impl FnOnce(u64) -> u64) -> i64 {
+        now_ms + (ttl_ms + late(ttl_ms).min(ttl_ms)) as i64
     }
 
     /// Invalidates every session whose time has come, in the order of their
@@ -195,54 +172,64 @@ impl Consul {
         true
     }
 
-    /// Answers `request` at `now_ms` on the servers' monotonic clock.
-    fn handle(&mut self, request: Request, now_ms: i64, knobs: &Knobs) -> Reply {
+    /// Answers `request` at `now_ms` on the servers' monotonic clock; a
+    /// session renewed is reaped `late(ttl)` after its TTL (the simulator
+    /// draws it from its seed). A request Consul does not serve gets no
+    /// answer (`None`).
+    pub fn handle(
+        &mut self,
+        request: Request,
+        now_ms: i64,
+        late: impl FnOnce(u64) -> u64,
+    ) -> Option<Response> {
         self.reap(now_ms);
-        match request {
-            Request::Create { ttl_ms, lock_delay_ms } => {
+        let done = |done: bool| Response::Int(i64::from(done));
+        Some(match request {
+            Request::ConsulCreate { ttl_ms, lock_delay_ms } => {
                 self.next_session += 1;
-                let reap_at_ms = Consul::reap_at(now_ms, ttl_ms, knobs);
+                let reap_at_ms = Consul::reap_at(now_ms, ttl_ms, late);
                 let session = Session { ttl_ms, lock_delay_ms, reap_at_ms };
                 self.sessions.insert(self.next_session, session);
-                Reply::Session(self.next_session)
+                Response::Int(self.next_session as i64)
             }
-            Request::Renew { session } => match self.sessions.get_mut(&session) {
+            Request::ConsulRenew { session } => match self.sessions.get_mut(&session) {
                 Some(live) => {
-                    live.reap_at_ms = Consul::reap_at(now_ms, live.ttl_ms, knobs);
-                    Reply::Done(true)
+                    live.reap_at_ms = Consul::reap_at(now_ms, live.ttl_ms, late);
+                    done(true)
                 }
-                None => Reply::Done(false),
+                None => done(false),
             },
-            Request::Destroy { session } => Reply::Done(self.invalidate(session, now_ms)),
-            Request::Acquire { key, session } => {
+            Request::ConsulDestroy { session } => done(self.invalidate(session, now_ms)),
+            Request::ConsulAcquire { key, session } => {
                 if !self.sessions.contains_key(&session) {
-                    return Reply::Acquired(None);
+                    return Some(Response::Nil);
                 }
                 let key = self.keys.entry(key).or_default();
                 match key.holder {
-                    Some(holder) if holder == session => Reply::Acquired(Some(key.lock_index)),
-                    Some(_) => Reply::Acquired(None),
-                    None if now_ms < key.delayed_until_ms => Reply::Acquired(None),
+                    Some(holder) if holder == session => Response::Fence(key.lock_index),
+                    Some(_) => Response::Nil,
+                    None if now_ms < key.delayed_until_ms => Response::Nil,
                     None => {
                         key.holder = Some(session);
                         key.lock_index += 1;
-                        Reply::Acquired(Some(key.lock_index))
+                        Response::Fence(key.lock_index)
                     }
                 }
             }
-            Request::Release { key, session } => match self.keys.get_mut(&key) {
+            Request::ConsulRelease { key, session } => match self.keys.get_mut(&key) {
                 Some(held) if held.holder == Some(session) => {
                     held.holder = None;
-                    Reply::Done(true)
+                    done(true)
                 }
-                _ => Reply::Done(false),
+                _ => done(false),
             },
-        }
+            _ => return None,
+        })
     }
 
     /// A restarted server (a new leader) gives every session a fresh two
     /// TTLs before it may invalidate it.
-    fn restarted(&mut self, now_ms: i64) {
+    pub fn restarted(&mut self, now_ms: i64) {
         for session in self.sessions.values_mut() {
             session.reap_at_ms = session.reap_at_ms.max(now_ms + 2 * session.ttl_ms as i64);
         }
@@ -270,8 +257,9 @@ async fn serve(
         let (state, knobs) = (state.clone(), knobs.clone());
         tokio::task::spawn_local(async move {
             serve_requests(stream, &knobs, |request: Request| {
-                let reply = state.borrow_mut().handle(request, monotonic_ms(), &knobs);
-                std::future::ready(Some(reply))
+                let late = |ttl_ms| knobs.uniform(0, ttl_ms);
+                let reply = state.borrow_mut().handle(request, monotonic_ms(), late);
+                std::future::ready(reply)
             })
             .await
         });
@@ -283,36 +271,31 @@ fn session_of(grant: &Grant) -> u64 {
     grant.lease.as_deref().and_then(|lease| lease.parse().ok()).unwrap_or_default()
 }
 
-/// The recipe, over a client's connection to the Consul host: one
-/// session per grant, its id the grant's lease.
-async fn call(consul: &mut Connection, request: &Request) -> Result<Reply, Failure> {
-    consul.call_as(request).await
-}
-
 /// Creates a session and acquires `key` with it: the key's `LockIndex` is
-/// the token (when `fencing`).
-async fn acquire(
-    consul: &mut Connection,
+/// the token (when `fencing`). The recipe, over a client's [`Caller`] to the
+/// Consul host: one session per grant, its id the grant's lease.
+pub async fn acquire<C: Caller>(
+    consul: &mut C,
     fencing: bool,
     key: &str,
     ttl_ms: u64,
     lock_delay_ms: u64,
 ) -> Outcome<Grant> {
-    let session = match call(consul, &Request::Create { ttl_ms, lock_delay_ms }).await {
-        Ok(Reply::Session(session)) => session,
+    let session = match consul.call(&Request::ConsulCreate { ttl_ms, lock_delay_ms }).await {
+        Ok(Response::Int(session)) => session as u64,
         Ok(_) => return Outcome::Info("bad-reply".into()),
         Err(failure) => return failure.outcome(),
     };
     consul.between_commands().await;
-    match call(consul, &Request::Acquire { key: key.into(), session }).await {
-        Ok(Reply::Acquired(Some(lock_index))) => Outcome::Ok(Grant {
+    match consul.call(&Request::ConsulAcquire { key: key.into(), session }).await {
+        Ok(Response::Fence(lock_index)) => Outcome::Ok(Grant {
             fence: fencing.then_some(lock_index),
             lease: Some(session.to_string()),
         }),
-        Ok(Reply::Acquired(None)) => {
+        Ok(Response::Nil) => {
             // Not taken: the session is given up (if that is lost, its TTL
             // ends it).
-            let _ = call(consul, &Request::Destroy { session }).await;
+            let _ = consul.call(&Request::ConsulDestroy { session }).await;
             Outcome::Fail("busy".into())
         }
         Ok(_) => Outcome::Info("bad-reply".into()),
@@ -320,45 +303,57 @@ async fn acquire(
     }
 }
 
-/// Renews the grant's session.
-async fn renew(consul: &mut Connection, grant: &Grant) -> Outcome<()> {
-    match call(consul, &Request::Renew { session: session_of(grant) }).await {
-        Ok(Reply::Done(true)) => Outcome::Ok(()),
-        Ok(Reply::Done(false)) => Outcome::Fail("not-held".into()),
+/// Whether a `Done` reply says it took effect.
+fn done(reply: Result<Response, Failure>) -> Outcome<()> {
+    match reply {
+        Ok(Response::Int(1)) => Outcome::Ok(()),
+        Ok(Response::Int(0)) => Outcome::Fail("not-held".into()),
         Ok(_) => Outcome::Info("bad-reply".into()),
         Err(failure) => failure.outcome(),
     }
 }
 
+/// Renews the grant's session.
+async fn renew<C: Caller>(consul: &mut C, grant: &Grant) -> Outcome<()> {
+    done(consul.call(&Request::ConsulRenew { session: session_of(grant) }).await)
+}
+
 /// Releases `key` and destroys the grant's session.
-async fn release(consul: &mut Connection, key: &str, grant: &Grant) -> Outcome<()> {
+pub async fn release<C: Caller>(consul: &mut C, key: &str, grant: &Grant) -> Outcome<()> {
     let session = session_of(grant);
-    let released = match call(consul, &Request::Release { key: key.into(), session }).await {
-        Ok(Reply::Done(true)) => Outcome::Ok(()),
-        Ok(Reply::Done(false)) => Outcome::Fail("not-held".into()),
+    let released = match consul.call(&Request::ConsulRelease { key: key.into(), session }).await {
+        Ok(Response::Int(1)) => Outcome::Ok(()),
+        Ok(Response::Int(0)) => Outcome::Fail("not-held".into()),
         Ok(_) => return Outcome::Info("bad-reply".into()),
         Err(failure) => return failure.outcome(),
     };
     // The session is done with: destroying it frees nothing more, the key
     // is free already (if the destroy is lost, its TTL ends it).
-    let _ = call(consul, &Request::Destroy { session }).await;
+    let _ = consul.call(&Request::ConsulDestroy { session }).await;
     released
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Consul, Reply, Request};
+    use super::Consul;
     use crate::host::Knobs;
+    use crate::protocol::{Request, Response};
 
     fn create(consul: &mut Consul, knobs: &Knobs, lock_delay_ms: u64) -> u64 {
-        match consul.handle(Request::Create { ttl_ms: 1000, lock_delay_ms }, 0, knobs) {
-            Reply::Session(session) => session,
+        let create = Request::ConsulCreate { ttl_ms: 1000, lock_delay_ms };
+        match consul.handle(create, 0, |ttl| knobs.uniform(0, ttl)) {
+            Some(Response::Int(session)) => session as u64,
             other => panic!("{other:?}"),
         }
     }
 
-    fn acquire(consul: &mut Consul, now_ms: i64, knobs: &Knobs, session: u64) -> Reply {
-        consul.handle(Request::Acquire { key: "k".into(), session }, now_ms, knobs)
+    fn acquire(consul: &mut Consul, now_ms: i64, knobs: &Knobs, session: u64) -> Response {
+        let acquire = Request::ConsulAcquire { key: "k".into(), session };
+        consul.handle(acquire, now_ms, |ttl| knobs.uniform(0, ttl)).expect("a Consul request")
+    }
+
+    fn handle(consul: &mut Consul, request: Request, now_ms: i64, knobs: &Knobs) -> Response {
+        consul.handle(request, now_ms, |ttl| knobs.uniform(0, ttl)).expect("a Consul request")
     }
 
     #[test]
@@ -366,18 +361,18 @@ mod tests {
         let knobs = Knobs::new(1, true);
         let mut consul = Consul::default();
         let (a, b) = (create(&mut consul, &knobs, 500), create(&mut consul, &knobs, 500));
-        assert_eq!(acquire(&mut consul, 0, &knobs, a), Reply::Acquired(Some(1)));
-        assert_eq!(acquire(&mut consul, 0, &knobs, b), Reply::Acquired(None));
+        assert_eq!(acquire(&mut consul, 0, &knobs, a), Response::Fence(1));
+        assert_eq!(acquire(&mut consul, 0, &knobs, b), Response::Nil);
         // Destroyed at 0 ms: the key stays locked for the lock-delay.
-        let destroy = Request::Destroy { session: a };
-        assert_eq!(consul.handle(destroy, 0, &knobs), Reply::Done(true));
-        assert_eq!(acquire(&mut consul, 499, &knobs, b), Reply::Acquired(None));
-        assert_eq!(acquire(&mut consul, 500, &knobs, b), Reply::Acquired(Some(2)));
+        let destroy = Request::ConsulDestroy { session: a };
+        assert_eq!(handle(&mut consul, destroy, 0, &knobs), Response::Int(1));
+        assert_eq!(acquire(&mut consul, 499, &knobs, b), Response::Nil);
+        assert_eq!(acquire(&mut consul, 500, &knobs, b), Response::Fence(2));
         // A release starts no lock-delay.
-        let release = Request::Release { key: "k".into(), session: b };
-        assert_eq!(consul.handle(release, 500, &knobs), Reply::Done(true));
+        let release = Request::ConsulRelease { key: "k".into(), session: b };
+        assert_eq!(handle(&mut consul, release, 500, &knobs), Response::Int(1));
         let c = create(&mut consul, &knobs, 500);
-        assert_eq!(acquire(&mut consul, 500, &knobs, c), Reply::Acquired(Some(3)));
+        assert_eq!(acquire(&mut consul, 500, &knobs, c), Response::Fence(3));
     }
 
     #[test]
@@ -386,12 +381,12 @@ mod tests {
             let knobs = Knobs::new(seed, true);
             let mut consul = Consul::default();
             let a = create(&mut consul, &knobs, 0);
-            assert_eq!(acquire(&mut consul, 0, &knobs, a), Reply::Acquired(Some(1)));
+            assert_eq!(acquire(&mut consul, 0, &knobs, a), Response::Fence(1));
             // A wall-clock jump moves nothing: the servers time by the
             // monotonic clock they are given.
             knobs.clock_offset_ms.set(60_000);
-            let renew = Request::Renew { session: a };
-            assert_eq!(consul.handle(renew, 999, &knobs), Reply::Done(true));
+            let renew = Request::ConsulRenew { session: a };
+            assert_eq!(handle(&mut consul, renew, 999, &knobs), Response::Int(1));
             // Renewed at 999 ms: alive until 1,999 ms at least, gone at 2,999.
             consul.reap(1998);
             assert!(consul.sessions.contains_key(&a), "seed {seed}: reaped before its TTL");

@@ -201,7 +201,7 @@ enum Peer {
 }
 
 /// The replicated state machine: leases and the lock keys bound to them.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 struct Store {
     /// etcd's revision: one more with every change to a key.
     revision: u64,
@@ -449,9 +449,7 @@ impl Member {
         self.next_index = vec![self.last_index() + 1; self.members];
         self.match_index = vec![0; self.members];
         self.heard_at = vec![now; self.members];
-        // Every lease gets its whole TTL again from now: the old leader's
-        // timers are lost, and a lease must not end early.
-        self.expiry = self.store.leases.iter().map(|(&id, &ttl)| (id, now + ttl as i64)).collect();
+        self.expiry = promoted(&self.store, now);
         self.revoking.clear();
         self.log.push(Entry { term: self.term, command: Command::Noop });
         self.match_index[self.me] = self.last_index();
@@ -531,27 +529,10 @@ impl Member {
 
     /// The leader's lease timers move with what applies.
     fn time_lease(&mut self, command: &Command, response: Response, now: i64) -> Response {
-        match (command, &response) {
-            (Command::Grant { ttl_ms }, Response::Int(id)) => {
-                self.expiry.insert(*id as u64, now + *ttl_ms as i64);
-                response
-            }
-            (Command::KeepAlive { lease }, Response::Int(1)) => match self.expiry.get_mut(lease) {
-                // An expired lease awaits its revocation: it is not renewed.
-                Some(expiry) if *expiry > now => {
-                    let ttl = self.store.leases.get(lease).copied().unwrap_or(0);
-                    *expiry = now + ttl as i64;
-                    response
-                }
-                _ => Response::Int(0),
-            },
-            (Command::Revoke { lease }, _) => {
-                self.expiry.remove(lease);
-                self.revoking.remove(lease);
-                response
-            }
-            _ => response,
+        if let Command::Revoke { lease } = command {
+            self.revoking.remove(lease);
         }
+        time_lease(&mut self.expiry, &self.store, command, response, now)
     }
 
     fn advance_commit(&mut self) {
@@ -722,6 +703,97 @@ impl Member {
             Role::Follower | Role::Candidate if now >= self.election_at => self.campaign(out),
             Role::Follower | Role::Candidate => {}
         }
+    }
+}
+
+/// The leader's lease timers (lease → expiry, in ms of monotonic time)
+/// move with what applies: a grant starts one, a keepalive of a lease not
+/// yet expired restarts it, a revocation ends it. An expired lease awaits
+/// its revocation: a keepalive does not renew it.
+fn time_lease(
+    expiry: &mut BTreeMap<u64, i64>,
+    store: &Store,
+    command: &Command,
+    response: Response,
+    now: i64,
+) -> Response {
+    match (command, &response) {
+        (Command::Grant { ttl_ms }, Response::Int(id)) => {
+            expiry.insert(*id as u64, now + *ttl_ms as i64);
+            response
+        }
+        (Command::KeepAlive { lease }, Response::Int(1)) => match expiry.get_mut(lease) {
+            Some(at) if *at > now => {
+                let ttl = store.leases.get(lease).copied().unwrap_or(0);
+                *at = now + ttl as i64;
+                response
+            }
+            _ => Response::Int(0),
+        },
+        (Command::Revoke { lease }, _) => {
+            expiry.remove(lease);
+            response
+        }
+        _ => response,
+    }
+}
+
+/// A new leader's lease timers: every lease gets its whole TTL again from
+/// now (etcd's lessor promotion). The old leader's timers are lost, and a
+/// lease must not end early.
+fn promoted(store: &Store, now: i64) -> BTreeMap<u64, i64> {
+    store.leases.iter().map(|(&id, &ttl)| (id, now + ttl as i64)).collect()
+}
+
+/// The cluster as one linearizable state machine, for a model checker:
+/// the store every member applies and the leader's lease timers, with the
+/// members' own code for both ([`Store::apply`], the lease timers of
+/// [`Member`]). What Raft adds (a minority that never commits, a follower
+/// behind) is left out: every request is a committed entry, every read
+/// linearizable. A lease expires by monotonic time: the caller passes
+/// that, not a wall clock.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct EtcdMachine {
+    store: Store,
+    expiry: BTreeMap<u64, i64>,
+}
+
+impl EtcdMachine {
+    /// Answers `request` at `now` (ms of the leader's monotonic clock), as
+    /// the leader answers once its entry applies; an expired lease is
+    /// revoked first, as the leader's timer does. A request etcd does not
+    /// serve gets no answer (`None`), as a member gives none.
+    pub fn handle(&mut self, request: Request, now: i64) -> Option<Response> {
+        self.expire(now);
+        let request = match request {
+            // Every read goes through the log here.
+            Request::LockHeld { name, lease, .. } => {
+                Request::LockHeld { name, lease, serializable: false }
+            }
+            request => request,
+        };
+        let command = command(request)?;
+        let response = self.store.apply(&command);
+        Some(time_lease(&mut self.expiry, &self.store, &command, response, now))
+    }
+
+    /// Revokes every lease expired at `now`, with its keys.
+    pub fn expire(&mut self, now: i64) {
+        let expired: Vec<u64> =
+            self.expiry.iter().filter(|&(_, &at)| at <= now).map(|(&lease, _)| lease).collect();
+        for lease in expired {
+            let revoke = Command::Revoke { lease };
+            let response = self.store.apply(&revoke);
+            time_lease(&mut self.expiry, &self.store, &revoke, response, now);
+        }
+    }
+
+    /// A new leader at `now` (the old one crashed): the leases expired
+    /// under the old one are revoked, and every other gets its whole TTL
+    /// again.
+    pub fn change_leader(&mut self, now: i64) {
+        self.expire(now);
+        self.expiry = promoted(&self.store, now);
     }
 }
 

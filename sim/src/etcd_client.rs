@@ -11,7 +11,7 @@ use lockcheck_workloads::etcd_lock::{
 use lockcheck_workloads::watch::Woken;
 use lockcheck_workloads::Grant;
 
-use crate::host::{Connection, Failure};
+use crate::host::{Caller, Connection, Failure};
 use crate::protocol::{Request, Response};
 use crate::service::{Link, Pending, SimSession};
 
@@ -128,9 +128,17 @@ impl SimSession for EtcdClient {
 
 /// One client's connections to the members, and the member it asks first
 /// (an etcd client configured with one endpoint near it).
-pub(crate) struct Members<'a> {
-    connections: &'a mut [Connection],
+pub(crate) struct Members<'a, C: Caller = Connection> {
+    connections: &'a mut [C],
     local: usize,
+}
+
+/// etcd's recipe's transport over any [`Caller`]s, one per member, asked
+/// first at `local`: the one the simulator's clients use, for a model
+/// checker to drive the same recipe code against the same state machine
+/// ([`crate::etcd::EtcdMachine`]).
+pub fn etcd_over<C: Caller>(callers: &mut [C], local: usize) -> impl EtcdSession + '_ {
+    Members::new(callers, local)
 }
 
 fn unanswered(failure: Failure) -> Unanswered {
@@ -140,14 +148,14 @@ fn unanswered(failure: Failure) -> Unanswered {
     }
 }
 
-impl<'a> Members<'a> {
-    pub(crate) fn new(connections: &'a mut [Connection], local: usize) -> Members<'a> {
+impl<'a, C: Caller> Members<'a, C> {
+    pub(crate) fn new(connections: &'a mut [C], local: usize) -> Members<'a, C> {
         Members { connections, local }
     }
 
     /// The client's deadline for one request, in ms.
     fn deadline_ms(&self) -> u64 {
-        self.connections.first().map_or(1, |connection| connection.deadline().as_millis() as u64)
+        self.connections.first().map_or(1, |connection| connection.deadline_ms())
     }
 
     /// Sends `request` to the leader, starting at the client's own member: a
@@ -192,9 +200,9 @@ impl<'a> Members<'a> {
     }
 }
 
-impl EtcdSession for Members<'_> {
+impl<C: Caller> EtcdSession for Members<'_, C> {
     fn now_ms(&self) -> u64 {
-        turmoil::sim_elapsed().unwrap_or_default().as_millis() as u64
+        self.connections[self.local % self.connections.len()].now_ms()
     }
 
     async fn is_taken(&mut self, _name: &str) -> Result<bool, Unanswered> {

@@ -285,11 +285,18 @@ pub trait Caller {
     fn now_ms(&self) -> u64 {
         turmoil::sim_elapsed().unwrap_or_default().as_millis() as u64
     }
+    /// How long one request may wait for its reply, in ms (a recipe that
+    /// waits in line asks for slices of it).
+    fn deadline_ms(&self) -> u64;
 }
 
 impl Caller for Connection {
     async fn call(&mut self, request: &Request) -> Result<Response, Failure> {
         Connection::call(self, request).await
+    }
+
+    fn deadline_ms(&self) -> u64 {
+        self.deadline.as_millis() as u64
     }
 
     async fn between_commands(&mut self) -> bool {

@@ -46,6 +46,11 @@ pub use redlock::REDLOCK_HOSTS;
 /// What a model checker needs to drive the simulator's own recipe
 /// transports and server state machines step by step, without turmoil.
 pub mod modelled {
+    pub use crate::consul::{
+        acquire as consul_acquire, release as consul_release, Consul as ConsulMachine,
+    };
+    pub use crate::etcd::EtcdMachine;
+    pub use crate::etcd_client::etcd_over;
     pub use crate::host::{Caller, Failure};
     pub use crate::lease_table::leases_over;
     pub use crate::protocol::{Request, Response};

@@ -147,6 +147,31 @@ pub enum Request {
         lease: u64,
         own: u64,
     },
+    /// Consul: `PUT /v1/session/create` with a TTL and a lock-delay; the
+    /// reply is the session's id (`Int`).
+    ConsulCreate {
+        ttl_ms: u64,
+        lock_delay_ms: u64,
+    },
+    /// Consul: `PUT /v1/session/renew/<id>` (`Int(1)`: renewed).
+    ConsulRenew {
+        session: u64,
+    },
+    /// Consul: `PUT /v1/session/destroy/<id>` (`Int(1)`: it was live).
+    ConsulDestroy {
+        session: u64,
+    },
+    /// Consul: `PUT /v1/kv/<key>?acquire=<session>`: the key's `LockIndex`
+    /// (`Fence`), or `Nil` if it was not taken.
+    ConsulAcquire {
+        key: String,
+        session: u64,
+    },
+    /// Consul: `PUT /v1/kv/<key>?release=<session>` (`Int(1)`: released).
+    ConsulRelease {
+        key: String,
+        session: u64,
+    },
     /// A write to the protected resource, with the token when there is one.
     Write {
         key: String,

@@ -238,8 +238,9 @@ impl ServerState {
                     }
                 }
             }
-            // etcd's requests go to the etcd members (`crate::etcd`), S3's
-            // to an S3 run's storage host (`crate::s3`).
+            // etcd's requests go to the etcd members (`crate::etcd`),
+            // Consul's to its host (`crate::consul`), S3's to an S3 run's
+            // storage host (`crate::s3`).
             Request::LeaseGrant { .. }
             | Request::LeaseKeepAlive { .. }
             | Request::LeaseRevoke { .. }
@@ -250,6 +251,11 @@ impl ServerState {
             | Request::WatchDelete { .. }
             | Request::Campaign { .. }
             | Request::Resign { .. }
+            | Request::ConsulCreate { .. }
+            | Request::ConsulRenew { .. }
+            | Request::ConsulDestroy { .. }
+            | Request::ConsulAcquire { .. }
+            | Request::ConsulRelease { .. }
             | Request::ObjectGet { .. }
             | Request::ObjectPut { .. } => Response::Nil,
             Request::Read { key } => {

@@ -63,7 +63,8 @@ pub mod zookeeper_lock;
 
 pub use aim::{slack, Aim, Aimed, Clocks, Holders};
 pub use catalogue::{
-    Backend, Catalogue, Entry, Recipe, Service, World, PERMITS, REDLOCK_INSTANCES,
+    Backend, Catalogue, Entry, Recipe, Service, World, CONSUL_LOCK_DELAY_MS, PERMITS,
+    REDLOCK_INSTANCES,
 };
 pub use cell::Cell;
 pub use client::{poll_until_granted, Grant, LockClient, Outcome};
