@@ -1,6 +1,6 @@
-//! `lockcheck model`: exit codes, refusals of bad input, and a
-//! counterexample written as a history that `analyze` confirms and
-//! `report` draws.
+//! `lockcheck model`: exit codes, refusals of bad input, a counterexample
+//! written as a history that `analyze` confirms and `report` draws, and
+//! the simulator's run that breaks the same property.
 
 mod common;
 
@@ -25,7 +25,21 @@ fn a_safe_recipe_holds_and_a_fault_gives_a_counterexample_analyze_confirms() {
     );
     assert!(stdout.contains("client 0 pauses"), "{stdout}");
     assert!(stdout.contains("SetNxPx"), "{stdout}");
-    assert!(stdout.contains("lockcheck check --backend sim-redis --nemesis pause"), "{stdout}");
+    // The simulator's run that breaks the same property: its replay line,
+    // run as printed, does.
+    let simulated = stdout
+        .lines()
+        .find_map(|line| line.split_once("in the simulator: "))
+        .map(|(_, command)| command)
+        .expect("a simulator command");
+    let (command, note) = simulated.split_once(" (").expect("a note after the command");
+    assert_eq!(note, "its run breaks mutual-exclusion too, by its own schedule)", "{stdout}");
+    let args: Vec<&str> =
+        command.split_once("check ").expect("a check command").1.split(' ').collect();
+    assert!(args.starts_with(&["--backend", "sim-redis"]), "{command}");
+    let replayed = lockcheck(&[&["check", "--no-store"], args.as_slice()].concat());
+    assert_eq!(replayed.status.code(), Some(1), "{command}: {}", both(&replayed));
+    assert!(String::from_utf8_lossy(&replayed.stdout).contains("mutual-exclusion"), "{command}");
     let history = dir.join("redis-mutual-exclusion.jsonl");
     let analyzed = lockcheck(&["analyze", &history.display().to_string()]);
     assert_eq!(analyzed.status.code(), Some(1), "{}", both(&analyzed));

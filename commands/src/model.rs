@@ -10,6 +10,10 @@ use lockcheck_model::{
     check_bounds, explore_with, property, recipe, Bounds, Search, Setup, Verdict,
 };
 
+use lockcheck_checker::{CheckOptions, Verdict as Judged};
+use lockcheck_sim::check_run;
+use lockcheck_workloads::{Backend, FaultKind, RunOptions};
+
 use crate::exit;
 
 /// The command's options, as plain data.
@@ -213,18 +217,67 @@ pub fn run(request: &ModelRequest) -> anyhow::Result<ExitCode> {
                         path.display()
                     );
                 }
-                let _ = writeln!(
-                    text,
-                    "  in the simulator: lockcheck check --backend {} --nemesis {}{}",
+                let faults = fault_list(&bounds, false);
+                let command = format!(
+                    "lockcheck check --backend {} --nemesis {}{}",
                     recipe.backend,
-                    fault_list(&bounds, false),
+                    faults,
                     if request.no_fencing { " --no-fencing" } else { "" }
                 );
+                let _ =
+                    match simulated_run(recipe.backend, &faults, request.no_fencing, property.name)
+                    {
+                        Some(options) => writeln!(
+                            text,
+                            "  in the simulator: {} (its run breaks {} too, by its own schedule)",
+                            crate::program::replay_line(&options.replay()),
+                            property.name
+                        ),
+                        None => writeln!(
+                            text,
+                            "  in the simulator: {command} (none of seeds 0 to {} breaks {} there)",
+                            SIMULATED_SEEDS - 1,
+                            property.name
+                        ),
+                    };
             }
         }
     }
     print!("{text}");
     Ok(code.into())
+}
+
+/// The seeds of the simulator's cell tried for one whose run breaks the
+/// same property.
+const SIMULATED_SEEDS: u64 = 20;
+
+/// The first run (of seeds 0 to [`SIMULATED_SEEDS`] - 1) of the
+/// simulator's `backend` under `faults` (the nemesis' names, or `none`)
+/// that breaks `property`: its options, whose replay line runs it again.
+fn simulated_run(
+    backend: &str,
+    faults: &str,
+    no_fencing: bool,
+    property: &str,
+) -> Option<RunOptions> {
+    let (backend, world) = Backend::parse(backend)?;
+    let faults = match faults {
+        "none" => Vec::new(),
+        faults => FaultKind::parse_list(faults).ok()?,
+    };
+    (0..SIMULATED_SEEDS)
+        .map(|seed| {
+            let mut options = RunOptions::new(world, backend);
+            options.faults = faults.clone();
+            options.fencing = !no_fencing;
+            options.seed = seed;
+            options
+        })
+        .find(|options| {
+            let Ok(run) = lockcheck_sim::run(options) else { return false };
+            check_run(&run, &CheckOptions::default())
+                .is_ok_and(|analysis| analysis.verdict_of(property) == Some(Judged::Invalid))
+        })
 }
 
 /// The faults the bounds give, as `pause=1,loss=2` (`counted`) or as the
