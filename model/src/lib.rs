@@ -90,6 +90,18 @@ pub const RECIPES: &[Recipe] = &[
         backend: "sim-lease-table-client-clock",
     },
     Recipe {
+        name: "redis-semaphore",
+        about: "a sorted set of holders scored by expiry, one script drops the expired, counts and adds, by the server's TIME; 2 permits",
+        kind: Kind::Semaphore { client_clock: false },
+        backend: "sim-redis-semaphore",
+    },
+    Recipe {
+        name: "redis-semaphore-client-clock",
+        about: "broken: the script is given the caller's clock",
+        kind: Kind::Semaphore { client_clock: true },
+        backend: "sim-redis-semaphore-client-clock",
+    },
+    Recipe {
         name: "etcd",
         about: "a lease per acquisition, the lock key bound to it (its revision the token), TryLock, revoke to release; leases by the leader's monotonic clock, kill is a leader change",
         kind: Kind::Etcd,

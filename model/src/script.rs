@@ -16,13 +16,13 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use lockcheck_sim::modelled::{
-    consul_acquire, consul_release, etcd_over, leases_over, redis_over, redlock_over, Caller,
-    Failure, Request, Response,
+    consul_acquire, consul_release, etcd_over, leases_over, redis_over, redlock_over,
+    semaphore_over, Caller, Failure, Request, Response,
 };
 use lockcheck_workloads::etcd_lock::{EtcdLock, Waiting};
 use lockcheck_workloads::redis_lock::{self, Variant};
-use lockcheck_workloads::{lease_table, redlock};
-use lockcheck_workloads::{Grant, Outcome};
+use lockcheck_workloads::{lease_table, redlock, semaphore};
+use lockcheck_workloads::{Grant, Outcome, PERMITS};
 
 /// The name of the one lock the models take.
 pub const LOCK: &str = "lock-0";
@@ -68,6 +68,11 @@ pub enum Kind {
     /// token); an invalidated session's key is held back for
     /// `lock_delay_ms`.
     Consul { lock_delay_ms: u64 },
+    /// The Redis semaphore of [`PERMITS`] slots (a sorted set of holders
+    /// scored by expiry); with `client_clock`, expiring them by the
+    /// caller's clock (the broken variant). Its holders protect no
+    /// resource: what it promises is at most that many at a time.
+    Semaphore { client_clock: bool },
 }
 
 impl Kind {
@@ -89,6 +94,11 @@ impl Kind {
     /// clock jump moves (etcd's go by the leader's monotonic clock).
     pub fn wall_clock_leases(self) -> bool {
         !matches!(self, Kind::Etcd | Kind::Consul { .. })
+    }
+
+    /// How many may hold the lock at once: a semaphore's permits.
+    pub fn permits(self) -> Option<u32> {
+        matches!(self, Kind::Semaphore { .. }).then_some(PERMITS)
     }
 }
 
@@ -257,6 +267,18 @@ pub fn replay(recipe: Recipe, op: &LockOp, answers: &[Answer]) -> (Progress, Vec
             (Kind::Redlock { .. }, LockOp::Release { value, .. }) => {
                 let mut quorum = redlock_over(&mut callers);
                 Done::Unit(redlock::release(&mut quorum, LOCK, value).await)
+            }
+            (Kind::Semaphore { client_clock }, LockOp::Acquire(member)) => {
+                let mut store = semaphore_over(&mut callers[0]);
+                let now_ms = client_clock.then_some(caller_now_ms);
+                let member = member.clone();
+                Done::Acquire(
+                    semaphore::acquire(&mut store, LOCK, member, ttl_ms, PERMITS, now_ms).await,
+                )
+            }
+            (Kind::Semaphore { .. }, LockOp::Release { value, .. }) => {
+                let mut store = semaphore_over(&mut callers[0]);
+                Done::Unit(semaphore::release(&mut store, LOCK, value).await)
             }
             (Kind::Etcd, op) => {
                 let mut etcd = EtcdLock::waiting(fencing, Waiting::TryOnce);

@@ -371,7 +371,7 @@ impl LockModel {
     /// A lock server's name, as the simulator's hosts are named.
     fn server_name(&self, server: u8) -> String {
         match self.setup.kind {
-            Kind::Redis(_) => "redis".into(),
+            Kind::Redis(_) | Kind::Semaphore { .. } => "redis".into(),
             Kind::LeaseTable { .. } => "db".into(),
             Kind::Redlock { .. } => format!("redis-{server}"),
             Kind::Etcd => format!("etcd-{server}"),
@@ -533,10 +533,11 @@ impl LockModel {
                 let value = format!("{at}.{}", client.attempts);
                 client.phase =
                     Phase::Acquiring { value, answers: Vec::new(), floor: state.done_max };
-                let ttl_ms = self.setup.ttl_ms();
-                emit(sink, || {
-                    op_event(now, process, "invoke", "acquire", LOCK, json!({ "ttl_ms": ttl_ms }))
-                });
+                let mut value = json!({ "ttl_ms": self.setup.ttl_ms() });
+                if let Some(permits) = self.setup.kind.permits() {
+                    value["permits"] = json!(permits);
+                }
+                emit(sink, || op_event(now, process, "invoke", "acquire", LOCK, value));
             }
             Phase::Holding(held) if !held.wrote => {
                 let fence = if self.setup.fencing { held.fence } else { None };
@@ -676,7 +677,8 @@ impl LockModel {
                     fence: grant.fence,
                     since: now,
                     superseded: false,
-                    wrote: false,
+                    // A semaphore's holders protect no resource.
+                    wrote: self.setup.kind.permits().is_some(),
                     acquired: if self.setup.kind.keeps_state() { answers } else { Vec::new() },
                 });
                 if let Some(fence) = grant.fence {
@@ -684,12 +686,16 @@ impl LockModel {
                     state.tokens.push(fence);
                     state.done_max = state.done_max.max(fence);
                 }
+                let mut others = 0;
                 for (other, client) in state.clients.iter_mut().enumerate() {
                     if let (true, Phase::Holding(held)) = (other != at, &mut client.phase) {
-                        state.broken.mutex = true;
+                        others += 1;
                         held.superseded = true;
                     }
                 }
+                // More holders than the lock has permits (one, but for a
+                // semaphore).
+                state.broken.mutex |= others >= self.setup.kind.permits().unwrap_or(1);
             }
             Outcome::Fail(_) => {
                 client.ops_left = client.ops_left.saturating_sub(1);

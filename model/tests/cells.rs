@@ -21,6 +21,8 @@ struct Cell {
     persistent: bool,
     /// One tick in ms (250 but where a longer one matters).
     tick_ms: u64,
+    /// Clients (2, but 3 for a semaphore of 2 permits).
+    clients: u8,
     violated: &'static [&'static str],
 }
 
@@ -29,7 +31,15 @@ const fn cell(
     faults: &'static [&'static str],
     violated: &'static [&'static str],
 ) -> Cell {
-    Cell { recipe, faults, no_fencing: false, persistent: false, tick_ms: 250, violated }
+    Cell {
+        recipe,
+        faults,
+        no_fencing: false,
+        persistent: false,
+        tick_ms: 250,
+        clients: 2,
+        violated,
+    }
 }
 
 /// The rows of the simulated truth table the model covers, with what the
@@ -63,6 +73,11 @@ const CELLS: &[Cell] = &[
     Cell { no_fencing: true, ..cell("lease-table", &["pause"], &[MUTEX, RESOURCE]) },
     cell("lease-table", &["skew"], &[]),
     cell("lease-table-client-clock", &["skew"], &[MUTEX]),
+    // Two permits: three clients, to be one too many.
+    Cell { clients: 3, ..cell("redis-semaphore", &[], &[]) },
+    Cell { clients: 3, ..cell("redis-semaphore", &["pause"], &[MUTEX]) },
+    Cell { clients: 3, ..cell("redis-semaphore", &["skew"], &[]) },
+    Cell { clients: 3, ..cell("redis-semaphore-client-clock", &["skew"], &[MUTEX]) },
     cell("etcd", &[], &[]),
     // The lease is revoked under the stalled holder; its revision fences.
     cell("etcd", &["pause"], &[MUTEX]),
@@ -95,7 +110,7 @@ fn setup_of(cell: &Cell) -> (Setup, Bounds) {
         ttl_ticks: 3,
         tick_ms: cell.tick_ms,
     };
-    let mut bounds = Bounds::default();
+    let mut bounds = Bounds { clients: cell.clients, ..Bounds::default() };
     for fault in cell.faults {
         match *fault {
             "pause" => bounds.pauses = 1,

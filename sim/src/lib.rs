@@ -54,7 +54,7 @@ pub mod modelled {
     pub use crate::host::{Caller, Failure};
     pub use crate::lease_table::leases_over;
     pub use crate::protocol::{Request, Response};
-    pub use crate::redis_lock::redis_over;
+    pub use crate::redis_lock::{redis_over, semaphore_over};
     pub use crate::redlock::redlock_over;
     pub use crate::server::ServerState;
 }

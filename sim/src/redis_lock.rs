@@ -190,7 +190,13 @@ impl<C: Caller> RedisLock for SimRedis<'_, C> {
     }
 }
 
-impl SemaphoreStore for SimRedis<'_> {
+/// The semaphore recipe's transport over any [`Caller`], as
+/// [`redis_over`] is the lock's.
+pub fn semaphore_over<C: Caller>(caller: &mut C) -> impl SemaphoreStore + '_ {
+    SimRedis { connection: caller }
+}
+
+impl<C: Caller> SemaphoreStore for SimRedis<'_, C> {
     async fn try_acquire(
         &mut self,
         key: &str,

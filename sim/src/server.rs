@@ -83,11 +83,9 @@ impl ServerState {
         };
     }
 
-    /// The live value of a key: an expired key is gone (Redis expires lazily
-    /// on access, by its own clock).
-    /// Rewrites every Redis value and lease owner through `rename` (`None`:
-    /// left as it is): a model checker's symmetry reduction relabels the
-    /// clients whose attempts those values name.
+    /// Rewrites every Redis value, lease owner and semaphore member through
+    /// `rename` (`None`: left as it is): a model checker's symmetry
+    /// reduction relabels the clients whose attempts those values name.
     pub fn rename_values(&mut self, rename: impl Fn(&str) -> Option<String>) {
         let values = self.keys.values_mut().map(|entry| &mut entry.value);
         let owners = self.leases.values_mut().filter_map(|lease| lease.owner.as_mut());
@@ -95,6 +93,12 @@ impl ServerState {
             if let Some(renamed) = rename(value) {
                 *value = renamed;
             }
+        }
+        for members in self.semaphores.values_mut() {
+            *members = std::mem::take(members)
+                .into_iter()
+                .map(|(member, expiry)| (rename(&member).unwrap_or(member), expiry))
+                .collect();
         }
     }
 
@@ -104,6 +108,8 @@ impl ServerState {
         matches!(self.keys.get(key), Some(Entry { expires_at_ms: None, .. }))
     }
 
+    /// The live value of a key: an expired key is gone (Redis expires lazily
+    /// on access, by its own clock).
     fn live(&mut self, key: &str, now_ms: i64) -> Option<&mut Entry> {
         let expired = matches!(self.keys.get(key), Some(Entry { expires_at_ms: Some(at), .. }) if *at <= now_ms);
         if expired {
