@@ -914,6 +914,9 @@ pub struct ModelArgs {
     /// Acquire attempts per client (a granted one writes with its token, then releases).
     #[arg(long, default_value_t = 2)]
     pub ops: u8,
+    /// Renewals each holder makes before its write, as a watchdog does (a refused one ends the hold).
+    #[arg(long, default_value_t = 0)]
+    pub renewals: u8,
     /// Ticks of time the exploration may reach.
     #[arg(long, default_value_t = 6)]
     pub ticks: u8,
@@ -952,6 +955,7 @@ impl ModelArgs {
             recipe: self.recipe.clone(),
             clients: self.clients,
             ops: self.ops,
+            renewals: self.renewals,
             ticks: self.ticks,
             faults: self.faults.clone(),
             no_fencing: self.no_fencing,

@@ -75,6 +75,10 @@ fn bad_input_is_refused_with_what_there_is() {
     refused(&["--recipe", "redis", "--property", "safety"], "the properties are mutual-exclusion");
     refused(&["--recipe", "redis", "--ttl-ticks", "1"], "--ttl-ticks must be at least 2");
     refused(&["--recipe", "redis", "--clients", "0"], "clients must be at least 1");
+    refused(
+        &["--recipe", "redis", "--renewals", "9"],
+        "renewals 9 is past the model checker's limit of 3",
+    );
 }
 
 #[test]

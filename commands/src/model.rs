@@ -23,6 +23,8 @@ pub struct ModelRequest {
     pub clients: u8,
     /// Acquire attempts per client.
     pub ops: u8,
+    /// Renewals each holder makes before its write.
+    pub renewals: u8,
     pub ticks: u8,
     /// Faults with their counts, as `pause=1,loss=2` (a name alone: 1).
     pub faults: String,
@@ -97,6 +99,7 @@ pub fn run(request: &ModelRequest) -> anyhow::Result<ExitCode> {
     let mut bounds = Bounds {
         clients: request.clients,
         ops: request.ops,
+        renewals: request.renewals,
         ticks: request.ticks,
         ..Bounds::default()
     };
@@ -134,10 +137,14 @@ pub fn run(request: &ModelRequest) -> anyhow::Result<ExitCode> {
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "model {}: {} clients, {} ops each, {} ticks of {} ms, lease {} ticks; faults {}",
+        "model {}: {} clients, {} ops each{}, {} ticks of {} ms, lease {} ticks; faults {}",
         recipe.name,
         bounds.clients,
         bounds.ops,
+        match bounds.renewals {
+            0 => String::new(),
+            renewals => format!(" ({renewals} renewals a hold)"),
+        },
         bounds.ticks,
         setup.tick_ms,
         setup.ttl_ticks,

@@ -66,6 +66,12 @@ pub const RECIPES: &[Recipe] = &[
         backend: "sim-redis-lost-reply",
     },
     Recipe {
+        name: "redis-blind-renew",
+        about: "broken: renewal by plain PEXPIRE, extending whoever holds the lock now",
+        kind: Kind::Redis(Variant::BlindRenew),
+        backend: "sim-redis-blind-renew",
+    },
+    Recipe {
         name: "redlock",
         about: "SET NX PX on a majority of independent instances, within the validity; a crashed instance restarts after a lease",
         kind: Kind::Redlock { delayed_restart: true },
@@ -141,6 +147,7 @@ pub fn recipe(name: &str) -> Result<&'static Recipe, String> {
 pub const MAX_CLIENTS: u8 = 6;
 pub const MAX_OPS: u8 = 4;
 pub const MAX_TICKS: u8 = 64;
+pub const MAX_RENEWALS: u8 = 3;
 
 /// Refuses bounds past the limits, saying which and why.
 pub fn check_bounds(bounds: &Bounds) -> Result<(), String> {
@@ -163,6 +170,9 @@ pub fn check_bounds(bounds: &Bounds) -> Result<(), String> {
     }
     if bounds.ticks > MAX_TICKS {
         return over("ticks", bounds.ticks, MAX_TICKS);
+    }
+    if bounds.renewals > MAX_RENEWALS {
+        return over("renewals", bounds.renewals, MAX_RENEWALS);
     }
     Ok(())
 }

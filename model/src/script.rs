@@ -16,7 +16,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use lockcheck_sim::modelled::{
-    consul_acquire, consul_release, etcd_over, leases_over, redis_over, redlock_over,
+    consul_acquire, consul_release, consul_renew, etcd_over, leases_over, redis_over, redlock_over,
     semaphore_over, Caller, Failure, Request, Response,
 };
 use lockcheck_workloads::etcd_lock::{EtcdLock, Waiting};
@@ -115,6 +115,9 @@ pub enum LockOp {
     /// answers its acquire had, for a recipe whose client keeps state from
     /// one to the other ([`Kind::keeps_state`]; empty otherwise).
     Release { value: String, fence: Option<u64>, acquired: Vec<Answer> },
+    /// Renew the lock held with this value and token (`acquired` as for a
+    /// release).
+    Renew { value: String, fence: Option<u64>, acquired: Vec<Answer> },
 }
 
 /// How an operation ended.
@@ -219,7 +222,9 @@ pub fn replay(recipe: Recipe, op: &LockOp, answers: &[Answer]) -> (Progress, Vec
     // A release of a recipe that keeps state runs after its acquire.
     let whole;
     let answers = match op {
-        LockOp::Release { acquired, .. } if !acquired.is_empty() => {
+        LockOp::Release { acquired, .. } | LockOp::Renew { acquired, .. }
+            if !acquired.is_empty() =>
+        {
             whole = [acquired.as_slice(), answers].concat();
             whole.as_slice()
         }
@@ -248,6 +253,10 @@ pub fn replay(recipe: Recipe, op: &LockOp, answers: &[Answer]) -> (Progress, Vec
                 let mut redis = redis_over(&mut callers[0]);
                 Done::Unit(redis_lock::release(&mut redis, variant, LOCK, value).await)
             }
+            (Kind::Redis(variant), LockOp::Renew { value, .. }) => {
+                let mut redis = redis_over(&mut callers[0]);
+                Done::Unit(redis_lock::renew(&mut redis, variant, LOCK, value, ttl_ms).await)
+            }
             (Kind::LeaseTable { client_clock }, LockOp::Acquire(owner)) => {
                 let mut leases = leases_over(&mut callers[0]);
                 let now_ms = client_clock.then_some(caller_now_ms);
@@ -260,6 +269,12 @@ pub fn replay(recipe: Recipe, op: &LockOp, answers: &[Answer]) -> (Progress, Vec
                 let released = lease_table::release(&mut leases, LOCK, &grant).await;
                 Done::Unit(released.unwrap_or_else(Failure::outcome))
             }
+            (Kind::LeaseTable { .. }, LockOp::Renew { value: owner, fence, .. }) => {
+                let mut leases = leases_over(&mut callers[0]);
+                let grant = Grant { fence: *fence, lease: Some(owner.clone()) };
+                let renewed = lease_table::renew(&mut leases, LOCK, &grant, ttl_ms).await;
+                Done::Unit(renewed.unwrap_or_else(Failure::outcome))
+            }
             (Kind::Redlock { .. }, LockOp::Acquire(value)) => {
                 let mut quorum = redlock_over(&mut callers);
                 Done::Acquire(redlock::acquire(&mut quorum, LOCK, value.clone(), ttl_ms).await)
@@ -267,6 +282,10 @@ pub fn replay(recipe: Recipe, op: &LockOp, answers: &[Answer]) -> (Progress, Vec
             (Kind::Redlock { .. }, LockOp::Release { value, .. }) => {
                 let mut quorum = redlock_over(&mut callers);
                 Done::Unit(redlock::release(&mut quorum, LOCK, value).await)
+            }
+            (Kind::Redlock { .. }, LockOp::Renew { value, .. }) => {
+                let mut quorum = redlock_over(&mut callers);
+                Done::Unit(redlock::renew(&mut quorum, LOCK, value, ttl_ms).await)
             }
             (Kind::Semaphore { client_clock }, LockOp::Acquire(member)) => {
                 let mut store = semaphore_over(&mut callers[0]);
@@ -280,6 +299,11 @@ pub fn replay(recipe: Recipe, op: &LockOp, answers: &[Answer]) -> (Progress, Vec
                 let mut store = semaphore_over(&mut callers[0]);
                 Done::Unit(semaphore::release(&mut store, LOCK, value).await)
             }
+            (Kind::Semaphore { client_clock }, LockOp::Renew { value, .. }) => {
+                let mut store = semaphore_over(&mut callers[0]);
+                let now_ms = client_clock.then_some(caller_now_ms);
+                Done::Unit(semaphore::renew(&mut store, LOCK, value, ttl_ms, now_ms).await)
+            }
             (Kind::Etcd, op) => {
                 let mut etcd = EtcdLock::waiting(fencing, Waiting::TryOnce);
                 let mut members = etcd_over(&mut callers, 0);
@@ -287,6 +311,7 @@ pub fn replay(recipe: Recipe, op: &LockOp, answers: &[Answer]) -> (Progress, Vec
                 match op {
                     LockOp::Acquire(_) => Done::Acquire(acquired),
                     LockOp::Release { .. } => Done::Unit(etcd.release(&mut members, LOCK).await),
+                    LockOp::Renew { .. } => Done::Unit(etcd.renew(&mut members, LOCK).await),
                 }
             }
             (Kind::Consul { lock_delay_ms }, op) => {
@@ -298,7 +323,10 @@ pub fn replay(recipe: Recipe, op: &LockOp, answers: &[Answer]) -> (Progress, Vec
                     (LockOp::Release { .. }, Outcome::Ok(grant)) => {
                         Done::Unit(consul_release(consul, LOCK, &grant).await)
                     }
-                    (LockOp::Release { .. }, _) => Done::Unit(Outcome::Fail("not-held".into())),
+                    (LockOp::Renew { .. }, Outcome::Ok(grant)) => {
+                        Done::Unit(consul_renew(consul, &grant).await)
+                    }
+                    (_, _) => Done::Unit(Outcome::Fail("not-held".into())),
                 }
             }
         }

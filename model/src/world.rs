@@ -50,6 +50,8 @@ pub struct Bounds {
     /// Jumps of one client's clock ahead by one lease (harmless unless the
     /// recipe sends its clock).
     pub skews: u8,
+    /// Renewals each holder makes before its write (a watchdog's).
+    pub renewals: u8,
 }
 
 impl Default for Bounds {
@@ -63,6 +65,7 @@ impl Default for Bounds {
             crashes: 0,
             losses: 0,
             skews: 0,
+            renewals: 0,
         }
     }
 }
@@ -108,6 +111,8 @@ pub struct Held {
     /// The answers its acquire had, for a recipe whose client keeps state
     /// to its release ([`Kind::keeps_state`]; empty otherwise).
     acquired: Vec<Answer>,
+    /// Renewals still to make before the write.
+    renews_left: u8,
 }
 
 /// Where a client stands.
@@ -122,6 +127,11 @@ pub enum Phase {
         floor: u64,
     },
     Holding(Held),
+    /// A renewal in flight (the client goes on believing meanwhile).
+    Renewing {
+        held: Held,
+        answers: Vec<Answer>,
+    },
     /// A release in flight (the client stopped believing at its invoke).
     Releasing {
         value: String,
@@ -393,6 +403,14 @@ impl LockModel {
                 };
                 Some((op, answers))
             }
+            Phase::Renewing { held, answers } => {
+                let op = LockOp::Renew {
+                    value: held.value.clone(),
+                    fence: held.fence,
+                    acquired: held.acquired.clone(),
+                };
+                Some((op, answers))
+            }
             _ => None,
         }
     }
@@ -442,7 +460,9 @@ impl LockModel {
                         Phase::Holding(held) => {
                             state.now + 1 - held.since <= self.setup.hold_ticks()
                         }
-                        Phase::Acquiring { .. } | Phase::Releasing { .. } => false,
+                        Phase::Acquiring { .. }
+                        | Phase::Renewing { .. }
+                        | Phase::Releasing { .. } => false,
                     }
             })
     }
@@ -539,6 +559,13 @@ impl LockModel {
                 }
                 emit(sink, || op_event(now, process, "invoke", "acquire", LOCK, value));
             }
+            Phase::Holding(held) if held.renews_left > 0 => {
+                let ttl_ms = self.setup.ttl_ms();
+                state.clients[at].phase = Phase::Renewing { held, answers: Vec::new() };
+                emit(sink, || {
+                    op_event(now, process, "invoke", "renew", LOCK, json!({ "ttl_ms": ttl_ms }))
+                });
+            }
             Phase::Holding(held) if !held.wrote => {
                 let fence = if self.setup.fencing { held.fence } else { None };
                 let data = format!("{process}");
@@ -589,7 +616,7 @@ impl LockModel {
                     op_event(now, process, "invoke", "release", LOCK, fence_value(held.fence))
                 });
             }
-            Phase::Acquiring { .. } | Phase::Releasing { .. } => {}
+            Phase::Acquiring { .. } | Phase::Renewing { .. } | Phase::Releasing { .. } => {}
         }
         // The operation in flight: pass a stall point, or send one command.
         let (op, answers) =
@@ -628,17 +655,20 @@ impl LockModel {
                 Progress::Asks(_) => break None,
             }
         };
-        let Some(done) = done else {
-            match &mut state.clients[at].phase {
-                Phase::Acquiring { answers: kept, .. } | Phase::Releasing { answers: kept, .. } => {
-                    *kept = answers
-                }
-                _ => unreachable!("an operation is in flight"),
-            }
-            return;
-        };
+        // Kept whether or not it finished: a finished acquire's answers, all
+        // of them, are what its release replays it from.
+        match &mut state.clients[at].phase {
+            Phase::Acquiring { answers: kept, .. }
+            | Phase::Renewing { answers: kept, .. }
+            | Phase::Releasing { answers: kept, .. } => *kept = answers,
+            _ => unreachable!("an operation is in flight"),
+        }
+        let Some(done) = done else { return };
         match done {
             Done::Acquire(outcome) => self.acquired(state, at, outcome, sink),
+            Done::Unit(outcome) if matches!(state.clients[at].phase, Phase::Renewing { .. }) => {
+                self.renewed(state, at, outcome, sink)
+            }
             Done::Unit(outcome) => {
                 let client = &mut state.clients[at];
                 client.ops_left = client.ops_left.saturating_sub(1);
@@ -650,6 +680,30 @@ impl LockModel {
                 emit(sink, || event);
             }
         }
+    }
+
+    /// A renewal ended: renewed, the holder works a hold from now; refused,
+    /// it stops and says so with a release (its next step), as the
+    /// workloads' holders do; unknown, it goes on as a new process.
+    fn renewed(&self, state: &mut State, at: usize, outcome: Outcome<()>, sink: &mut Sink<'_>) {
+        let process = self.process(at, state);
+        let now = state.now;
+        let client = &mut state.clients[at];
+        let Phase::Renewing { held, .. } = client.phase.clone() else {
+            unreachable!("a renewal is in flight")
+        };
+        let event = completion(now, process, "renew", LOCK, &outcome, Value::Null);
+        emit(sink, || event);
+        let renews_left = held.renews_left - 1;
+        client.phase = match outcome {
+            Outcome::Ok(()) => Phase::Holding(Held { since: now, renews_left, ..held }),
+            Outcome::Fail(_) => Phase::Holding(Held { renews_left: 0, wrote: true, ..held }),
+            Outcome::Info(_) => {
+                client.ops_left = client.ops_left.saturating_sub(1);
+                client.generation += 1;
+                Phase::Idle
+            }
+        };
     }
 
     fn now_ms(&self, tick: u8) -> i64 {
@@ -680,6 +734,7 @@ impl LockModel {
                     // A semaphore's holders protect no resource.
                     wrote: self.setup.kind.permits().is_some(),
                     acquired: if self.setup.kind.keeps_state() { answers } else { Vec::new() },
+                    renews_left: self.bounds.renewals,
                 });
                 if let Some(fence) = grant.fence {
                     state.broken.tokens |= fence <= floor || state.tokens.contains(&fence);
@@ -796,7 +851,13 @@ impl Model for LockModel {
             // client's step sends its acquire's first, one inside an
             // operation its next.
             let ask = self.next_ask(state, client);
-            let sends = matches!(client.phase, Phase::Idle) || ask.is_some();
+            // A holder's step sends a command when it starts its renewal
+            // or its release (not when it writes).
+            let sends = match &client.phase {
+                Phase::Idle => true,
+                Phase::Holding(held) => held.renews_left > 0 || held.wrote,
+                _ => ask.is_some(),
+            };
             if state.budget.losses > 0 && sends {
                 actions.push(Action::LoseReply(id));
                 actions.push(Action::LoseRequest(id));
@@ -870,7 +931,7 @@ impl Phase {
         let value = match self {
             Phase::Idle => return,
             Phase::Acquiring { value, .. } | Phase::Releasing { value, .. } => value,
-            Phase::Holding(held) => &mut held.value,
+            Phase::Holding(held) | Phase::Renewing { held, .. } => &mut held.value,
         };
         if let Some(renamed) = renumbered(value, new_of) {
             *value = renamed;
@@ -887,7 +948,7 @@ impl Client {
         let value = match &mut client.phase {
             Phase::Idle => None,
             Phase::Acquiring { value, .. } | Phase::Releasing { value, .. } => Some(value),
-            Phase::Holding(held) => Some(&mut held.value),
+            Phase::Holding(held) | Phase::Renewing { held, .. } => Some(&mut held.value),
         };
         if let Some(value) = value {
             *value = value.split_once('.').map_or(String::new(), |(_, attempt)| attempt.into());

@@ -314,7 +314,7 @@ fn done(reply: Result<Response, Failure>) -> Outcome<()> {
 }
 
 /// Renews the grant's session.
-async fn renew<C: Caller>(consul: &mut C, grant: &Grant) -> Outcome<()> {
+pub async fn renew<C: Caller>(consul: &mut C, grant: &Grant) -> Outcome<()> {
     done(consul.call(&Request::ConsulRenew { session: session_of(grant) }).await)
 }
 

@@ -47,7 +47,8 @@ pub use redlock::REDLOCK_HOSTS;
 /// transports and server state machines step by step, without turmoil.
 pub mod modelled {
     pub use crate::consul::{
-        acquire as consul_acquire, release as consul_release, Consul as ConsulMachine,
+        acquire as consul_acquire, release as consul_release, renew as consul_renew,
+        Consul as ConsulMachine,
     };
     pub use crate::etcd::EtcdMachine;
     pub use crate::etcd_client::etcd_over;
