@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use lockcheck_model::{
-    check_bounds, explore_with, property, recipe, Bounds, Search, Setup, Verdict,
+    check_bounds, explore_with, names, property, recipe, Bounds, Search, Setup, Verdict,
 };
 
 use lockcheck_checker::{CheckOptions, Verdict as Judged};
@@ -170,6 +170,8 @@ pub fn run(request: &ModelRequest) -> anyhow::Result<ExitCode> {
         }
     );
     let mut code = exit::VALID;
+    let faults = fault_list(&bounds, false);
+    let mut simulated = Simulated::new(recipe.backend, &faults, request.no_fencing);
     for property in &exploration.properties {
         match &property.verdict {
             Verdict::Holds => {
@@ -224,29 +226,22 @@ pub fn run(request: &ModelRequest) -> anyhow::Result<ExitCode> {
                         path.display()
                     );
                 }
-                let faults = fault_list(&bounds, false);
-                let command = format!(
-                    "lockcheck check --backend {} --nemesis {}{}",
-                    recipe.backend,
-                    faults,
-                    if request.no_fencing { " --no-fencing" } else { "" }
-                );
-                let _ =
-                    match simulated_run(recipe.backend, &faults, request.no_fencing, property.name)
-                    {
-                        Some(options) => writeln!(
-                            text,
-                            "  in the simulator: {} (its run breaks {} too, by its own schedule)",
-                            crate::program::replay_line(&options.replay()),
-                            property.name
-                        ),
-                        None => writeln!(
-                            text,
-                            "  in the simulator: {command} (none of seeds 0 to {} breaks {} there)",
-                            SIMULATED_SEEDS - 1,
-                            property.name
-                        ),
-                    };
+                let _ = match simulated.breaking(property.name) {
+                    Some(options) => writeln!(
+                        text,
+                        "  in the simulator: {} (its run breaks {} too, by its own schedule)",
+                        crate::program::replay_line(&options.replay()),
+                        property.name
+                    ),
+                    None => writeln!(
+                        text,
+                        "  in the simulator: lockcheck check --backend {} --nemesis {faults}{} (none of seeds 0 to {} breaks {} there)",
+                        recipe.backend,
+                        if request.no_fencing { " --no-fencing" } else { "" },
+                        SIMULATED_SEEDS - 1,
+                        property.name
+                    ),
+                };
             }
         }
     }
@@ -258,33 +253,53 @@ pub fn run(request: &ModelRequest) -> anyhow::Result<ExitCode> {
 /// same property.
 const SIMULATED_SEEDS: u64 = 20;
 
-/// The first run (of seeds 0 to [`SIMULATED_SEEDS`] - 1) of the
-/// simulator's `backend` under `faults` (the nemesis' names, or `none`)
-/// that breaks `property`: its options, whose replay line runs it again.
-fn simulated_run(
-    backend: &str,
-    faults: &str,
-    no_fencing: bool,
-    property: &str,
-) -> Option<RunOptions> {
-    let (backend, world) = Backend::parse(backend)?;
-    let faults = match faults {
-        "none" => Vec::new(),
-        faults => FaultKind::parse_list(faults).ok()?,
-    };
-    (0..SIMULATED_SEEDS)
-        .map(|seed| {
+/// The simulator's runs of the recipe's cell, seed by seed: each seed is
+/// run once, however many properties ask about it.
+struct Simulated {
+    /// The cell's options (`None`: the simulator has no such cell).
+    cell: Option<RunOptions>,
+    /// Per seed run so far, the properties its run breaks.
+    broken: Vec<Vec<&'static str>>,
+}
+
+impl Simulated {
+    /// The cell of `backend` under `faults` (the nemesis' names, or
+    /// `none`).
+    fn new(backend: &str, faults: &str, no_fencing: bool) -> Simulated {
+        let cell = Backend::parse(backend).and_then(|(backend, world)| {
             let mut options = RunOptions::new(world, backend);
-            options.faults = faults.clone();
+            options.faults = match faults {
+                "none" => Vec::new(),
+                faults => FaultKind::parse_list(faults).ok()?,
+            };
             options.fencing = !no_fencing;
-            options.seed = seed;
-            options
-        })
-        .find(|options| {
-            let Ok(run) = lockcheck_sim::run(options) else { return false };
-            check_run(&run, &CheckOptions::default())
-                .is_ok_and(|analysis| analysis.verdict_of(property) == Some(Judged::Invalid))
-        })
+            Some(options)
+        });
+        Simulated { cell, broken: Vec::new() }
+    }
+
+    /// The first run (of seeds 0 to [`SIMULATED_SEEDS`] - 1) that breaks
+    /// `property`: its options, whose replay line runs it again.
+    fn breaking(&mut self, property: &str) -> Option<RunOptions> {
+        let cell = self.cell.as_ref()?;
+        let seeded = |seed| RunOptions { seed, ..cell.clone() };
+        for seed in 0..SIMULATED_SEEDS {
+            if self.broken.len() as u64 == seed {
+                let analysis = lockcheck_sim::run(&seeded(seed))
+                    .ok()
+                    .and_then(|run| check_run(&run, &CheckOptions::default()).ok());
+                let broken = names::ALL.iter().copied().filter(|name| {
+                    analysis.as_ref().and_then(|analysis| analysis.verdict_of(name))
+                        == Some(Judged::Invalid)
+                });
+                self.broken.push(broken.collect());
+            }
+            if self.broken[seed as usize].contains(&property) {
+                return Some(seeded(seed));
+            }
+        }
+        None
+    }
 }
 
 /// The faults the bounds give, as `pause=1,loss=2` (`counted`) or as the

@@ -115,6 +115,27 @@ pub struct Held {
     renews_left: u8,
 }
 
+/// What a holder's next step does: renew (while it has renewals to make),
+/// write, then release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HoldStep {
+    Renew,
+    Write,
+    Release,
+}
+
+impl Held {
+    fn next_step(&self) -> HoldStep {
+        if self.renews_left > 0 {
+            HoldStep::Renew
+        } else if !self.wrote {
+            HoldStep::Write
+        } else {
+            HoldStep::Release
+        }
+    }
+}
+
 /// Where a client stands.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Phase {
@@ -559,14 +580,14 @@ impl LockModel {
                 }
                 emit(sink, || op_event(now, process, "invoke", "acquire", LOCK, value));
             }
-            Phase::Holding(held) if held.renews_left > 0 => {
+            Phase::Holding(held) if held.next_step() == HoldStep::Renew => {
                 let ttl_ms = self.setup.ttl_ms();
                 state.clients[at].phase = Phase::Renewing { held, answers: Vec::new() };
                 emit(sink, || {
                     op_event(now, process, "invoke", "renew", LOCK, json!({ "ttl_ms": ttl_ms }))
                 });
             }
-            Phase::Holding(held) if !held.wrote => {
+            Phase::Holding(held) if held.next_step() == HoldStep::Write => {
                 let fence = if self.setup.fencing { held.fence } else { None };
                 let data = format!("{process}");
                 let mut value = json!({ "data": data });
@@ -855,7 +876,7 @@ impl Model for LockModel {
             // or its release (not when it writes).
             let sends = match &client.phase {
                 Phase::Idle => true,
-                Phase::Holding(held) => held.renews_left > 0 || held.wrote,
+                Phase::Holding(held) => held.next_step() != HoldStep::Write,
                 _ => ask.is_some(),
             };
             if state.budget.losses > 0 && sends {
